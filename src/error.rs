@@ -1,0 +1,157 @@
+//! The one error type of the crate.
+//!
+//! Every variant that concerns a file carries its path, and corruption carries the byte
+//! offset where it was found, so an operator can go straight to the bad bytes.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout segstore.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in segstore.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O operation on `path` failed.
+    #[error("I/O error during {op} on {path}: {source}")]
+    Io {
+        /// What we were doing ("open", "read", "fsync", ...).
+        op: &'static str,
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Bytes on disk are not what the format says they must be (invariant 6).
+    #[error("corrupt file {path} at offset {offset}: {reason}")]
+    Corrupt {
+        /// The file holding the bad bytes.
+        path: PathBuf,
+        /// Byte offset in that file where the problem was found.
+        offset: u64,
+        /// What was wrong.
+        reason: String,
+    },
+
+    /// A configuration value is not valid.
+    #[error("invalid setting {setting} = {value:?}: {reason}")]
+    InvalidConfig {
+        /// The setting's name, e.g. `disk_access_mode`.
+        setting: &'static str,
+        /// The value given.
+        value: String,
+        /// Why it is wrong; for enumerations, the valid values.
+        reason: String,
+    },
+
+    /// Caller input violates a documented limit or ordering.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// A key longer than the format allows.
+    #[error("key of {len} bytes exceeds the maximum of {max} bytes")]
+    KeyTooLarge {
+        /// Length of the rejected key.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+
+    /// A value longer than the format allows.
+    #[error("value of {len} bytes exceeds the maximum of {max} bytes")]
+    ValueTooLarge {
+        /// Length of the rejected value.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+
+    /// Keys given to a segment writer were not strictly ascending.
+    #[error("keys out of order: key #{index} is not greater than the previous key")]
+    OutOfOrder {
+        /// Zero-based position of the offending entry.
+        index: u64,
+    },
+
+    /// A name (table, snapshot tag) is not acceptable.
+    #[error("invalid {kind} name {name:?}: {reason}")]
+    InvalidName {
+        /// "table", "snapshot tag", ...
+        kind: &'static str,
+        /// The rejected name.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+
+    /// Another process holds the store directory (invariant 7).
+    #[error("store directory {0} is locked by another process")]
+    Locked(PathBuf),
+
+    /// Something named does not exist.
+    #[error("{kind} {name:?} not found")]
+    NotFound {
+        /// "table", "snapshot", ...
+        kind: &'static str,
+        /// The name looked for.
+        name: String,
+    },
+
+    /// Something named exists already.
+    #[error("{kind} {name:?} already exists")]
+    AlreadyExists {
+        /// "table", "snapshot", ...
+        kind: &'static str,
+        /// The name.
+        name: String,
+    },
+
+    /// Opening another mapping would exceed the configured share of `vm.max_map_count`.
+    #[error("mapping budget exhausted: {used} of {budget} mappings in use (raise vm.max_map_count or the budget, or use disk_access_mode auto)")]
+    MapBudgetExhausted {
+        /// Mappings in use.
+        used: usize,
+        /// The budget.
+        budget: usize,
+    },
+
+    /// The store refuses writes after an earlier failure it cannot recover from in place
+    /// (for example a failed fsync of the commit log).
+    #[error("store is read-only after an earlier failure: {0}")]
+    Poisoned(String),
+
+    /// The store has been closed.
+    #[error("store is closed")]
+    Closed,
+
+    /// Replicas cannot be repaired against each other.
+    #[error("repair refused: {0}")]
+    RepairMismatch(String),
+}
+
+impl Error {
+    /// Wrap an I/O error with the operation and path.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Build a corruption error.
+    pub fn corrupt(path: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
+        Error::Corrupt {
+            path: path.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// True for `Error::Corrupt`.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, Error::Corrupt { .. })
+    }
+}

@@ -1,0 +1,255 @@
+//! The metadata component (`-Meta.db`): statistics, the sparse summary of index blocks,
+//! and the filter. Read whole into memory at open.
+//!
+//! ```text
+//! body:
+//!   entry_count, tombstone_count, min_ts, max_ts, data_len, index_len   varints
+//!   min_key, max_key                                                    varint len + bytes
+//!   block_count varint; per block: first_key (varint len + bytes), offset varint, len varint
+//!   filter_len varint, filter bytes (see filter.rs)
+//!   crc u32 LE of the body above
+//! footer (kind 3)
+//! ```
+
+use super::filter::Filter;
+use super::{checksum, read_u32, varint, Malformed};
+
+/// Statistics of one segment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SegmentStats {
+    /// Records (including tombstones).
+    pub entry_count: u64,
+    /// Tombstones among them.
+    pub tombstone_count: u64,
+    /// Smallest write timestamp.
+    pub min_ts: u64,
+    /// Largest write timestamp.
+    pub max_ts: u64,
+    /// Length of the data file.
+    pub data_len: u64,
+    /// Length of the index file.
+    pub index_len: u64,
+    /// Smallest key.
+    pub min_key: Vec<u8>,
+    /// Largest key.
+    pub max_key: Vec<u8>,
+}
+
+/// The sparse summary: first key and location of every index block, packed for cache
+/// friendliness.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    keys: Vec<u8>,
+    key_ends: Vec<u32>,
+    blocks: Vec<(u64, u32)>,
+}
+
+impl Summary {
+    /// Add a block (in order).
+    pub fn push(&mut self, first_key: &[u8], offset: u64, len: u32) {
+        self.keys.extend_from_slice(first_key);
+        self.key_ends.push(self.keys.len() as u32);
+        self.blocks.push((offset, len));
+    }
+
+    /// Number of index blocks.
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// True when there are no blocks.
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    /// First key of block `i`.
+    #[inline]
+    pub fn first_key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 {
+            0
+        } else {
+            self.key_ends[i - 1] as usize
+        };
+        &self.keys[start..self.key_ends[i] as usize]
+    }
+
+    /// (offset, length) of block `i` in the index file.
+    #[inline]
+    pub fn block(&self, i: usize) -> (u64, u32) {
+        self.blocks[i]
+    }
+
+    /// The block that would hold `key`: the last whose first key is <= `key`.
+    #[inline]
+    pub fn block_for(&self, key: &[u8]) -> Option<usize> {
+        let (mut lo, mut hi) = (0usize, self.blocks.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.first_key(mid) <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo.checked_sub(1)
+    }
+
+    /// Bytes of memory held.
+    pub fn size_bytes(&self) -> usize {
+        self.keys.len() + self.key_ends.len() * 4 + self.blocks.len() * 16
+    }
+}
+
+/// Everything in a meta component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    /// Statistics.
+    pub stats: SegmentStats,
+    /// Index block summary.
+    pub summary: Summary,
+    /// Key filter.
+    pub filter: Filter,
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    varint::put(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+impl Meta {
+    /// Encode the body and its checksum (the caller appends the footer).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        let s = &self.stats;
+        for v in [
+            s.entry_count,
+            s.tombstone_count,
+            s.min_ts,
+            s.max_ts,
+            s.data_len,
+            s.index_len,
+        ] {
+            varint::put(out, v);
+        }
+        put_bytes(out, &s.min_key);
+        put_bytes(out, &s.max_key);
+        varint::put(out, self.summary.len() as u64);
+        for i in 0..self.summary.len() {
+            put_bytes(out, self.summary.first_key(i));
+            let (off, len) = self.summary.block(i);
+            varint::put(out, off);
+            varint::put(out, len as u64);
+        }
+        let mut fb = Vec::new();
+        self.filter.encode(&mut fb);
+        put_bytes(out, &fb);
+        let crc = checksum(&out[start..]);
+        out.extend_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Decode a body (everything before the footer), checking the checksum and that the
+    /// summary is ordered and tiles the index file exactly.
+    pub fn decode(b: &[u8]) -> Result<Meta, Malformed> {
+        if b.len() < 4 {
+            return Err(Malformed::new(0, "meta body too short"));
+        }
+        let body = b.len() - 4;
+        if read_u32(b, body) != Some(checksum(&b[..body])) {
+            return Err(Malformed::new(body as u64, "meta checksum mismatch"));
+        }
+        let mut c = Cursor {
+            b: &b[..body],
+            pos: 0,
+        };
+        let mut nums = [0u64; 6];
+        for n in nums.iter_mut() {
+            *n = c.varint("statistics")?;
+        }
+        let [entry_count, tombstone_count, min_ts, max_ts, data_len, index_len] = nums;
+        let min_key = c.bytes("min key")?.to_vec();
+        let max_key = c.bytes("max key")?.to_vec();
+        let nblocks = c.varint("block count")?;
+        if nblocks > entry_count || nblocks > (body as u64) {
+            return Err(Malformed::new(
+                c.pos as u64,
+                format!("block count {nblocks} implausible"),
+            ));
+        }
+        let mut summary = Summary::default();
+        let mut expect_off = 0u64;
+        for i in 0..nblocks as usize {
+            let at = c.pos as u64;
+            let key = c.bytes("summary key")?;
+            let off = c.varint("block offset")?;
+            let len = c.varint("block length")?;
+            if off != expect_off || len == 0 || len > u32::MAX as u64 {
+                return Err(Malformed::new(at, format!("index block {i} at {off}+{len} does not follow the previous one (expected offset {expect_off})")));
+            }
+            if i > 0 && summary.first_key(i - 1) >= key {
+                return Err(Malformed::new(
+                    at,
+                    format!("summary key of block {i} out of order"),
+                ));
+            }
+            summary.push(key, off, len as u32);
+            expect_off = off + len;
+        }
+        if expect_off != index_len.saturating_sub(super::footer::FOOTER_LEN as u64)
+            && !(nblocks == 0 && index_len == super::footer::FOOTER_LEN as u64)
+        {
+            return Err(Malformed::new(
+                c.pos as u64,
+                format!(
+                    "index blocks cover {expect_off} bytes, index body is {}",
+                    index_len.saturating_sub(32)
+                ),
+            ));
+        }
+        let at = c.pos as u64;
+        let filter = Filter::decode(c.bytes("filter")?).map_err(|m| m.at(at))?;
+        if c.pos != body {
+            return Err(Malformed::new(c.pos as u64, "trailing bytes in meta body"));
+        }
+        Ok(Meta {
+            stats: SegmentStats {
+                entry_count,
+                tombstone_count,
+                min_ts,
+                max_ts,
+                data_len,
+                index_len,
+                min_key,
+                max_key,
+            },
+            summary,
+            filter,
+        })
+    }
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn varint(&mut self, what: &str) -> Result<u64, Malformed> {
+        let (v, n) = varint::get(&self.b[self.pos..])
+            .ok_or_else(|| Malformed::new(self.pos as u64, format!("bad varint in {what}")))?;
+        self.pos += n;
+        Ok(v)
+    }
+
+    fn bytes(&mut self, what: &str) -> Result<&'a [u8], Malformed> {
+        let at = self.pos;
+        let n = self.varint(what)? as usize;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.b.len())
+            .ok_or_else(|| Malformed::new(at as u64, format!("{what} runs past the end")))?;
+        let s = &self.b[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+}

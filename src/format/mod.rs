@@ -1,0 +1,80 @@
+//! Pure encode/decode of segstore's byte formats over byte slices. Never touches files.
+//!
+//! Every decoder here is total: any input gives a value or a [`Malformed`] carrying the
+//! offset of the bad bytes, never a panic (invariant 6). `docs/format.md` documents the
+//! layouts.
+
+pub mod filter;
+pub mod footer;
+pub mod index_block;
+pub mod meta;
+pub mod record;
+pub mod varint;
+
+/// Longest key a segment accepts (64 KiB).
+pub const MAX_KEY_LEN: usize = 64 * 1024;
+/// Longest value a segment accepts (256 MiB).
+pub const MAX_VALUE_LEN: usize = 256 * 1024 * 1024;
+
+/// A decoding failure: where (relative to the slice given, unless noted) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed {
+    /// Byte offset of the problem.
+    pub offset: u64,
+    /// What was wrong.
+    pub reason: String,
+}
+
+impl Malformed {
+    /// Build one.
+    pub fn new(offset: u64, reason: impl Into<String>) -> Self {
+        Malformed {
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// Shift the offset by `base` (turn a slice-relative offset into a file offset).
+    pub fn at(mut self, base: u64) -> Self {
+        self.offset = self.offset.saturating_add(base);
+        self
+    }
+
+    /// Into the crate error, naming the file.
+    pub fn into_error(self, path: &std::path::Path) -> crate::Error {
+        crate::Error::corrupt(path, self.offset, self.reason)
+    }
+}
+
+/// crc32c of `bytes` (hardware accelerated where available).
+#[inline]
+pub fn checksum(bytes: &[u8]) -> u32 {
+    crc32c::crc32c(bytes)
+}
+
+/// 64-bit hash of a key: drives the filter and is the key's token for repair.
+#[inline]
+pub fn key_hash(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key)
+}
+
+/// Read a little-endian u16 at `off`, if in bounds.
+#[inline]
+pub(crate) fn read_u16(b: &[u8], off: usize) -> Option<u16> {
+    let s = b.get(off..off.checked_add(2)?)?;
+    Some(u16::from_le_bytes(s.try_into().ok()?))
+}
+
+/// Read a little-endian u32 at `off`, if in bounds.
+#[inline]
+pub(crate) fn read_u32(b: &[u8], off: usize) -> Option<u32> {
+    let s = b.get(off..off.checked_add(4)?)?;
+    Some(u32::from_le_bytes(s.try_into().ok()?))
+}
+
+/// Read a little-endian u64 at `off`, if in bounds.
+#[inline]
+pub(crate) fn read_u64(b: &[u8], off: usize) -> Option<u64> {
+    let s = b.get(off..off.checked_add(8)?)?;
+    Some(u64::from_le_bytes(s.try_into().ok()?))
+}

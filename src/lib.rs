@@ -1,0 +1,20 @@
+//! segstore: an embeddable storage engine whose immutable segments are read through memory
+//! maps or positional reads (`disk_access_mode`), with every mapping counted and every
+//! deletion deferred until no mapping of the file is open.
+//!
+//! Start with [`segment::SegmentWriter`] and [`segment::SegmentReader`]. See
+//! `ARCHITECTURE.md` for the codemap and the numbered invariants.
+
+#![deny(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_code)]
+
+pub mod config;
+pub mod error;
+pub mod format;
+pub mod io;
+pub mod segment;
+
+pub use config::{AccessMode, DiskAccessMode, ResolvedModes, SegmentOptions};
+pub use error::{Error, Result};

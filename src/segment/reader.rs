@@ -1,0 +1,427 @@
+//! Reading a segment through the resolved access modes.
+//!
+//! Open reads the meta component whole (statistics, summary, filter), checks both other
+//! components' footers and lengths against it, and only then maps what the modes say to
+//! map (invariant 6: lengths are validated before mapping). A point lookup costs: the
+//! filter (one cache line), a binary search of the in-memory summary, one index block,
+//! one record. Standard mode reads through a per-thread reused buffer, so a warm `get`
+//! allocates nothing. Index block checksums are verified on first use and remembered in a
+//! bitset; records are verified on every read.
+
+use std::cell::Cell;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{Component, SegmentName};
+use crate::config::{AccessMode, ResolvedModes};
+use crate::error::{Error, Result};
+use crate::format::footer::{Footer, Kind, FOOTER_LEN};
+use crate::format::index_block::{IndexBlock, IndexEntry};
+use crate::format::meta::{Meta, SegmentStats};
+use crate::format::record::{self, RecordRef};
+use crate::format::{key_hash, Malformed, MAX_KEY_LEN};
+use crate::io::mapped::MapAdvice;
+use crate::io::{MappedFile, PositionalFile};
+
+thread_local! {
+    static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// Borrow this thread's scratch buffer for `f` (re-entrant: a nested call gets a fresh
+/// buffer).
+#[inline]
+pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    let mut buf = SCRATCH.with(|c| c.take());
+    let r = f(&mut buf);
+    SCRATCH.with(|c| c.set(buf));
+    r
+}
+
+/// One component, mapped or read positionally.
+#[derive(Debug)]
+pub(crate) enum Source {
+    Mapped(MappedFile),
+    Standard(PositionalFile),
+}
+
+impl Source {
+    fn open(
+        path: &Path,
+        kind: Kind,
+        expect_len: u64,
+        count: u64,
+        mode: AccessMode,
+    ) -> Result<Source> {
+        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io("stat", path, e))?
+            .len();
+        if len != expect_len {
+            return Err(Error::corrupt(
+                path,
+                len.min(expect_len),
+                format!("file is {len} bytes, meta says {expect_len}"),
+            ));
+        }
+        let pf = PositionalFile::new(file, path, len)?;
+        if len < FOOTER_LEN as u64 {
+            return Err(Error::corrupt(
+                path,
+                0,
+                format!("file is {len} bytes, shorter than its footer"),
+            ));
+        }
+        let mut fb = [0u8; FOOTER_LEN];
+        pf.read_at(&mut fb, len - FOOTER_LEN as u64)?;
+        let footer = Footer::decode(&fb, len, kind).map_err(|m| m.into_error(path))?;
+        if footer.count != count {
+            return Err(Error::corrupt(
+                path,
+                len - FOOTER_LEN as u64 + 12,
+                format!("footer counts {} entries, meta says {count}", footer.count),
+            ));
+        }
+        Ok(match mode {
+            AccessMode::Standard => Source::Standard(pf),
+            AccessMode::Mmap => {
+                let advice = if kind == Kind::Index {
+                    MapAdvice::Random
+                } else {
+                    MapAdvice::Normal
+                };
+                Source::Mapped(MappedFile::open(pf.file(), path, len, advice)?)
+            }
+        })
+    }
+
+    pub(crate) fn mode(&self) -> AccessMode {
+        match self {
+            Source::Mapped(_) => AccessMode::Mmap,
+            Source::Standard(_) => AccessMode::Standard,
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        match self {
+            Source::Mapped(m) => m.path(),
+            Source::Standard(p) => p.path(),
+        }
+    }
+
+    /// Run `f` over bytes `[off, off+len)`, mapped in place or read into scratch.
+    #[inline]
+    pub(crate) fn with_bytes<R>(
+        &self,
+        off: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> Result<R>,
+    ) -> Result<R> {
+        match self {
+            Source::Mapped(m) => {
+                let s = usize::try_from(off)
+                    .ok()
+                    .and_then(|o| m.as_slice().get(o..o.checked_add(len)?))
+                    .ok_or_else(|| {
+                        Error::corrupt(
+                            m.path(),
+                            off,
+                            format!("{len} bytes at {off} pass the end of the file"),
+                        )
+                    })?;
+                f(s)
+            }
+            Source::Standard(p) => with_scratch(|buf| {
+                if buf.len() < len {
+                    buf.resize(len, 0);
+                }
+                p.read_at(&mut buf[..len], off)?;
+                f(&buf[..len])
+            }),
+        }
+    }
+}
+
+/// An open segment. `Send + Sync`: any number of threads read at once without a lock.
+#[derive(Debug)]
+pub struct SegmentReader {
+    name: SegmentName,
+    dir: PathBuf,
+    pub(crate) data: Source,
+    index: Source,
+    meta: Meta,
+    verified: Box<[AtomicU64]>,
+}
+
+impl SegmentReader {
+    /// Open segment `name` in `dir` with the given modes.
+    #[track_caller]
+    pub fn open(dir: &Path, name: &SegmentName, modes: ResolvedModes) -> Result<SegmentReader> {
+        let meta_path = name.path(dir, Component::Meta);
+        let bytes = std::fs::read(&meta_path).map_err(|e| Error::io("read", &meta_path, e))?;
+        let len = bytes.len() as u64;
+        let split = bytes.len().saturating_sub(FOOTER_LEN);
+        Footer::decode(&bytes[split..], len, Kind::Meta).map_err(|m| m.into_error(&meta_path))?;
+        let meta = Meta::decode(&bytes[..split]).map_err(|m| m.into_error(&meta_path))?;
+        let s = &meta.stats;
+        let data = Source::open(
+            &name.path(dir, Component::Data),
+            Kind::Data,
+            s.data_len,
+            s.entry_count,
+            modes.data,
+        )?;
+        let index = Source::open(
+            &name.path(dir, Component::Index),
+            Kind::Index,
+            s.index_len,
+            s.entry_count,
+            modes.index,
+        )?;
+        let verified = (0..meta.summary.len().div_ceil(64))
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        Ok(SegmentReader {
+            name: name.clone(),
+            dir: dir.to_path_buf(),
+            data,
+            index,
+            meta,
+            verified,
+        })
+    }
+
+    /// The segment's name.
+    pub fn name(&self) -> &SegmentName {
+        &self.name
+    }
+
+    /// The directory it was opened from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Statistics from the meta component.
+    pub fn stats(&self) -> &SegmentStats {
+        &self.meta.stats
+    }
+
+    /// Effective (data, index) access modes.
+    pub fn modes(&self) -> (AccessMode, AccessMode) {
+        (self.data.mode(), self.index.mode())
+    }
+
+    /// Bytes held in memory for the summary and filter.
+    pub fn memory_bytes(&self) -> usize {
+        self.meta.summary.size_bytes() + self.meta.filter.size_bytes()
+    }
+
+    /// The mapped files of this segment (for residency controls and stats).
+    pub fn mapped_files(&self) -> impl Iterator<Item = &MappedFile> {
+        [&self.data, &self.index]
+            .into_iter()
+            .filter_map(|s| match s {
+                Source::Mapped(m) => Some(m),
+                Source::Standard(_) => None,
+            })
+    }
+
+    /// Length of the data body (records only, footer excluded).
+    pub(crate) fn data_body_len(&self) -> u64 {
+        self.meta.stats.data_len - FOOTER_LEN as u64
+    }
+
+    /// Could `key` be in this segment? False answers come from the filter alone.
+    #[inline]
+    pub fn may_contain(&self, key: &[u8]) -> bool {
+        key.len() <= MAX_KEY_LEN && self.meta.filter.may_contain(key_hash(key))
+    }
+
+    /// Look up `key` and copy its cell out (allocates the value; see
+    /// [`Self::get_with`] for the allocation-free form).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.get_with(key, |r| Entry::from(r))
+    }
+
+    /// Look up `key` and hand the borrowed cell to `f`. Allocation-free once warm, in
+    /// every mode. Tombstones are returned (as cells with `tombstone = true`).
+    #[inline]
+    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(RecordRef<'_>) -> R) -> Result<Option<R>> {
+        if !self.may_contain(key) {
+            return Ok(None);
+        }
+        let Some(entry) = self.find_entry(key)? else {
+            return Ok(None);
+        };
+        self.read_record(entry.0, entry.1, Some(key), f).map(Some)
+    }
+
+    /// (data offset, record length) of `key`, from the summary and one index block.
+    fn find_entry(&self, key: &[u8]) -> Result<Option<(u64, u64)>> {
+        let Some(b) = self.meta.summary.block_for(key) else {
+            return Ok(None);
+        };
+        self.with_index_block(b, |blk| {
+            Ok(blk.find(key)?.map(|e| (e.data_offset, e.record_len)))
+        })
+    }
+
+    /// Data offset of the first record whose key is >= `key`.
+    pub(crate) fn seek(&self, key: &[u8]) -> Result<u64> {
+        let b = match self.meta.summary.block_for(key) {
+            None => return Ok(0),
+            Some(b) => b,
+        };
+        self.with_index_block(b, |blk| {
+            let i = blk.lower_bound(key)?;
+            if i < blk.len() {
+                Ok(blk.entry(i)?.data_offset)
+            } else {
+                let e = blk.entry(blk.len() - 1)?;
+                Ok(e.data_offset.saturating_add(e.record_len))
+            }
+        })
+    }
+
+    /// Run `f` over parsed index block `i`, verifying its checksum on first use.
+    fn with_index_block<R>(
+        &self,
+        i: usize,
+        f: impl FnOnce(IndexBlock<'_>) -> Result<R, Malformed>,
+    ) -> Result<R> {
+        let (off, len) = self.meta.summary.block(i);
+        let path = self.index.path();
+        self.index.with_bytes(off, len as usize, |b| {
+            let (word, bit) = (i / 64, 1u64 << (i % 64));
+            if self.verified[word].load(Ordering::Relaxed) & bit == 0 {
+                IndexBlock::verify(b).map_err(|m| m.at(off).into_error(path))?;
+                self.verified[word].fetch_or(bit, Ordering::Relaxed);
+            }
+            let blk = IndexBlock::parse(b).map_err(|m| m.at(off).into_error(path))?;
+            f(blk).map_err(|m| m.at(off).into_error(path))
+        })
+    }
+
+    /// Read and check the record at `off`; if `expect` is given, its key must match.
+    fn read_record<R>(
+        &self,
+        off: u64,
+        len: u64,
+        expect: Option<&[u8]>,
+        f: impl FnOnce(RecordRef<'_>) -> R,
+    ) -> Result<R> {
+        let path = self.data.path();
+        if off
+            .checked_add(len)
+            .is_none_or(|e| e > self.data_body_len())
+            || len > usize::MAX as u64
+        {
+            return Err(Error::corrupt(
+                path,
+                off,
+                format!(
+                    "index points at {len} bytes at {off}, past the data ({} bytes)",
+                    self.data_body_len()
+                ),
+            ));
+        }
+        self.data.with_bytes(off, len as usize, |b| {
+            let (r, used) = record::decode(b).map_err(|m| m.at(off).into_error(path))?;
+            if used as u64 != len {
+                return Err(Error::corrupt(
+                    path,
+                    off,
+                    format!("record is {used} bytes, index says {len}"),
+                ));
+            }
+            if let Some(k) = expect {
+                if r.key != k {
+                    return Err(Error::corrupt(
+                        path,
+                        off,
+                        "record key differs from its index entry",
+                    ));
+                }
+            }
+            Ok(f(r))
+        })
+    }
+
+    /// Read every index block and every record, checking checksums, key order, and that
+    /// index and data agree (like Cassandra's `sstableverify`). Returns the cell count.
+    pub fn verify(&self) -> Result<u64> {
+        let mut count = 0u64;
+        let mut prev: Option<Vec<u8>> = None;
+        let mut expect_off = 0u64;
+        let ipath = self.index.path().to_path_buf();
+        for b in 0..self.meta.summary.len() {
+            let entries: Vec<(Vec<u8>, u64, u64)> = self.with_index_block(b, |blk| {
+                (0..blk.len())
+                    .map(|i| {
+                        blk.entry(i).map(
+                            |IndexEntry {
+                                 key,
+                                 data_offset,
+                                 record_len,
+                             }| {
+                                (key.to_vec(), data_offset, record_len)
+                            },
+                        )
+                    })
+                    .collect()
+            })?;
+            if entries.first().map(|e| e.0.as_slice()) != Some(self.meta.summary.first_key(b)) {
+                return Err(Error::corrupt(
+                    &ipath,
+                    self.meta.summary.block(b).0,
+                    "index block's first key differs from the summary",
+                ));
+            }
+            for (key, off, len) in entries {
+                if prev
+                    .as_ref()
+                    .is_some_and(|p| p.as_slice() >= key.as_slice())
+                {
+                    return Err(Error::corrupt(
+                        &ipath,
+                        self.meta.summary.block(b).0,
+                        "index keys out of order",
+                    ));
+                }
+                if off != expect_off {
+                    return Err(Error::corrupt(
+                        self.data.path(),
+                        off,
+                        format!("index entry points at {off}, expected {expect_off}"),
+                    ));
+                }
+                self.read_record(off, len, Some(&key), |_| ())?;
+                expect_off = off + len;
+                count += 1;
+                prev = Some(key);
+            }
+        }
+        if count != self.meta.stats.entry_count || expect_off != self.data_body_len() {
+            return Err(Error::corrupt(
+                self.data.path(),
+                expect_off,
+                format!("index covers {count} records and {expect_off} bytes; meta says {} records and {} bytes", self.meta.stats.entry_count, self.data_body_len()),
+            ));
+        }
+        Ok(count)
+    }
+}
+
+use super::iter::Entry;
+
+impl From<RecordRef<'_>> for Entry {
+    fn from(r: RecordRef<'_>) -> Self {
+        Entry {
+            key: r.key.to_vec(),
+            value: r.value.to_vec(),
+            ts: r.ts,
+            tombstone: r.tombstone,
+        }
+    }
+}

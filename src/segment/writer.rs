@@ -1,0 +1,267 @@
+//! Writing a segment: cells in strictly ascending key order to temp files, then publish
+//! (invariant 5: write temp, fsync, rename, fsync directory; meta last). A writer dropped
+//! before [`SegmentWriter::finish`] removes its temp files; nothing half-written is ever
+//! visible under a segment's name (invariant 2).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::{Component, SegmentName};
+use crate::config::SegmentOptions;
+use crate::error::{Error, Result};
+use crate::format::filter::Filter;
+use crate::format::footer::{Footer, Kind};
+use crate::format::index_block::IndexBlockBuilder;
+use crate::format::meta::{Meta, SegmentStats, Summary};
+use crate::format::record::{self, RecordRef};
+use crate::format::{key_hash, MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::io::{fs, FileRules};
+
+/// Writes one segment. See the module docs.
+pub struct SegmentWriter {
+    dir: PathBuf,
+    name: SegmentName,
+    opts: SegmentOptions,
+    rules: FileRules,
+    data: BufWriter<File>,
+    index: BufWriter<File>,
+    tmp: [PathBuf; 3],
+    data_off: u64,
+    index_off: u64,
+    block: IndexBlockBuilder,
+    block_first_key: Vec<u8>,
+    block_buf: Vec<u8>,
+    rec_buf: Vec<u8>,
+    summary: Summary,
+    hashes: Vec<u64>,
+    stats: SegmentStats,
+    last_key: Option<Vec<u8>>,
+    done: bool,
+}
+
+impl SegmentWriter {
+    /// Start writing segment `name` in `dir`.
+    pub fn create(
+        dir: &Path,
+        name: SegmentName,
+        opts: &SegmentOptions,
+        rules: &FileRules,
+    ) -> Result<SegmentWriter> {
+        opts.validate()?;
+        let tmp = Component::ALL.map(|c| fs::tmp_path(&name.path(dir, c)));
+        for (c, t) in Component::ALL.iter().zip(&tmp) {
+            if name.path(dir, *c).exists() {
+                return Err(Error::AlreadyExists {
+                    kind: "segment",
+                    name: name.to_string(),
+                });
+            }
+            // A temp file left by a crash of an earlier writer of this name.
+            let _ = std::fs::remove_file(t);
+        }
+        let data = BufWriter::with_capacity(1 << 16, fs::create_new(&tmp[0])?);
+        let index = match fs::create_new(&tmp[1]) {
+            Ok(f) => BufWriter::with_capacity(1 << 16, f),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp[0]);
+                return Err(e);
+            }
+        };
+        Ok(SegmentWriter {
+            dir: dir.to_path_buf(),
+            name,
+            opts: opts.clone(),
+            rules: rules.clone(),
+            data,
+            index,
+            tmp,
+            data_off: 0,
+            index_off: 0,
+            block: IndexBlockBuilder::default(),
+            block_first_key: Vec::new(),
+            block_buf: Vec::new(),
+            rec_buf: Vec::new(),
+            summary: Summary::default(),
+            hashes: Vec::new(),
+            stats: SegmentStats {
+                min_ts: u64::MAX,
+                ..SegmentStats::default()
+            },
+            last_key: None,
+            done: false,
+        })
+    }
+
+    /// Append a cell. Keys must be strictly ascending; a rejected cell leaves the writer
+    /// usable and the segment unchanged.
+    pub fn add(&mut self, key: &[u8], value: &[u8], ts: u64, tombstone: bool) -> Result<()> {
+        if key.is_empty() {
+            return Err(Error::InvalidArgument("empty key".into()));
+        }
+        if key.len() > MAX_KEY_LEN {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: MAX_KEY_LEN,
+            });
+        }
+        if value.len() > MAX_VALUE_LEN {
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: MAX_VALUE_LEN,
+            });
+        }
+        if tombstone && !value.is_empty() {
+            return Err(Error::InvalidArgument("a tombstone has no value".into()));
+        }
+        if let Some(prev) = &self.last_key {
+            if key <= prev.as_slice() {
+                return Err(Error::OutOfOrder {
+                    index: self.stats.entry_count,
+                });
+            }
+        }
+        self.rec_buf.clear();
+        record::encode(
+            &mut self.rec_buf,
+            &RecordRef {
+                key,
+                value,
+                ts,
+                tombstone,
+            },
+        );
+        let tmp = &self.tmp[0];
+        self.data
+            .write_all(&self.rec_buf)
+            .map_err(|e| Error::io("write", tmp, e))?;
+        if self.block.is_empty() {
+            self.block_first_key.clear();
+            self.block_first_key.extend_from_slice(key);
+        }
+        self.block
+            .add(key, self.data_off, self.rec_buf.len() as u64);
+        self.data_off += self.rec_buf.len() as u64;
+        self.hashes.push(key_hash(key));
+        let s = &mut self.stats;
+        if s.entry_count == 0 {
+            s.min_key = key.to_vec();
+        }
+        s.entry_count += 1;
+        s.tombstone_count += tombstone as u64;
+        s.min_ts = s.min_ts.min(ts);
+        s.max_ts = s.max_ts.max(ts);
+        match &mut self.last_key {
+            Some(k) => {
+                k.clear();
+                k.extend_from_slice(key);
+            }
+            None => self.last_key = Some(key.to_vec()),
+        }
+        if self.block.size() >= self.opts.index_block_size {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    /// Cells added so far.
+    pub fn len(&self) -> u64 {
+        self.stats.entry_count
+    }
+
+    /// True before the first cell.
+    pub fn is_empty(&self) -> bool {
+        self.stats.entry_count == 0
+    }
+
+    /// Bytes of data written so far.
+    pub fn data_bytes(&self) -> u64 {
+        self.data_off
+    }
+
+    fn flush_block(&mut self) -> Result<()> {
+        if self.block.is_empty() {
+            return Ok(());
+        }
+        self.block_buf.clear();
+        self.block.finish_into(&mut self.block_buf);
+        self.index
+            .write_all(&self.block_buf)
+            .map_err(|e| Error::io("write", &self.tmp[1], e))?;
+        self.summary.push(
+            &self.block_first_key,
+            self.index_off,
+            self.block_buf.len() as u32,
+        );
+        self.index_off += self.block_buf.len() as u64;
+        Ok(())
+    }
+
+    /// Write footers and metadata, fsync, and publish. Returns the segment's statistics.
+    pub fn finish(mut self) -> Result<SegmentStats> {
+        self.flush_block()?;
+        let n = self.stats.entry_count;
+        let data_footer = Footer {
+            kind: Kind::Data,
+            count: n,
+            body_len: self.data_off,
+        };
+        let index_footer = Footer {
+            kind: Kind::Index,
+            count: n,
+            body_len: self.index_off,
+        };
+        finish_file(&mut self.data, &data_footer.encode(), &self.tmp[0])?;
+        finish_file(&mut self.index, &index_footer.encode(), &self.tmp[1])?;
+        let mut stats = std::mem::take(&mut self.stats);
+        if n == 0 {
+            stats.min_ts = 0;
+        }
+        stats.max_key = self.last_key.take().unwrap_or_default();
+        stats.data_len = self.data_off + 32;
+        stats.index_len = self.index_off + 32;
+        let meta = Meta {
+            stats,
+            summary: std::mem::take(&mut self.summary),
+            filter: Filter::build(&self.hashes, self.opts.filter_bits_per_key),
+        };
+        let mut body = Vec::new();
+        meta.encode(&mut body);
+        let footer = Footer {
+            kind: Kind::Meta,
+            count: 0,
+            body_len: body.len() as u64,
+        };
+        body.extend_from_slice(&footer.encode());
+        let mut mf = fs::create_new(&self.tmp[2])?;
+        mf.write_all(&body)
+            .and_then(|_| mf.sync_all())
+            .map_err(|e| Error::io("write", &self.tmp[2], e))?;
+        drop(mf);
+        for (c, t) in Component::ALL.iter().zip(&self.tmp) {
+            fs::rename(t, &self.name.path(&self.dir, *c), &self.rules)?;
+        }
+        fs::fsync_dir(&self.dir)?;
+        self.done = true;
+        Ok(meta.stats)
+    }
+}
+
+fn finish_file(w: &mut BufWriter<File>, footer: &[u8], path: &Path) -> Result<()> {
+    w.write_all(footer)
+        .and_then(|_| w.flush())
+        .and_then(|_| w.get_ref().sync_all())
+        .map_err(|e| Error::io("write", path, e))
+}
+
+impl Drop for SegmentWriter {
+    fn drop(&mut self) {
+        if !self.done {
+            // Unpublished temp files of our own, never mapped (invariant 2): not subject
+            // to the deleter. A failure here leaves a `.tmp` that the next open removes.
+            for t in &self.tmp {
+                let _ = std::fs::remove_file(t);
+            }
+        }
+    }
+}
