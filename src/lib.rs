@@ -15,6 +15,7 @@ pub mod error;
 pub mod format;
 pub mod io;
 pub mod segment;
+pub mod table;
 
 pub use config::{AccessMode, DiskAccessMode, ResolvedModes, SegmentOptions};
 pub use error::{Error, Result};

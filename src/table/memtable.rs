@@ -1,0 +1,431 @@
+//! The memtable: a concurrent sorted map from key to the winning cell of that key,
+//! absorbing writes between flushes.
+//!
+//! Built on `crossbeam_skiplist::SkipMap`: lock-free reads and writes, iteration in key
+//! order while writers run.
+//!
+//! # Invariants
+//! 1. A key holds exactly one cell: the winner, under [`crate::table::cell`]'s rule,
+//!    of every cell inserted for it. Inserts are commutative, so concurrent writers and
+//!    commit log replay in any order converge on the same memtable. (Each insert is a
+//!    `compare_insert` that replaces the present cell only if the new one wins; racing
+//!    inserts re-compare against whatever they find.)
+//! 2. [`Memtable::approx_bytes`] never decreases. It counts every cell stored, including
+//!    versions later overwritten (their memory is reclaimed only when the memtable is
+//!    dropped or by epoch collection), plus a fixed per-cell overhead. It is what the
+//!    flush threshold compares against, like Cassandra's memtable allocator accounting.
+//! 3. [`Memtable::seq_range`] covers the sequence number of every commit log record
+//!    whose cells were applied with [`Memtable::apply`]: after this memtable is flushed,
+//!    log records in that range are no longer needed for this table.
+
+use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crossbeam_skiplist::SkipMap;
+
+use crate::format::record::RecordRef;
+use crate::segment::Entry;
+use crate::table::cell::cmp_versions;
+
+/// Bytes charged per stored cell on top of key and value (skiplist node, vectors).
+pub const CELL_OVERHEAD: usize = 64;
+
+#[derive(Debug, Clone)]
+struct Cell {
+    value: Vec<u8>,
+    ts: u64,
+    tombstone: bool,
+}
+
+impl Cell {
+    fn entry(&self, key: &[u8]) -> Entry {
+        Entry {
+            key: key.to_vec(),
+            value: self.value.clone(),
+            ts: self.ts,
+            tombstone: self.tombstone,
+        }
+    }
+}
+
+/// A concurrent sorted memtable. See the module docs.
+#[derive(Debug)]
+pub struct Memtable {
+    map: SkipMap<Vec<u8>, Cell>,
+    bytes: AtomicUsize,
+    min_seq: AtomicU64,
+    max_seq: AtomicU64,
+}
+
+impl Default for Memtable {
+    fn default() -> Self {
+        Memtable::new()
+    }
+}
+
+impl Memtable {
+    /// An empty memtable.
+    pub fn new() -> Memtable {
+        Memtable {
+            map: SkipMap::new(),
+            bytes: AtomicUsize::new(0),
+            min_seq: AtomicU64::new(u64::MAX),
+            max_seq: AtomicU64::new(0),
+        }
+    }
+
+    /// Insert one cell; it is kept only if it wins over the present cell of its key
+    /// (invariant 1). Returns whether it was stored. The caller has checked the cell
+    /// ([`crate::table::validate_cell`]; the commit log does on append).
+    pub fn insert(&self, c: RecordRef<'_>) -> bool {
+        let cell = Cell {
+            value: c.value.to_vec(),
+            ts: c.ts,
+            tombstone: c.tombstone,
+        };
+        let e = self.map.compare_insert(c.key.to_vec(), cell, |old| {
+            cmp_versions(
+                c.ts,
+                c.tombstone,
+                c.value,
+                old.ts,
+                old.tombstone,
+                &old.value,
+            )
+            .is_gt()
+        });
+        let v = e.value();
+        let stored = v.ts == c.ts && v.tombstone == c.tombstone && v.value == c.value;
+        if stored {
+            self.bytes.fetch_add(
+                c.key.len() + c.value.len() + CELL_OVERHEAD,
+                Ordering::Relaxed,
+            );
+        }
+        stored
+    }
+
+    /// Apply the cells of commit log record `seq` (invariant 3).
+    pub fn apply(&self, seq: u64, cells: &[RecordRef<'_>]) {
+        for c in cells {
+            self.insert(*c);
+        }
+        self.min_seq.fetch_min(seq, Ordering::AcqRel);
+        self.max_seq.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Apply cells given as owned entries (commit log replay).
+    pub fn apply_entries(&self, seq: u64, cells: &[Entry]) {
+        for e in cells {
+            self.insert(RecordRef {
+                key: &e.key,
+                value: &e.value,
+                ts: e.ts,
+                tombstone: e.tombstone,
+            });
+        }
+        self.min_seq.fetch_min(seq, Ordering::AcqRel);
+        self.max_seq.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Lowest and highest commit log sequence numbers applied, if any.
+    pub fn seq_range(&self) -> Option<(u64, u64)> {
+        let max = self.max_seq.load(Ordering::Acquire);
+        (max != 0).then(|| (self.min_seq.load(Ordering::Acquire), max))
+    }
+
+    /// The cell of `key` (a tombstone included: it shadows older segments).
+    pub fn get(&self, key: &[u8]) -> Option<Entry> {
+        self.map.get(key).map(|e| e.value().entry(key))
+    }
+
+    /// Cells with keys in `range`, in key order, borrowing the memtable. Writes that
+    /// race with the iteration may or may not be seen.
+    pub fn range<K: AsRef<[u8]> + ?Sized>(&self, range: impl RangeBounds<K>) -> MemtableIter<'_> {
+        MemtableIter {
+            inner: self.map.range(owned_bounds(&range)),
+        }
+    }
+
+    /// Every cell, in key order.
+    pub fn iter(&self) -> MemtableIter<'_> {
+        self.range::<&[u8]>(..)
+    }
+
+    /// Like [`Memtable::range`], but holding the memtable by `Arc`, so the iterator can
+    /// outlive the borrow (a scan that keeps a frozen memtable alive). Each step is a
+    /// seek, O(log n).
+    pub fn range_owned<K: AsRef<[u8]> + ?Sized>(
+        self: &Arc<Self>,
+        range: impl RangeBounds<K>,
+    ) -> OwnedMemtableIter {
+        let (start, end) = owned_bounds(&range);
+        OwnedMemtableIter {
+            memtable: Arc::clone(self),
+            next: start,
+            end,
+        }
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when no key is present.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Bytes stored, for the flush threshold (invariant 2).
+    pub fn approx_bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+fn owned_bounds<K: AsRef<[u8]> + ?Sized>(
+    r: &impl RangeBounds<K>,
+) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let own = |b: Bound<&K>| match b {
+        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (own(r.start_bound()), own(r.end_bound()))
+}
+
+type Bounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// Iterator over a key range of a memtable, borrowing it.
+pub struct MemtableIter<'a> {
+    inner: crossbeam_skiplist::map::Range<'a, Vec<u8>, Bounds, Vec<u8>, Cell>,
+}
+
+impl Iterator for MemtableIter<'_> {
+    type Item = Entry;
+
+    fn next(&mut self) -> Option<Entry> {
+        self.inner.next().map(|e| e.value().entry(e.key()))
+    }
+}
+
+/// Iterator over a key range of a memtable held by `Arc`.
+pub struct OwnedMemtableIter {
+    memtable: Arc<Memtable>,
+    next: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+}
+
+impl Iterator for OwnedMemtableIter {
+    type Item = Entry;
+
+    fn next(&mut self) -> Option<Entry> {
+        let found = {
+            let bound = match &self.next {
+                Bound::Included(k) => Bound::Included(k.as_slice()),
+                Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            let e = self.memtable.map.lower_bound(bound)?;
+            let in_range = match &self.end {
+                Bound::Included(end) => e.key() <= end,
+                Bound::Excluded(end) => e.key() < end,
+                Bound::Unbounded => true,
+            };
+            in_range.then(|| e.value().entry(e.key()))
+        };
+        match found {
+            Some(entry) => {
+                self.next = Bound::Excluded(entry.key.clone());
+                Some(entry)
+            }
+            None => {
+                self.next = Bound::Included(Vec::new());
+                self.end = Bound::Excluded(Vec::new());
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn put(m: &Memtable, k: &[u8], v: &[u8], ts: u64) -> bool {
+        m.insert(RecordRef {
+            key: k,
+            value: v,
+            ts,
+            tombstone: false,
+        })
+    }
+
+    fn del(m: &Memtable, k: &[u8], ts: u64) -> bool {
+        m.insert(RecordRef {
+            key: k,
+            value: b"",
+            ts,
+            tombstone: true,
+        })
+    }
+
+    #[test]
+    fn newest_wins_and_ties_are_deterministic() {
+        let m = Memtable::new();
+        assert!(put(&m, b"k", b"v2", 2));
+        assert!(!put(&m, b"k", b"v1", 1), "older write loses");
+        assert_eq!(m.get(b"k").unwrap().value, b"v2");
+        assert!(put(&m, b"k", b"v3", 3));
+        assert!(put(&m, b"k", b"v4", 3), "tie: larger value wins");
+        assert!(!put(&m, b"k", b"v0", 3), "tie: smaller value loses");
+        assert!(del(&m, b"k", 3), "tie: tombstone wins");
+        assert!(
+            !put(&m, b"k", b"zz", 3),
+            "tie: live cell loses to tombstone"
+        );
+        let e = m.get(b"k").unwrap();
+        assert!(e.tombstone && e.ts == 3);
+        assert!(put(&m, b"k", b"back", 4));
+        assert_eq!(m.len(), 1);
+        assert_eq!(m.get(b"nope"), None);
+    }
+
+    #[test]
+    fn ranges_are_in_key_order_and_bounded() {
+        let m = Arc::new(Memtable::new());
+        for i in (0..100u32).rev() {
+            put(&m, format!("k{i:03}").as_bytes(), b"v", 1);
+        }
+        let keys = |it: &mut dyn Iterator<Item = Entry>| -> Vec<String> {
+            it.map(|e| String::from_utf8(e.key).unwrap()).collect()
+        };
+        let all = keys(&mut m.iter());
+        assert_eq!(all.len(), 100);
+        assert!(all.windows(2).all(|w| w[0] < w[1]));
+        let r = keys(&mut m.range(b"k010".as_slice()..b"k020".as_slice()));
+        assert_eq!(r.first().unwrap(), "k010");
+        assert_eq!(r.len(), 10);
+        let r = keys(&mut m.range::<[u8]>((
+            Bound::Excluded(b"k010".as_slice()),
+            Bound::Included(b"k020".as_slice()),
+        )));
+        assert_eq!((r.first().unwrap().as_str(), r.len()), ("k011", 10));
+        // The owned iterator agrees and can outlive the borrow.
+        let mut it = m.range_owned(b"k010".as_slice()..b"k020".as_slice());
+        let owned = keys(&mut it);
+        assert_eq!(
+            owned,
+            keys(&mut m.range(b"k010".as_slice()..b"k020".as_slice()))
+        );
+        assert_eq!(it.next(), None);
+        assert_eq!(keys(&mut m.range_owned::<&[u8]>(..)), all);
+    }
+
+    #[test]
+    fn bytes_and_sequence_numbers_are_tracked() {
+        let m = Memtable::new();
+        assert_eq!((m.approx_bytes(), m.seq_range()), (0, None));
+        m.apply(
+            7,
+            &[RecordRef {
+                key: b"abc",
+                value: b"12345",
+                ts: 1,
+                tombstone: false,
+            }],
+        );
+        assert_eq!(m.approx_bytes(), 8 + CELL_OVERHEAD);
+        put(&m, b"abc", b"1", 0); // loses: not stored, not charged
+        assert_eq!(m.approx_bytes(), 8 + CELL_OVERHEAD);
+        m.apply_entries(
+            3,
+            &[Entry {
+                key: b"x".to_vec(),
+                value: vec![],
+                ts: 9,
+                tombstone: true,
+            }],
+        );
+        assert_eq!(m.seq_range(), Some((3, 7)));
+        assert_eq!(m.approx_bytes(), 9 + 2 * CELL_OVERHEAD);
+    }
+
+    #[test]
+    fn concurrent_writers_converge_on_the_winner() {
+        let m = Arc::new(Memtable::new());
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let m = Arc::clone(&m);
+                std::thread::spawn(move || {
+                    for i in 0..2000u64 {
+                        let key = format!("k{}", i % 16);
+                        // Timestamps collide across threads; values break ties.
+                        let ts = (i * 7 + t * 13) % 50;
+                        if (i + t) % 5 == 0 {
+                            del(&m, key.as_bytes(), ts);
+                        } else {
+                            put(&m, key.as_bytes(), format!("v{t}-{i}").as_bytes(), ts);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        // Recompute the winners sequentially.
+        let mut model: BTreeMap<Vec<u8>, (u64, bool, Vec<u8>)> = BTreeMap::new();
+        for t in 0..4u64 {
+            for i in 0..2000u64 {
+                let key = format!("k{}", i % 16).into_bytes();
+                let ts = (i * 7 + t * 13) % 50;
+                let c = if (i + t) % 5 == 0 {
+                    (ts, true, vec![])
+                } else {
+                    (ts, false, format!("v{t}-{i}").into_bytes())
+                };
+                let slot = model.entry(key).or_insert(c.clone());
+                if c > *slot {
+                    *slot = c;
+                }
+            }
+        }
+        let got: Vec<_> = m
+            .iter()
+            .map(|e| (e.key, (e.ts, e.tombstone, e.value)))
+            .collect();
+        assert_eq!(got, model.into_iter().collect::<Vec<_>>());
+    }
+
+    proptest! {
+        #[test]
+        fn any_insert_order_gives_the_same_memtable(
+            cells in proptest::collection::vec((0u8..6, 0u64..4, any::<bool>(), 0u8..3), 1..40),
+            seed: u64,
+        ) {
+            let cells: Vec<(Vec<u8>, u64, bool, Vec<u8>)> = cells.into_iter()
+                .map(|(k, ts, t, v)| (vec![b'a' + k], ts, t, if t { vec![] } else { vec![v] }))
+                .collect();
+            let fill = |order: &[usize]| {
+                let m = Memtable::new();
+                for &i in order {
+                    let (k, ts, t, v) = &cells[i];
+                    m.insert(RecordRef { key: k, value: v, ts: *ts, tombstone: *t });
+                }
+                m.iter().collect::<Vec<_>>()
+            };
+            let fwd: Vec<usize> = (0..cells.len()).collect();
+            let mut shuffled = fwd.clone();
+            let mut s = seed | 1;
+            for i in (1..shuffled.len()).rev() {
+                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+                shuffled.swap(i, (s % (i as u64 + 1)) as usize);
+            }
+            prop_assert_eq!(fill(&fwd), fill(&shuffled));
+        }
+    }
+}
