@@ -17,6 +17,8 @@
 
 pub mod cell;
 pub mod memtable;
+pub mod merge;
 
 pub use cell::{newer_wins, validate_cell};
 pub use memtable::Memtable;
+pub use merge::{MergeIter, TombstonePolicy};
