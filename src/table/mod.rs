@@ -16,9 +16,11 @@
 //! on the lifecycle layer's segment handles and views and comes in phase 2.
 
 pub mod cell;
+pub mod compaction;
 pub mod memtable;
 pub mod merge;
 
 pub use cell::{newer_wins, validate_cell};
+pub use compaction::{Choice, CompactionConfig, SegmentSummary};
 pub use memtable::Memtable;
 pub use merge::{MergeIter, TombstonePolicy};
