@@ -16,11 +16,13 @@
 //! on the lifecycle layer's segment handles and views and comes in phase 2.
 
 pub mod cell;
+pub mod commitlog;
 pub mod compaction;
 pub mod memtable;
 pub mod merge;
 
 pub use cell::{newer_wins, validate_cell};
+pub use commitlog::{CommitLog, CommitLogConfig, CommitLogSync, LogRecord};
 pub use compaction::{Choice, CompactionConfig, SegmentSummary};
 pub use memtable::Memtable;
 pub use merge::{MergeIter, TombstonePolicy};

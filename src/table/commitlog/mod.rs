@@ -1,0 +1,664 @@
+//! The commit log: every write is appended here before it reaches a memtable, so that a
+//! crash loses nothing that was acknowledged (within the guarantee of the sync mode).
+//!
+//! One log serves every table of a store; a record is a batch of cells for one table,
+//! applied atomically at replay. Files are `commitlog-<n>.log` in one directory, numbered
+//! from 1 up; the log rolls to a new file when the current one would pass
+//! [`CommitLogConfig::segment_size`]. Byte layout: [`format`]. Replay rules: [`replay`].
+//!
+//! # Sync modes
+//! See [`CommitLogSync`]. Appends write the record to the OS at once, under the log's
+//! lock, so records are in the file in sequence order and survive a crash of the
+//! process in every mode. What the modes change is when the fsync happens and whether
+//! the append waits for it. `batch` and `group` share one protocol: the first waiter
+//! that finds no fsync in flight becomes the *leader*; in `group` mode it waits on a
+//! condition variable until the window's deadline (`wait_until`, then a short yielding
+//! tail that absorbs the kernel's timer slack, so a 100 µs window costs about 100 µs, not
+//! a scheduler tick), then fsyncs once with the lock released,
+//! publishes the highest sequence number made durable, and wakes everyone; waiters
+//! whose records are covered return, the others elect the next leader.
+//!
+//! # Invariants
+//! 1. Records are written in sequence order; sequence numbers are consecutive within a
+//!    file and across the whole log, starting at 1, and never reused for a record that
+//!    replay returned.
+//! 2. An append in `batch` or `group` mode returns `Ok` only after an fsync that covers
+//!    its record succeeded.
+//! 3. After any failed write or fsync the log is poisoned: every later append and sync
+//!    returns [`Error::Poisoned`]. A failed fsync is never retried as if it could have
+//!    succeeded (the page cache may have dropped the dirty pages; PostgreSQL's
+//!    "fsyncgate" and fjall's poisoning follow the same rule).
+//! 4. A file is rolled only after it is fsynced; a new file is fsynced with its header
+//!    and its directory entry before any record goes into it.
+//! 5. This module deletes no file. [`CommitLog::obsolete_files`] reports files whose
+//!    every record is below the caller's lowest unflushed sequence number, and
+//!    [`CommitLog::release_obsolete`] hands them to a deletion callback (the lifecycle
+//!    deleter) and forgets them.
+//! 6. A new log (at open) always starts a new file, numbered above every existing file,
+//!    whose first sequence number is one past the last record replayed (or the
+//!    caller's floor, if higher). Old files are never appended to.
+
+pub mod config;
+pub mod format;
+pub mod replay;
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+pub use config::{CommitLogConfig, CommitLogSync};
+pub use format::LogRecord;
+pub use replay::{LogFileInfo, Replay, ReplayOutcome, ReplayStop};
+
+use crate::error::{Error, Result};
+use crate::format::record::RecordRef;
+use crate::io::fs::fsync_dir;
+use crate::segment::validate_name;
+use crate::table::cell::validate_cell;
+use format::{PreparedRecord, MAX_BODY_LEN};
+
+/// How long before a group window's deadline the leader stops sleeping and yields
+/// instead (see `Shared::collect_group`).
+const SPIN_TAIL: Duration = Duration::from_micros(50);
+
+/// Counters of one commit log (monotonic since open).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitLogStats {
+    /// Records appended.
+    pub appends: u64,
+    /// Bytes appended (frames, without file headers).
+    pub bytes: u64,
+    /// fsyncs of log files that succeeded (by leaders, the periodic thread, rolls and
+    /// explicit syncs). In `group` mode, `appends / syncs` is the mean group size.
+    pub syncs: u64,
+    /// Files created.
+    pub files_created: u64,
+    /// The highest sequence number known durable.
+    pub synced_seq: u64,
+    /// The highest sequence number written.
+    pub written_seq: u64,
+}
+
+/// The file records are being appended to.
+struct Active {
+    id: u64,
+    path: PathBuf,
+    file: Arc<File>,
+    len: u64,
+    first_seq: u64,
+}
+
+struct State {
+    active: Active,
+    /// Closed files, by ascending number.
+    files: Vec<LogFileInfo>,
+    next_seq: u64,
+    /// Highest sequence number handed to the OS.
+    written_seq: u64,
+    /// Highest sequence number covered by a successful fsync.
+    synced_seq: u64,
+    /// A leader is collecting a group or running an fsync.
+    leader: bool,
+    poisoned: Option<String>,
+    closed: bool,
+}
+
+struct Shared {
+    dir: PathBuf,
+    config: CommitLogConfig,
+    state: Mutex<State>,
+    /// Signalled when `synced_seq` advances, on poisoning, and on close.
+    synced: Condvar,
+    /// Wakes a waiting group leader or the periodic thread early (close, roll).
+    wake: Condvar,
+    appends: AtomicU64,
+    bytes: AtomicU64,
+    syncs: AtomicU64,
+    files_created: AtomicU64,
+    #[cfg(test)]
+    fail_syncs: std::sync::atomic::AtomicBool,
+}
+
+/// A commit log. See the module docs. Shareable across threads (`&self` methods).
+pub struct CommitLog {
+    shared: Arc<Shared>,
+    periodic: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for CommitLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitLog")
+            .field("dir", &self.shared.dir)
+            .field("sync", &self.shared.config.sync)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CommitLog {
+    /// Open the log in `dir` (created if missing): replay every record with
+    /// `seq >= replay_from` through `apply`, in order, then start a new file for
+    /// appends (invariant 6). `replay_from` is the lowest sequence number not yet in a
+    /// flushed segment (1 for a new store); new records are numbered at least that high.
+    ///
+    /// Replay follows the rules in [`replay`]; an error from `apply` aborts the open.
+    pub fn open(
+        dir: &Path,
+        config: &CommitLogConfig,
+        replay_from: u64,
+        mut apply: impl FnMut(LogRecord) -> Result<()>,
+    ) -> Result<(CommitLog, ReplayOutcome)> {
+        config.validate()?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create dir", dir, e))?;
+        let replay_from = replay_from.max(1);
+        let mut replay = Replay::open(dir, replay_from)?;
+        for rec in replay.by_ref() {
+            apply(rec?)?;
+        }
+        let outcome = replay.finish();
+        let next_seq = outcome.resume_seq.unwrap_or(1).max(replay_from);
+        let next_id = outcome.files.last().map_or(1, |f| f.id + 1);
+        let active = create_file(dir, next_id, next_seq)?;
+        tracing::info!(
+            dir = %dir.display(),
+            sync = %config.sync,
+            replayed = outcome.records,
+            next_seq,
+            "commit log open: replayed {} records, continuing at sequence number {next_seq} in {}",
+            outcome.records,
+            active.path.display()
+        );
+        let shared = Arc::new(Shared {
+            dir: dir.to_path_buf(),
+            config: config.clone(),
+            state: Mutex::new(State {
+                active,
+                files: outcome.files.clone(),
+                next_seq,
+                written_seq: next_seq - 1,
+                synced_seq: next_seq - 1,
+                leader: false,
+                poisoned: None,
+                closed: false,
+            }),
+            synced: Condvar::new(),
+            wake: Condvar::new(),
+            appends: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+            files_created: AtomicU64::new(1),
+            #[cfg(test)]
+            fail_syncs: std::sync::atomic::AtomicBool::new(false),
+        });
+        let periodic = match config.sync {
+            CommitLogSync::Periodic { period_ms } => {
+                let s = Arc::clone(&shared);
+                let period = Duration::from_millis(period_ms);
+                let h = std::thread::Builder::new()
+                    .name("segstore-commitlog-sync".into())
+                    .spawn(move || s.periodic_loop(period))
+                    .map_err(|e| Error::io("spawn sync thread", dir, e))?;
+                Some(h)
+            }
+            _ => None,
+        };
+        Ok((
+            CommitLog {
+                shared,
+                periodic: Mutex::new(periodic),
+            },
+            outcome,
+        ))
+    }
+
+    /// Append one batch of cells for `table`, atomically at replay. Returns its sequence
+    /// number once the sync mode allows acknowledging it (invariant 2).
+    pub fn append(&self, table: &str, cells: &[RecordRef<'_>]) -> Result<u64> {
+        validate_name("table", table)?;
+        if cells.is_empty() {
+            return Err(Error::InvalidArgument("empty write batch".into()));
+        }
+        for c in cells {
+            validate_cell(c)?;
+        }
+        let mut rec = PreparedRecord::encode(table, cells);
+        if rec.body_len() > MAX_BODY_LEN {
+            return Err(Error::InvalidArgument(format!(
+                "write batch of {} bytes exceeds the commit log's limit of {MAX_BODY_LEN}",
+                rec.body_len()
+            )));
+        }
+        let s = &*self.shared;
+        let mut st = s.state.lock();
+        s.check_writable(&st)?;
+        let frame_len = rec.frame_len() as u64;
+        if st.active.len > format::FILE_HEADER_LEN as u64
+            && st.active.len + frame_len > s.config.segment_size
+        {
+            s.roll(&mut st)?;
+        }
+        let seq = st.next_seq;
+        let bytes = rec.seal(seq);
+        if let Err(e) = (&*st.active.file).write_all(bytes) {
+            // A partial record may be in the file; nothing may follow it (invariant 3).
+            let err = Error::io("write", &st.active.path, e);
+            s.poison(&mut st, &err);
+            return Err(err);
+        }
+        st.next_seq += 1;
+        st.written_seq = seq;
+        st.active.len += frame_len;
+        s.appends.fetch_add(1, Ordering::Relaxed);
+        s.bytes.fetch_add(frame_len, Ordering::Relaxed);
+        match s.config.sync {
+            CommitLogSync::Periodic { .. } => Ok(seq),
+            CommitLogSync::Batch => s.sync_through(&mut st, seq, None).map(|()| seq),
+            CommitLogSync::Group { window } => {
+                s.sync_through(&mut st, seq, Some(window)).map(|()| seq)
+            }
+        }
+    }
+
+    /// fsync everything appended so far (in any mode) and wait for it.
+    pub fn sync(&self) -> Result<()> {
+        let s = &*self.shared;
+        let mut st = s.state.lock();
+        if let Some(p) = &st.poisoned {
+            return Err(Error::Poisoned(p.clone()));
+        }
+        let target = st.written_seq;
+        s.sync_through(&mut st, target, None)
+    }
+
+    /// The sequence number the next append will get.
+    pub fn next_seq(&self) -> u64 {
+        self.shared.state.lock().next_seq
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> CommitLogStats {
+        let s = &*self.shared;
+        let st = s.state.lock();
+        CommitLogStats {
+            appends: s.appends.load(Ordering::Relaxed),
+            bytes: s.bytes.load(Ordering::Relaxed),
+            syncs: s.syncs.load(Ordering::Relaxed),
+            files_created: s.files_created.load(Ordering::Relaxed),
+            synced_seq: st.synced_seq,
+            written_seq: st.written_seq,
+        }
+    }
+
+    /// The directory of the log.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// Every log file still tracked (closed ones and the active one), by number.
+    pub fn files(&self) -> Vec<LogFileInfo> {
+        let st = self.shared.state.lock();
+        let mut v = st.files.clone();
+        v.push(LogFileInfo {
+            id: st.active.id,
+            path: st.active.path.clone(),
+            first_seq: st.active.first_seq,
+        });
+        v
+    }
+
+    /// Closed files whose every record has a sequence number below
+    /// `lowest_unflushed_seq` (the smallest sequence number any memtable still holds
+    /// unflushed, or [`CommitLog::next_seq`] when all are empty). The active file is
+    /// never obsolete. Nothing is deleted (invariant 5).
+    pub fn obsolete_files(&self, lowest_unflushed_seq: u64) -> Vec<PathBuf> {
+        let st = self.shared.state.lock();
+        obsolete_prefix(&st, lowest_unflushed_seq)
+            .iter()
+            .map(|f| f.path.clone())
+            .collect()
+    }
+
+    /// Hand every obsolete file (see [`CommitLog::obsolete_files`]) to `delete` — the
+    /// lifecycle deleter — and stop tracking it. Returns how many were handed over.
+    /// The callback runs with the log's lock released.
+    pub fn release_obsolete(&self, lowest_unflushed_seq: u64, delete: &dyn Fn(&Path)) -> usize {
+        let released: Vec<LogFileInfo> = {
+            let mut st = self.shared.state.lock();
+            let n = obsolete_prefix(&st, lowest_unflushed_seq).len();
+            st.files.drain(..n).collect()
+        };
+        for f in &released {
+            tracing::debug!(file = %f.path.display(), "commit log file obsolete");
+            delete(&f.path);
+        }
+        released.len()
+    }
+
+    /// fsync what was appended, stop the periodic thread and refuse further appends.
+    /// Idempotent. If the final fsync fails the log is poisoned and the error returned.
+    pub fn close(&self) -> Result<()> {
+        let s = &*self.shared;
+        let result = {
+            let mut st = s.state.lock();
+            if st.closed {
+                return st
+                    .poisoned
+                    .as_ref()
+                    .map_or(Ok(()), |p| Err(Error::Poisoned(p.clone())));
+            }
+            let target = st.written_seq;
+            let r = if let Some(p) = &st.poisoned {
+                Err(Error::Poisoned(p.clone()))
+            } else {
+                s.sync_through(&mut st, target, None)
+            };
+            st.closed = true;
+            s.wake.notify_all();
+            s.synced.notify_all();
+            r
+        };
+        if let Some(h) = self.periodic.lock().take() {
+            let _ = h.join();
+        }
+        result
+    }
+
+    /// Make every following fsync fail (tests of invariant 3).
+    #[cfg(test)]
+    pub(crate) fn fail_syncs(&self) {
+        self.shared.fail_syncs.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Drop for CommitLog {
+    /// Stops the periodic thread without a final fsync: records already appended are in
+    /// the OS and survive the process, but only [`CommitLog::close`] makes them durable
+    /// against power loss in `periodic` mode.
+    fn drop(&mut self) {
+        {
+            let mut st = self.shared.state.lock();
+            st.closed = true;
+            self.shared.wake.notify_all();
+            self.shared.synced.notify_all();
+        }
+        if let Some(h) = self.periodic.get_mut().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The closed files, from the oldest, all of whose records lie below `lowest`.
+fn obsolete_prefix(st: &State, lowest: u64) -> &[LogFileInfo] {
+    let next_first = |i: usize| {
+        st.files
+            .get(i + 1)
+            .map_or(st.active.first_seq, |f| f.first_seq)
+    };
+    let n = (0..st.files.len())
+        .take_while(|&i| next_first(i) <= lowest)
+        .count();
+    &st.files[..n]
+}
+
+/// Create log file `id` whose first record will be `first_seq`, durably (invariant 4).
+fn create_file(dir: &Path, id: u64, first_seq: u64) -> Result<Active> {
+    let path = dir.join(replay::file_name(id));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| Error::io("create", &path, e))?;
+    file.write_all(&format::encode_file_header(first_seq))
+        .and_then(|()| file.sync_all())
+        .map_err(|e| Error::io("write", &path, e))?;
+    fsync_dir(dir)?;
+    Ok(Active {
+        id,
+        path,
+        file: Arc::new(file),
+        len: format::FILE_HEADER_LEN as u64,
+        first_seq,
+    })
+}
+
+impl Shared {
+    fn check_writable(&self, st: &State) -> Result<()> {
+        if let Some(p) = &st.poisoned {
+            return Err(Error::Poisoned(p.clone()));
+        }
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    fn poison(&self, st: &mut State, err: &Error) {
+        if st.poisoned.is_none() {
+            tracing::error!(error = %err, "commit log poisoned; the store refuses writes until reopened");
+            st.poisoned = Some(format!("commit log: {err}"));
+        }
+        self.synced.notify_all();
+        self.wake.notify_all();
+    }
+
+    fn fsync(&self, file: &File, path: &Path) -> Result<()> {
+        #[cfg(test)]
+        if self.fail_syncs.load(Ordering::SeqCst) {
+            return Err(Error::io(
+                "fsync",
+                path,
+                std::io::Error::other("injected fsync failure"),
+            ));
+        }
+        file.sync_data().map_err(|e| Error::io("fsync", path, e))?;
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Roll to a new file: fsync the active one, then create the next (invariant 4).
+    /// Runs under the lock; appends wait for it.
+    fn roll(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        if let Err(e) = self.fsync(&st.active.file, &st.active.path) {
+            self.poison(st, &e);
+            return Err(e);
+        }
+        st.synced_seq = st.written_seq;
+        self.synced.notify_all();
+        let next = match create_file(&self.dir, st.active.id + 1, st.next_seq) {
+            Ok(a) => a,
+            Err(e) => {
+                self.poison(st, &e);
+                return Err(e);
+            }
+        };
+        self.files_created.fetch_add(1, Ordering::Relaxed);
+        let old = std::mem::replace(&mut st.active, next);
+        tracing::debug!(from = %old.path.display(), to = %st.active.path.display(), "commit log rolled");
+        st.files.push(LogFileInfo {
+            id: old.id,
+            path: old.path,
+            first_seq: old.first_seq,
+        });
+        Ok(())
+    }
+
+    /// Wait until `seq` is durable, leading a sync if nobody is (see the module docs).
+    /// `window` is the group window; `None` syncs at once.
+    fn sync_through(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        seq: u64,
+        window: Option<Duration>,
+    ) -> Result<()> {
+        loop {
+            if let Some(p) = &st.poisoned {
+                return Err(Error::Poisoned(p.clone()));
+            }
+            if st.synced_seq >= seq {
+                return Ok(());
+            }
+            if st.leader {
+                self.synced.wait(st);
+                continue;
+            }
+            st.leader = true;
+            if let Some(w) = window {
+                self.collect_group(st, Instant::now() + w);
+            }
+            let target = st.written_seq;
+            let file = Arc::clone(&st.active.file);
+            let path = st.active.path.clone();
+            let r = MutexGuard::unlocked(st, || self.fsync(&file, &path));
+            st.leader = false;
+            match r {
+                Ok(()) => {
+                    st.synced_seq = st.synced_seq.max(target);
+                    self.synced.notify_all();
+                }
+                Err(e) => {
+                    self.poison(st, &e);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// The leader's window: wait until `deadline` (or close) with the lock released so
+    /// that writers can append. Sleeps on the condition variable until [`SPIN_TAIL`]
+    /// before the deadline, then yields until it: a timed futex wait wakes late by the
+    /// kernel's timer slack (50 µs by default), which alone would stretch a 100 µs
+    /// window by half. Measured on a loaded 2-core VM: p50 104 µs for a 100 µs window
+    /// with the tail, 172 µs without.
+    fn collect_group(&self, st: &mut MutexGuard<'_, State>, deadline: Instant) {
+        while !st.closed {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            if deadline - now > SPIN_TAIL {
+                self.wake.wait_until(st, deadline - SPIN_TAIL);
+            } else {
+                MutexGuard::unlocked(st, std::thread::yield_now);
+            }
+        }
+    }
+
+    fn periodic_loop(&self, period: Duration) {
+        let mut st = self.state.lock();
+        let mut next = Instant::now() + period;
+        loop {
+            while !st.closed && Instant::now() < next {
+                self.wake.wait_until(&mut st, next);
+            }
+            if st.closed || st.poisoned.is_some() {
+                return;
+            }
+            next = Instant::now() + period;
+            if st.written_seq > st.synced_seq {
+                let target = st.written_seq;
+                // Errors poison the log; appends report them from then on.
+                let _ = self.sync_through(&mut st, target, None);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell<'a>(k: &'a [u8], v: &'a [u8]) -> RecordRef<'a> {
+        RecordRef {
+            key: k,
+            value: v,
+            ts: 1,
+            tombstone: false,
+        }
+    }
+
+    #[test]
+    fn failed_fsync_poisons_the_log() {
+        for sync in [
+            CommitLogSync::Batch,
+            CommitLogSync::Group {
+                window: Duration::from_micros(50),
+            },
+            CommitLogSync::Periodic { period_ms: 10_000 },
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let cfg = CommitLogConfig {
+                sync,
+                segment_size: 1 << 20,
+            };
+            let (log, _) = CommitLog::open(dir.path(), &cfg, 1, |_| Ok(())).unwrap();
+            log.append("t", &[cell(b"a", b"1")]).unwrap();
+            log.fail_syncs();
+            let first = log.append("t", &[cell(b"b", b"2")]);
+            if matches!(sync, CommitLogSync::Periodic { .. }) {
+                // Acknowledged at once; the explicit sync sees the failure.
+                assert!(first.is_ok());
+                assert!(log.sync().is_err());
+            } else {
+                assert!(
+                    matches!(first, Err(Error::Io { op: "fsync", .. })),
+                    "{first:?}"
+                );
+            }
+            // From now on, poisoned, even though fsync would "work" again.
+            log.shared.fail_syncs.store(false, Ordering::SeqCst);
+            let e = log.append("t", &[cell(b"c", b"3")]).unwrap_err();
+            assert!(matches!(e, Error::Poisoned(_)), "{e}");
+            assert!(matches!(log.sync(), Err(Error::Poisoned(_))));
+            assert!(log.close().is_err());
+        }
+    }
+
+    #[test]
+    fn failed_fsync_at_roll_poisons_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = CommitLogConfig {
+            sync: CommitLogSync::Periodic { period_ms: 10_000 },
+            segment_size: 64,
+        };
+        let (log, _) = CommitLog::open(dir.path(), &cfg, 1, |_| Ok(())).unwrap();
+        log.append("t", &[cell(b"a", &[7; 40])]).unwrap();
+        log.fail_syncs();
+        assert!(log.append("t", &[cell(b"b", &[7; 40])]).is_err());
+        assert!(matches!(
+            log.append("t", &[cell(b"c", b"")]),
+            Err(Error::Poisoned(_))
+        ));
+        assert_eq!(log.files().len(), 1, "no new file after a failed roll");
+    }
+
+    #[test]
+    fn appends_after_close_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) =
+            CommitLog::open(dir.path(), &CommitLogConfig::default(), 1, |_| Ok(())).unwrap();
+        log.append("t", &[cell(b"a", b"1")]).unwrap();
+        log.close().unwrap();
+        log.close().unwrap();
+        assert!(matches!(
+            log.append("t", &[cell(b"a", b"1")]),
+            Err(Error::Closed)
+        ));
+    }
+
+    #[test]
+    fn bad_input_is_refused_before_numbering() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) =
+            CommitLog::open(dir.path(), &CommitLogConfig::default(), 1, |_| Ok(())).unwrap();
+        assert!(log.append("bad-name", &[cell(b"a", b"1")]).is_err());
+        assert!(log.append("t", &[]).is_err());
+        assert!(log.append("t", &[cell(b"", b"1")]).is_err());
+        assert_eq!(log.next_seq(), 1);
+        assert_eq!(log.append("t", &[cell(b"a", b"1")]).unwrap(), 1);
+    }
+}
