@@ -4,7 +4,7 @@
 //! One log serves every table of a store; a record is a batch of cells for one table,
 //! applied atomically at replay. Files are `commitlog-<n>.log` in one directory, numbered
 //! from 1 up; the log rolls to a new file when the current one would pass
-//! [`CommitLogConfig::segment_size`]. Byte layout: [`format`]. Replay rules: [`replay`].
+//! [`CommitLogConfig::segment_size`]. Byte layout: [`format`](mod@format). Replay rules: [`replay`].
 //!
 //! # Sync modes
 //! See [`CommitLogSync`]. Appends write the record to the OS at once, under the log's
