@@ -128,6 +128,7 @@ impl Store {
         let deleter = Deleter::open(&dir, config.file_rules.clone(), config.delete_policy)?;
         let tracker = config.track_leaks.then(|| Arc::new(LeakTracker::default()));
         let max_ids = recover(&dir, &deleter)?;
+        deleter.compact_journal()?;
         let opts = SetOptions {
             modes,
             segment: config.segment.clone(),

@@ -301,3 +301,18 @@ fn the_emulation_takes_its_ground_truth_from_the_os() {
     rules.check(FileOp::Delete, &link).unwrap();
     std::fs::remove_file(link).unwrap();
 }
+
+#[test]
+fn snapshot_of_an_empty_table_is_visible() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        tmp.path(),
+        test_config(DiskAccessMode::Mmap, FileRules::windows_emulation()),
+    )
+    .unwrap();
+    let _set = store.segments("t").unwrap();
+    store.snapshot("s2", None).unwrap();
+    let d = store.dir().join("snapshots/s2");
+    assert!(d.join("manifest").exists());
+    assert_eq!(store.list_snapshots().unwrap().len(), 1);
+}

@@ -105,6 +105,10 @@ struct State {
     stats: DeleterStats,
     /// Latency from request to completion of the last deferred deletion.
     last_deferred_latency: Option<std::time::Duration>,
+    /// The journal on disk still names deletions that have completed.
+    journal_stale: bool,
+    /// Announced with [`Deleter::announce`]: in the journal, not requested yet.
+    intents: std::collections::BTreeSet<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -174,6 +178,19 @@ impl Deleter {
         &self.inner.dir
     }
 
+    /// Make the coming deletion of `paths` durable now, off the path that will request
+    /// it: a segment being made obsolete is announced when the manifest drops it, so
+    /// that the later request at its last close needs no fsync. After a crash the next
+    /// open deletes announced files (their owner already gave them up).
+    pub fn announce<P: AsRef<Path>>(&self, paths: &[P]) -> Result<()> {
+        let mut rel = Vec::with_capacity(paths.len());
+        for p in paths {
+            rel.push(self.relative(p.as_ref())?);
+        }
+        self.inner.state.lock().intents.extend(rel);
+        self.write_journal()
+    }
+
     /// Request deletion of `paths` (absolute, or relative to the store directory; they
     /// must lie inside it). Durable before any unlink: after a crash the next open
     /// completes them. Returns once each file is deleted or queued.
@@ -185,17 +202,22 @@ impl Deleter {
         if rel.is_empty() {
             return Ok(());
         }
-        {
+        let already_durable = {
             let mut st = self.inner.state.lock();
+            let mut durable = true;
             for r in &rel {
+                durable &= st.intents.remove(r);
                 st.pending.entry(r.clone()).or_insert(Entry {
                     reason: PendingReason::Queued,
                     waiting: false,
                     requested_at: Instant::now(),
                 });
             }
+            durable
+        };
+        if !already_durable {
+            self.write_journal()?;
         }
-        self.write_journal()?;
         {
             let mut st = self.inner.state.lock();
             st.stats.requested += rel.len() as u64;
@@ -270,6 +292,7 @@ impl Deleter {
                 let was_deferred = e.reason == PendingReason::Mapped;
                 st.pending.remove(rel);
                 st.stats.completed += 1;
+                st.journal_stale = true;
                 if was_deferred {
                     st.last_deferred_latency = Some(waited);
                 }
@@ -421,8 +444,50 @@ impl Deleter {
         Ok(self.pending())
     }
 
+    /// Make sure a new file or directory may be created at `path`: refuse while its
+    /// deletion (or one under it) is pending, and first drop completed entries from the
+    /// journal, so that recovery after a crash can never delete the new file in place
+    /// of the old one. Names that are never reused (segment ids) need no reservation.
+    pub fn reserve(&self, path: &Path) -> Result<()> {
+        let rel = self.relative(path)?;
+        let stale = {
+            let st = self.inner.state.lock();
+            if st
+                .pending
+                .keys()
+                .chain(&st.intents)
+                .any(|p| p.starts_with(&rel))
+            {
+                return Err(Error::AlreadyExists {
+                    kind: "file pending deletion",
+                    name: rel.display().to_string(),
+                });
+            }
+            st.journal_stale
+        };
+        if stale {
+            self.write_journal()?;
+        }
+        Ok(())
+    }
+
+    /// Rewrite the journal if completed deletions are still named in it.
+    pub fn compact_journal(&self) -> Result<()> {
+        if self.inner.state.lock().journal_stale {
+            self.write_journal()?;
+        }
+        Ok(())
+    }
+
     fn write_journal(&self) -> Result<()> {
-        let paths: Vec<PathBuf> = self.inner.state.lock().pending.keys().cloned().collect();
+        let paths: Vec<PathBuf> = {
+            let mut st = self.inner.state.lock();
+            st.journal_stale = false;
+            let mut all: Vec<PathBuf> = st.pending.keys().chain(&st.intents).cloned().collect();
+            all.sort();
+            all.dedup();
+            all
+        };
         let path = self.inner.dir.join(JOURNAL);
         if paths.is_empty() && !path.exists() {
             return Ok(());

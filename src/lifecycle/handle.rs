@@ -69,6 +69,11 @@ impl Segment {
         self.retire.obsolete.store(true, Ordering::Release);
     }
 
+    /// Paths of this segment's components.
+    pub fn component_paths(&self) -> &[PathBuf] {
+        &self.retire.paths
+    }
+
     /// Has [`Self::mark_obsolete`] been called?
     pub fn is_obsolete(&self) -> bool {
         self.retire.obsolete.load(Ordering::Acquire)

@@ -112,6 +112,13 @@ impl SegmentSet {
         self.view.load()
     }
 
+    /// Run `f` on the current view without cloning it: the cheapest read path (a shared
+    /// read lock for the duration of `f`; a view swap waits for it).
+    #[inline]
+    pub fn with_view<R>(&self, f: impl FnOnce(&View) -> R) -> R {
+        self.view.with(f)
+    }
+
     /// Live segment ids, from the manifest.
     pub fn live_ids(&self) -> Vec<u64> {
         self.manifest.lock().segments.iter().copied().collect()
@@ -173,10 +180,17 @@ impl SegmentSet {
             segs.extend(opened);
             segs
         });
+        let mut announce = Vec::new();
         for h in &old_view.segments {
             if old.contains(&h.name().id) {
+                announce.extend_from_slice(h.segment().component_paths());
                 h.segment().mark_obsolete();
             }
+        }
+        // Journal the deletions now, so the last handle's drop (maybe on a reader's
+        // thread) only unlinks. If this fails the orphan scan at next open covers it.
+        if let Err(e) = self.deleter.announce(&announce) {
+            tracing::warn!(error = %e, "could not journal obsolete segments; the next open's orphan scan will find them");
         }
         drop(m);
         Ok(())

@@ -40,6 +40,12 @@ impl ViewCell {
         self.cur.read().clone()
     }
 
+    /// Run `f` on the current view under the shared read lock.
+    #[inline]
+    pub fn with<R>(&self, f: impl FnOnce(&View) -> R) -> R {
+        f(&self.cur.read())
+    }
+
     /// Replace the view with `f(current)`; returns the old one. Writers are serialised
     /// by the caller (one writer per table).
     pub fn replace(&self, f: impl FnOnce(&View) -> Vec<SegmentHandle>) -> Arc<View> {

@@ -64,6 +64,9 @@ pub fn create(
             name: tag.to_string(),
         });
     }
+    // The tag may have been cleared earlier: make sure no journaled deletion of the old
+    // snapshot can ever apply to the new one.
+    deleter.reserve(&dest)?;
     let staging = root.join(format!("{tag}{}", fs::TMP_SUFFIX));
     if staging.exists() {
         return Err(Error::AlreadyExists {
