@@ -247,7 +247,7 @@ impl World {
         for (k, (v, _)) in &self.model {
             assert_eq!(read(self.set(), k).as_ref(), Some(v), "key {k:?}");
         }
-        for (tag, _) in &self.snapshots {
+        for tag in self.snapshots.keys() {
             assert!(dir.join("snapshots").join(tag).join("manifest").exists());
         }
         for p in self.store().deleter().pending() {
