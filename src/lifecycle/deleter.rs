@@ -158,6 +158,8 @@ impl Deleter {
         if !recovered.is_empty() {
             tracing::info!(count = recovered.len(), dir = %dir.display(), "completing deletions left pending by the last run");
             d.enqueue(recovered);
+            // Directories were attempted before their contents (journal order): retry.
+            d.retry_refused();
             d.write_journal()?;
         }
         Ok(d)
