@@ -14,8 +14,13 @@ pub mod config;
 pub mod error;
 pub mod format;
 pub mod io;
+pub mod lifecycle;
 pub mod segment;
+pub mod snapshot;
+pub mod store;
 pub mod table;
 
 pub use config::{AccessMode, DiskAccessMode, ResolvedModes, SegmentOptions};
 pub use error::{Error, Result};
+pub use lifecycle::DeletePolicy;
+pub use store::{CloseReport, Config, Store};

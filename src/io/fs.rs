@@ -85,10 +85,15 @@ pub fn copy_durable(src: &Path, dst: &Path) -> Result<()> {
 }
 
 /// Unlink one file, obeying the rules. Only the deleter calls this (invariant 1).
-#[allow(dead_code)] // until the deleter lands
 pub(crate) fn remove_file(path: &Path, rules: &FileRules) -> std::io::Result<()> {
     rules.check(FileOp::Delete, path)?;
     fs::remove_file(path)
+}
+
+/// Remove an empty directory (fails while it holds anything). Only the deleter calls
+/// this.
+pub(crate) fn remove_empty_dir(path: &Path) -> std::io::Result<()> {
+    fs::remove_dir(path)
 }
 
 /// Truncate a file to `len`, obeying the rules.

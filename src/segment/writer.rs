@@ -51,14 +51,14 @@ impl SegmentWriter {
         opts.validate()?;
         let tmp = Component::ALL.map(|c| fs::tmp_path(&name.path(dir, c)));
         for (c, t) in Component::ALL.iter().zip(&tmp) {
-            if name.path(dir, *c).exists() {
+            // Names are never reused: not while published, nor while a crashed writer's
+            // temp file waits for the deleter.
+            if name.path(dir, *c).exists() || t.exists() {
                 return Err(Error::AlreadyExists {
                     kind: "segment",
                     name: name.to_string(),
                 });
             }
-            // A temp file left by a crash of an earlier writer of this name.
-            let _ = std::fs::remove_file(t);
         }
         let data = BufWriter::with_capacity(1 << 16, fs::create_new(&tmp[0])?);
         let index = match fs::create_new(&tmp[1]) {
@@ -162,6 +162,11 @@ impl SegmentWriter {
             self.flush_block()?;
         }
         Ok(())
+    }
+
+    /// The name the segment will be published under.
+    pub fn name(&self) -> &SegmentName {
+        &self.name
     }
 
     /// Cells added so far.

@@ -1,0 +1,576 @@
+//! The deleter: the only code that deletes files (invariant 1), and the reason no
+//! deletion is ever lost (invariant 4).
+//!
+//! A request is first made durable in the journal `deletions.pending` (written atomically,
+//! invariant 5), then attempted:
+//! - under [`DeletePolicy::DeferWhileMapped`] (forced on Windows) the file's identity is
+//!   looked up in the mapping registry, and the unlink runs while holding the registry
+//!   lock only if no mapping of that identity is open; otherwise the deletion waits for
+//!   the registry's "last mapping closed" event and runs on the thread that closed it;
+//! - under [`DeletePolicy::Immediate`] (POSIX) the file is unlinked at once; its space
+//!   returns when the last map goes.
+//!
+//! A deletion the OS refuses (permission, a sharing violation, a scanner holding the
+//! file, the Windows emulation) stays queued and is retried at the next mapping-close
+//! event or request on this deleter, at [`Deleter::close`] and drop, and at the next
+//! [`Deleter::open`], which reads the journal left by a crash. Queued names are reported
+//! by [`Deleter::is_pending`] so listings hide them; callers never reuse a name.
+//!
+//! Journal format: text, first line `segstore-pending-deletions 1`, then one path per
+//! line relative to the store directory, then `crc32c <8 hex digits>` over the lines
+//! above. Completed entries are dropped lazily at the next rewrite.
+
+use std::collections::BTreeMap;
+use std::path::{Component as PathComponent, Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::io::{fs, registry, FileId, FileRules};
+
+/// Name of the journal file in the store directory.
+pub const JOURNAL: &str = "deletions.pending";
+const HEADER: &str = "segstore-pending-deletions 1";
+
+/// When a file may be unlinked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeletePolicy {
+    /// Unlink at once, even while mapped (POSIX semantics). Ignored on Windows.
+    #[default]
+    Immediate,
+    /// Wait until no mapping of the file's identity is open (the Windows rule).
+    DeferWhileMapped,
+}
+
+impl DeletePolicy {
+    /// The policy in force: Windows always defers.
+    pub fn effective(self) -> DeletePolicy {
+        if crate::io::sys::OS_FORBIDS_DELETING_MAPPED {
+            DeletePolicy::DeferWhileMapped
+        } else {
+            self
+        }
+    }
+}
+
+/// Why a deletion is still pending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PendingReason {
+    /// A mapping of the file's identity is open.
+    Mapped,
+    /// The OS refused (message).
+    Refused(String),
+    /// Not attempted yet.
+    Queued,
+}
+
+/// A deletion not done yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingDeletion {
+    /// Path relative to the store directory.
+    pub path: PathBuf,
+    /// Why it waits.
+    pub reason: PendingReason,
+}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DeleterStats {
+    /// Deletions requested (including those recovered from the journal).
+    pub requested: u64,
+    /// Deletions done.
+    pub completed: u64,
+    /// Deletions currently pending.
+    pub pending: usize,
+    /// Times a deletion had to wait for mappings to close.
+    pub deferred_mapped: u64,
+    /// Times the OS refused a deletion.
+    pub refused: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    reason: PendingReason,
+    /// A waiter is registered with the mapping registry for this identity.
+    waiting: bool,
+    requested_at: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    pending: BTreeMap<PathBuf, Entry>,
+    stats: DeleterStats,
+    /// Latency from request to completion of the last deferred deletion.
+    last_deferred_latency: Option<std::time::Duration>,
+    /// The journal on disk still names deletions that have completed.
+    journal_stale: bool,
+    /// Announced with [`Deleter::announce`]: in the journal, not requested yet.
+    intents: std::collections::BTreeSet<PathBuf>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    rules: FileRules,
+    policy: DeletePolicy,
+    state: Mutex<State>,
+    /// Called with each path right after it is unlinked (benchmarks, tests).
+    on_complete: Mutex<Option<Callback>>,
+}
+
+struct Callback(Box<dyn Fn(&Path) + Send + Sync>);
+
+impl std::fmt::Debug for Callback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<callback>")
+    }
+}
+
+/// Deletes files of one store directory. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Deleter {
+    inner: Arc<Inner>,
+}
+
+enum Outcome {
+    Done,
+    Mapped(FileId),
+    Refused(String),
+}
+
+impl Deleter {
+    /// Open the deleter of `dir`: read the journal a crash may have left and complete
+    /// every deletion in it that can run.
+    pub fn open(dir: &Path, rules: FileRules, policy: DeletePolicy) -> Result<Deleter> {
+        let d = Deleter {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                rules,
+                policy: policy.effective(),
+                state: Mutex::new(State::default()),
+                on_complete: Mutex::new(None),
+            }),
+        };
+        let recovered = read_journal(dir)?;
+        if !recovered.is_empty() {
+            tracing::info!(count = recovered.len(), dir = %dir.display(), "completing deletions left pending by the last run");
+            d.enqueue(recovered);
+            // Directories were attempted before their contents (journal order): retry.
+            d.retry_refused();
+            d.write_journal()?;
+        }
+        Ok(d)
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> DeletePolicy {
+        self.inner.policy
+    }
+
+    /// The rules file operations obey.
+    pub fn rules(&self) -> &FileRules {
+        &self.inner.rules
+    }
+
+    /// The store directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Make the coming deletion of `paths` durable now, off the path that will request
+    /// it: a segment being made obsolete is announced when the manifest drops it, so
+    /// that the later request at its last close needs no fsync. After a crash the next
+    /// open deletes announced files (their owner already gave them up).
+    pub fn announce<P: AsRef<Path>>(&self, paths: &[P]) -> Result<()> {
+        let mut rel = Vec::with_capacity(paths.len());
+        for p in paths {
+            rel.push(self.relative(p.as_ref())?);
+        }
+        self.inner.state.lock().intents.extend(rel);
+        self.write_journal()
+    }
+
+    /// Request deletion of `paths` (absolute, or relative to the store directory; they
+    /// must lie inside it). Durable before any unlink: after a crash the next open
+    /// completes them. Returns once each file is deleted or queued.
+    pub fn delete<P: AsRef<Path>>(&self, paths: &[P]) -> Result<()> {
+        let mut rel = Vec::with_capacity(paths.len());
+        for p in paths {
+            rel.push(self.relative(p.as_ref())?);
+        }
+        if rel.is_empty() {
+            return Ok(());
+        }
+        let already_durable = {
+            let mut st = self.inner.state.lock();
+            let mut durable = true;
+            for r in &rel {
+                durable &= st.intents.remove(r);
+                st.pending.entry(r.clone()).or_insert(Entry {
+                    reason: PendingReason::Queued,
+                    waiting: false,
+                    requested_at: Instant::now(),
+                });
+            }
+            durable
+        };
+        if !already_durable {
+            self.write_journal()?;
+        }
+        {
+            let mut st = self.inner.state.lock();
+            st.stats.requested += rel.len() as u64;
+        }
+        self.enqueue_attempts(rel);
+        // Opportunistically retry earlier refusals.
+        self.retry_refused();
+        Ok(())
+    }
+
+    fn enqueue(&self, rel: Vec<PathBuf>) {
+        {
+            let mut st = self.inner.state.lock();
+            st.stats.requested += rel.len() as u64;
+            for r in &rel {
+                st.pending.entry(r.clone()).or_insert(Entry {
+                    reason: PendingReason::Queued,
+                    waiting: false,
+                    requested_at: Instant::now(),
+                });
+            }
+        }
+        self.enqueue_attempts(rel);
+    }
+
+    fn enqueue_attempts(&self, rel: Vec<PathBuf>) {
+        for r in rel {
+            self.attempt(&r);
+        }
+    }
+
+    fn relative(&self, p: &Path) -> Result<PathBuf> {
+        let rel = if p.is_absolute() {
+            p.strip_prefix(&self.inner.dir)
+                .map_err(|_| {
+                    Error::InvalidArgument(format!(
+                        "{} is outside the store directory {}",
+                        p.display(),
+                        self.inner.dir.display()
+                    ))
+                })?
+                .to_path_buf()
+        } else {
+            p.to_path_buf()
+        };
+        if rel.as_os_str().is_empty()
+            || !rel
+                .components()
+                .all(|c| matches!(c, PathComponent::Normal(_)))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "refusing to delete {}: not a plain path inside the store directory",
+                p.display()
+            )));
+        }
+        Ok(rel)
+    }
+
+    /// Try to delete one pending path now; on a mapped identity, arrange a retry at the
+    /// last close.
+    fn attempt(&self, rel: &Path) {
+        let full = self.inner.dir.join(rel);
+        let outcome = self.unlink(&full);
+        let mut guard = self.inner.state.lock();
+        let st = &mut *guard;
+        let Some(e) = st.pending.get_mut(rel) else {
+            return; // completed concurrently
+        };
+        match outcome {
+            Outcome::Done => {
+                let waited = e.requested_at.elapsed();
+                let was_deferred = e.reason == PendingReason::Mapped;
+                st.pending.remove(rel);
+                st.stats.completed += 1;
+                st.journal_stale = true;
+                if was_deferred {
+                    st.last_deferred_latency = Some(waited);
+                }
+                drop(guard);
+                if let Some(cb) = self.inner.on_complete.lock().as_ref() {
+                    (cb.0)(&full);
+                }
+            }
+            Outcome::Mapped(id) => {
+                if e.reason != PendingReason::Mapped {
+                    st.stats.deferred_mapped += 1;
+                }
+                e.reason = PendingReason::Mapped;
+                if !e.waiting {
+                    e.waiting = true;
+                    drop(guard);
+                    let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+                    let rel = rel.to_path_buf();
+                    registry().when_unmapped(id, move || {
+                        if let Some(inner) = weak.upgrade() {
+                            let d = Deleter { inner };
+                            if let Some(e) = d.inner.state.lock().pending.get_mut(&rel) {
+                                e.waiting = false;
+                            }
+                            d.attempt(&rel);
+                            d.retry_refused();
+                        }
+                    });
+                }
+            }
+            Outcome::Refused(msg) => {
+                st.stats.refused += 1;
+                tracing::debug!(path = %full.display(), error = %msg, "deletion refused; will retry");
+                e.reason = PendingReason::Refused(msg);
+            }
+        }
+    }
+
+    fn unlink(&self, full: &Path) -> Outcome {
+        match std::fs::symlink_metadata(full) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Outcome::Done,
+            Ok(m) if m.is_dir() => {
+                // Directories (cleared snapshots) go once their files have.
+                return match fs::remove_empty_dir(full) {
+                    Ok(()) => Outcome::Done,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Outcome::Done,
+                    Err(e) => Outcome::Refused(e.to_string()),
+                };
+            }
+            _ => {}
+        }
+        let id = match FileId::of_path(full) {
+            Ok(id) => id,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Outcome::Done
+            }
+            Err(e) => return Outcome::Refused(e.to_string()),
+        };
+        let res = match self.inner.policy {
+            DeletePolicy::DeferWhileMapped => {
+                match registry().with_unmapped(id, || fs::remove_file(full, &self.inner.rules)) {
+                    None => return Outcome::Mapped(id),
+                    Some(r) => r,
+                }
+            }
+            DeletePolicy::Immediate => fs::remove_file(full, &self.inner.rules),
+        };
+        match res {
+            Ok(()) => Outcome::Done,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Outcome::Done,
+            Err(e) => Outcome::Refused(e.to_string()),
+        }
+    }
+
+    /// Retry deletions the OS refused (not those waiting for mappings).
+    pub fn retry_refused(&self) {
+        let refused: Vec<PathBuf> = {
+            let st = self.inner.state.lock();
+            st.pending
+                .iter()
+                .filter(|(_, e)| {
+                    matches!(e.reason, PendingReason::Refused(_) | PendingReason::Queued)
+                })
+                .map(|(p, _)| p.clone())
+                .collect()
+        };
+        for p in refused {
+            self.attempt(&p);
+        }
+    }
+
+    /// Retry every pending deletion now. Returns how many remain.
+    pub fn retry_all(&self) -> usize {
+        let all: Vec<PathBuf> = self.inner.state.lock().pending.keys().cloned().collect();
+        for p in all {
+            self.attempt(&p);
+        }
+        self.inner.state.lock().pending.len()
+    }
+
+    /// Is `path` (absolute or relative) waiting to be deleted? Listings hide such names.
+    pub fn is_pending(&self, path: &Path) -> bool {
+        match self.relative(path) {
+            Ok(rel) => self.inner.state.lock().pending.contains_key(&rel),
+            Err(_) => false,
+        }
+    }
+
+    /// Deletions not done yet.
+    pub fn pending(&self) -> Vec<PendingDeletion> {
+        self.inner
+            .state
+            .lock()
+            .pending
+            .iter()
+            .map(|(p, e)| PendingDeletion {
+                path: p.clone(),
+                reason: e.reason.clone(),
+            })
+            .collect()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> DeleterStats {
+        let st = self.inner.state.lock();
+        DeleterStats {
+            pending: st.pending.len(),
+            ..st.stats
+        }
+    }
+
+    /// Request-to-completion time of the most recent deferred deletion.
+    pub fn last_deferred_latency(&self) -> Option<std::time::Duration> {
+        self.inner.state.lock().last_deferred_latency
+    }
+
+    /// Call `f` with each deleted file's path right after it is unlinked (benchmarks and
+    /// tests).
+    pub fn set_on_complete(&self, f: impl Fn(&Path) + Send + Sync + 'static) {
+        *self.inner.on_complete.lock() = Some(Callback(Box::new(f)));
+    }
+
+    /// Final retry (callers close their mappings first) and a journal holding exactly
+    /// what is still pending. Returns what remains: a deletion still refused by the OS,
+    /// or one whose file is still mapped by someone else (another store in this process).
+    pub fn close(&self) -> Result<Vec<PendingDeletion>> {
+        self.retry_all();
+        self.write_journal()?;
+        Ok(self.pending())
+    }
+
+    /// Make sure a new file or directory may be created at `path`: refuse while its
+    /// deletion (or one under it) is pending, and first drop completed entries from the
+    /// journal, so that recovery after a crash can never delete the new file in place
+    /// of the old one. Names that are never reused (segment ids) need no reservation.
+    pub fn reserve(&self, path: &Path) -> Result<()> {
+        let rel = self.relative(path)?;
+        let stale = {
+            let st = self.inner.state.lock();
+            if st
+                .pending
+                .keys()
+                .chain(&st.intents)
+                .any(|p| p.starts_with(&rel))
+            {
+                return Err(Error::AlreadyExists {
+                    kind: "file pending deletion",
+                    name: rel.display().to_string(),
+                });
+            }
+            st.journal_stale
+        };
+        if stale {
+            self.write_journal()?;
+        }
+        Ok(())
+    }
+
+    /// Rewrite the journal if completed deletions are still named in it.
+    pub fn compact_journal(&self) -> Result<()> {
+        if self.inner.state.lock().journal_stale {
+            self.write_journal()?;
+        }
+        Ok(())
+    }
+
+    fn write_journal(&self) -> Result<()> {
+        let paths: Vec<PathBuf> = {
+            let mut st = self.inner.state.lock();
+            st.journal_stale = false;
+            let mut all: Vec<PathBuf> = st.pending.keys().chain(&st.intents).cloned().collect();
+            all.sort();
+            all.dedup();
+            all
+        };
+        let path = self.inner.dir.join(JOURNAL);
+        if paths.is_empty() && !path.exists() {
+            return Ok(());
+        }
+        let mut text = String::from(HEADER);
+        text.push('\n');
+        for p in &paths {
+            let s = p.to_string_lossy();
+            text.push_str(&s);
+            text.push('\n');
+        }
+        let crc = crate::format::checksum(text.as_bytes());
+        text.push_str(&format!("crc32c {crc:08x}\n"));
+        fs::write_atomic(&path, text.as_bytes(), &self.inner.rules)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Last chance in this process; whatever remains is in the journal for next open.
+        let st = self.state.get_mut();
+        if !st.pending.is_empty() {
+            tracing::debug!(
+                count = st.pending.len(),
+                "deleter dropped with deletions pending; the journal keeps them"
+            );
+        }
+    }
+}
+
+fn read_journal(dir: &Path) -> Result<Vec<PathBuf>> {
+    let path = dir.join(JOURNAL);
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("read", &path, e)),
+    };
+    let text = String::from_utf8(text).map_err(|e| {
+        Error::corrupt(
+            &path,
+            e.utf8_error().valid_up_to() as u64,
+            "journal is not UTF-8",
+        )
+    })?;
+    let Some(crc_at) = text.trim_end_matches('\n').rfind('\n').map(|i| i + 1) else {
+        return Err(Error::corrupt(&path, 0, "journal has no checksum line"));
+    };
+    let (body, crc_line) = text.split_at(crc_at);
+    let want = crc_line
+        .trim_end()
+        .strip_prefix("crc32c ")
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+        .ok_or_else(|| Error::corrupt(&path, crc_at as u64, "bad checksum line"))?;
+    if crate::format::checksum(body.as_bytes()) != want {
+        return Err(Error::corrupt(
+            &path,
+            crc_at as u64,
+            "journal checksum mismatch",
+        ));
+    }
+    let mut lines = body.lines();
+    if lines.next() != Some(HEADER) {
+        return Err(Error::corrupt(&path, 0, "bad journal header"));
+    }
+    let mut out = Vec::new();
+    let mut off = HEADER.len() as u64 + 1;
+    for l in lines {
+        let p = PathBuf::from(l);
+        if p.as_os_str().is_empty()
+            || !p
+                .components()
+                .all(|c| matches!(c, PathComponent::Normal(_)))
+        {
+            return Err(Error::corrupt(
+                &path,
+                off,
+                format!("journal names {l:?}, not a plain relative path"),
+            ));
+        }
+        out.push(p);
+        off += l.len() as u64 + 1;
+    }
+    Ok(out)
+}

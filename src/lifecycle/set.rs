@@ -1,0 +1,217 @@
+//! The segments of one table: its manifest, its current view, and the protocol that
+//! adds and replaces segments.
+//!
+//! Adding (flush): the segment is written and published by `SegmentWriter` (invariant 5)
+//! and only then opened (invariant 2); the manifest naming it is replaced atomically; then
+//! the view swaps. Replacing (compaction): the new segments are opened after they are
+//! published; one manifest replacement removes the old ids and adds the new; the view
+//! swaps; the old segments are marked obsolete and their files reach the deleter when
+//! their last handle drops (invariants 1, 3).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::deleter::Deleter;
+use super::handle::{LeakTracker, Segment, SegmentHandle};
+use super::manifest::Manifest;
+use super::view::{View, ViewCell};
+use crate::config::{ResolvedModes, SegmentOptions};
+use crate::error::{Error, Result};
+use crate::segment::{SegmentName, SegmentReader, SegmentWriter};
+
+/// Manifest file name of a table.
+pub fn manifest_path(dir: &Path, table: &str) -> PathBuf {
+    dir.join(format!("{table}.manifest"))
+}
+
+/// How segments of a set are opened.
+#[derive(Debug, Clone)]
+pub struct SetOptions {
+    /// Resolved access modes.
+    pub modes: ResolvedModes,
+    /// Format options for new segments.
+    pub segment: SegmentOptions,
+    /// Leak tracking (None: off).
+    pub tracker: Option<Arc<LeakTracker>>,
+}
+
+/// One table's live segments.
+#[derive(Debug)]
+pub struct SegmentSet {
+    dir: PathBuf,
+    table: String,
+    opts: SetOptions,
+    deleter: Deleter,
+    view: ViewCell,
+    manifest: Mutex<Manifest>,
+}
+
+impl SegmentSet {
+    /// Open the table `table` in `dir`, creating an empty manifest if it has none.
+    /// `min_next_id` lets the caller skip ids already used by files on disk.
+    pub fn open(
+        dir: &Path,
+        table: &str,
+        opts: SetOptions,
+        deleter: Deleter,
+        min_next_id: u64,
+    ) -> Result<SegmentSet> {
+        crate::segment::validate_name("table", table)?;
+        let mpath = manifest_path(dir, table);
+        let mut manifest = if mpath.exists() {
+            let m = Manifest::load(&mpath)?;
+            if m.table != table {
+                return Err(Error::corrupt(
+                    &mpath,
+                    0,
+                    format!("manifest names table {:?}", m.table),
+                ));
+            }
+            m
+        } else {
+            let m = Manifest {
+                table: table.to_string(),
+                next_id: 1,
+                ..Manifest::default()
+            };
+            m.store(&mpath, deleter.rules())?;
+            m
+        };
+        manifest.next_id = manifest.next_id.max(min_next_id);
+        let mut segments = Vec::with_capacity(manifest.segments.len());
+        for &id in &manifest.segments {
+            segments.push(open_handle(
+                dir,
+                &SegmentName::new(table, id)?,
+                &opts,
+                &deleter,
+            )?);
+        }
+        let set = SegmentSet {
+            dir: dir.to_path_buf(),
+            table: table.to_string(),
+            opts,
+            deleter,
+            view: ViewCell::default(),
+            manifest: Mutex::new(manifest),
+        };
+        set.view.replace(|_| segments);
+        Ok(set)
+    }
+
+    /// Table name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The current view (cheap; readers never serialise).
+    #[inline]
+    pub fn view(&self) -> Arc<View> {
+        self.view.load()
+    }
+
+    /// Run `f` on the current view without cloning it: the cheapest read path (a shared
+    /// read lock for the duration of `f`; a view swap waits for it).
+    #[inline]
+    pub fn with_view<R>(&self, f: impl FnOnce(&View) -> R) -> R {
+        self.view.with(f)
+    }
+
+    /// Live segment ids, from the manifest.
+    pub fn live_ids(&self) -> Vec<u64> {
+        self.manifest.lock().segments.iter().copied().collect()
+    }
+
+    /// Start writing a new segment under a fresh id (ids are never reused, even if the
+    /// writer is abandoned).
+    pub fn writer(&self) -> Result<SegmentWriter> {
+        let name = {
+            let mut m = self.manifest.lock();
+            let id = m.next_id;
+            m.next_id += 1;
+            SegmentName::new(&self.table, id)?
+        };
+        SegmentWriter::create(&self.dir, name, &self.opts.segment, self.deleter.rules())
+    }
+
+    /// Add published segments to the table.
+    pub fn add(&self, names: &[SegmentName]) -> Result<()> {
+        self.replace(&[], names)
+    }
+
+    /// Atomically replace segments `old` by the published segments `new`.
+    pub fn replace(&self, old: &[u64], new: &[SegmentName]) -> Result<()> {
+        let mut m = self.manifest.lock();
+        if let Some(id) = old.iter().find(|id| !m.segments.contains(id)) {
+            return Err(Error::InvalidArgument(format!(
+                "segment {}-{id} is not live",
+                self.table
+            )));
+        }
+        let mut opened = Vec::with_capacity(new.len());
+        for n in new {
+            if n.table != self.table {
+                return Err(Error::InvalidArgument(format!(
+                    "segment {n} is not of table {}",
+                    self.table
+                )));
+            }
+            opened.push(open_handle(&self.dir, n, &self.opts, &self.deleter)?);
+        }
+        let mut next = m.clone();
+        for id in old {
+            next.segments.remove(id);
+        }
+        for n in new {
+            next.segments.insert(n.id);
+            next.next_id = next.next_id.max(n.id + 1);
+        }
+        next.store(&manifest_path(&self.dir, &self.table), self.deleter.rules())?;
+        *m = next;
+        let old_view = self.view.replace(|v| {
+            let mut segs: Vec<SegmentHandle> = v
+                .segments
+                .iter()
+                .filter(|h| !old.contains(&h.name().id))
+                .cloned()
+                .collect();
+            segs.extend(opened);
+            segs
+        });
+        let mut announce = Vec::new();
+        for h in &old_view.segments {
+            if old.contains(&h.name().id) {
+                announce.extend_from_slice(h.segment().component_paths());
+                h.segment().mark_obsolete();
+            }
+        }
+        // Journal the deletions now, so the last handle's drop (maybe on a reader's
+        // thread) only unlinks. If this fails the orphan scan at next open covers it.
+        if let Err(e) = self.deleter.announce(&announce) {
+            tracing::warn!(error = %e, "could not journal obsolete segments; the next open's orphan scan will find them");
+        }
+        drop(m);
+        Ok(())
+    }
+
+    /// Drop this set's own view (at close). Segments go when their last handle does.
+    pub fn release(&self) {
+        self.view.replace(|_| Vec::new());
+    }
+}
+
+/// Open a segment and wrap it in its first handle.
+pub fn open_handle(
+    dir: &Path,
+    name: &SegmentName,
+    opts: &SetOptions,
+    deleter: &Deleter,
+) -> Result<SegmentHandle> {
+    let reader = SegmentReader::open(dir, name, opts.modes)?;
+    Ok(SegmentHandle::new(
+        Segment::new(reader, deleter.clone()),
+        opts.tracker.clone(),
+    ))
+}

@@ -1,0 +1,460 @@
+//! The store: one directory, its tables' segment sets, snapshots, the deleter, and
+//! recovery at open.
+//!
+//! Open: take the directory lock (invariant 7); resolve and log `disk_access_mode`;
+//! open the deleter, which completes the journal of deletions left by a crash; remove
+//! temp files, snapshot staging directories, ephemeral snapshots, and orphans (segment
+//! files that no table manifest or snapshot manifest names) through the deleter; open
+//! every table's segments. Close: clear ephemeral snapshots, release the views, report
+//! handles and mappings still held (leaks), and finish every deletion that can run.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::config::{DiskAccessMode, ResolvedModes, SegmentOptions};
+use crate::error::{Error, Result};
+use crate::io::registry::MappingSite;
+use crate::io::{fs, registry, FileRules, MappingStats};
+use crate::lifecycle::set::{manifest_path, open_handle};
+use crate::lifecycle::{
+    DeletePolicy, Deleter, DeleterStats, DirLock, HandleSite, LeakTracker, PendingDeletion,
+    SegmentHandle, SegmentSet, SetOptions, SnapshotManifest,
+};
+use crate::segment::{validate_name, SegmentName};
+use crate::snapshot::{self, SnapshotInfo};
+
+/// Store settings. Deserialises from TOML/YAML/JSON with snake_case names.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// How segment files are read.
+    pub disk_access_mode: DiskAccessMode,
+    /// Format of new segments.
+    pub segment: SegmentOptions,
+    /// When files may be unlinked (Windows always defers while mapped).
+    pub delete_policy: DeletePolicy,
+    /// Record where handles are taken and report those still held at close. On by
+    /// default in debug builds.
+    pub track_leaks: bool,
+    /// File rules (the Windows emulation in tests). Not part of a config file.
+    #[serde(skip)]
+    pub file_rules: FileRules,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            disk_access_mode: DiskAccessMode::default(),
+            segment: SegmentOptions::default(),
+            delete_policy: DeletePolicy::default(),
+            track_leaks: cfg!(debug_assertions),
+            file_rules: FileRules::default(),
+        }
+    }
+}
+
+/// What `close` found.
+#[derive(Debug, Default)]
+pub struct CloseReport {
+    /// Segment handles still held by the application (leaks).
+    pub leaked_handles: Vec<HandleSite>,
+    /// Mappings under this directory still open (leaks, or a snapshot reader of another
+    /// store in this process).
+    pub leaked_mappings: Vec<MappingSite>,
+    /// Deletions that could not complete (they stay journaled for the next open).
+    pub pending_deletions: Vec<PendingDeletion>,
+}
+
+impl CloseReport {
+    /// True when nothing leaked and nothing is left to delete.
+    pub fn is_clean(&self) -> bool {
+        self.leaked_handles.is_empty()
+            && self.leaked_mappings.is_empty()
+            && self.pending_deletions.is_empty()
+    }
+}
+
+/// Counts across the store.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StoreStats {
+    /// The resolved access modes.
+    pub modes: ResolvedModes,
+    /// Mappings of files under this directory.
+    pub mappings: MappingStats,
+    /// The deleter's counters.
+    pub deletions: DeleterStats,
+    /// Live segments per table.
+    pub segments: BTreeMap<String, usize>,
+}
+
+/// A snapshot opened read-only.
+#[derive(Debug)]
+pub struct SnapshotView {
+    /// Tag.
+    pub tag: String,
+    /// Segment handles per table, newest first.
+    pub tables: BTreeMap<String, Vec<SegmentHandle>>,
+}
+
+/// An open store directory.
+#[derive(Debug)]
+pub struct Store {
+    dir: PathBuf,
+    config: Config,
+    modes: ResolvedModes,
+    deleter: Deleter,
+    tracker: Option<Arc<LeakTracker>>,
+    tables: RwLock<BTreeMap<String, Arc<SegmentSet>>>,
+    closed: AtomicBool,
+    _lock: DirLock,
+}
+
+impl Store {
+    /// Open (creating if needed) the store in `dir`.
+    pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
+        let dir = dir.as_ref();
+        config.segment.validate()?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create dir", dir, e))?;
+        let dir = dir
+            .canonicalize()
+            .map_err(|e| Error::io("canonicalize", dir, e))?;
+        let lock = DirLock::acquire(&dir)?;
+        let modes = config.disk_access_mode.resolve();
+        modes.log();
+        let deleter = Deleter::open(&dir, config.file_rules.clone(), config.delete_policy)?;
+        let tracker = config.track_leaks.then(|| Arc::new(LeakTracker::default()));
+        let max_ids = recover(&dir, &deleter)?;
+        deleter.compact_journal()?;
+        let opts = SetOptions {
+            modes,
+            segment: config.segment.clone(),
+            tracker: tracker.clone(),
+        };
+        let mut tables = BTreeMap::new();
+        for (table, max_id) in max_ids {
+            let set = SegmentSet::open(&dir, &table, opts.clone(), deleter.clone(), max_id + 1)?;
+            tables.insert(table, Arc::new(set));
+        }
+        Ok(Store {
+            dir,
+            config,
+            modes,
+            deleter,
+            tracker,
+            tables: RwLock::new(tables),
+            closed: AtomicBool::new(false),
+            _lock: lock,
+        })
+    }
+
+    /// The store directory (canonical).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The configuration it was opened with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The deleter (for stats and tests).
+    pub fn deleter(&self) -> &Deleter {
+        &self.deleter
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn set_options(&self) -> SetOptions {
+        SetOptions {
+            modes: self.modes,
+            segment: self.config.segment.clone(),
+            tracker: self.tracker.clone(),
+        }
+    }
+
+    /// The segments of table `name`, creating the table if it does not exist.
+    pub fn segments(&self, name: &str) -> Result<Arc<SegmentSet>> {
+        self.check_open()?;
+        validate_name("table", name)?;
+        if let Some(s) = self.tables.read().get(name) {
+            return Ok(s.clone());
+        }
+        let mut t = self.tables.write();
+        if let Some(s) = t.get(name) {
+            return Ok(s.clone());
+        }
+        let set = Arc::new(SegmentSet::open(
+            &self.dir,
+            name,
+            self.set_options(),
+            self.deleter.clone(),
+            1,
+        )?);
+        t.insert(name.to_string(), set.clone());
+        Ok(set)
+    }
+
+    /// Names of the tables.
+    pub fn table_names(&self) -> Vec<String> {
+        self.tables.read().keys().cloned().collect()
+    }
+
+    /// Snapshot every table (or only `table`) under `tag`.
+    pub fn snapshot(&self, tag: &str, table: Option<&str>) -> Result<()> {
+        self.snapshot_inner(tag, table, false)
+    }
+
+    /// An ephemeral snapshot (cleared automatically at close and at next open).
+    pub fn snapshot_ephemeral(&self, tag: &str, table: Option<&str>) -> Result<()> {
+        self.snapshot_inner(tag, table, true)
+    }
+
+    fn snapshot_inner(&self, tag: &str, table: Option<&str>, ephemeral: bool) -> Result<()> {
+        self.check_open()?;
+        let views: Vec<(String, Arc<crate::lifecycle::View>)> = match table {
+            Some(t) => {
+                let set = self
+                    .tables
+                    .read()
+                    .get(t)
+                    .cloned()
+                    .ok_or_else(|| Error::NotFound {
+                        kind: "table",
+                        name: t.to_string(),
+                    })?;
+                vec![(t.to_string(), set.view())]
+            }
+            None => self
+                .tables
+                .read()
+                .iter()
+                .map(|(n, s)| (n.clone(), s.view()))
+                .collect(),
+        };
+        snapshot::create(&self.dir, tag, &views, ephemeral, &self.deleter)
+    }
+
+    /// Visible snapshots with sizes.
+    pub fn list_snapshots(&self) -> Result<Vec<SnapshotInfo>> {
+        let live: HashMap<String, BTreeSet<u64>> = self
+            .tables
+            .read()
+            .iter()
+            .map(|(n, s)| (n.clone(), s.live_ids().into_iter().collect()))
+            .collect();
+        let is_live = |t: &str, id: u64| live.get(t).is_some_and(|s| s.contains(&id));
+        snapshot::list_tags(&self.dir, &self.deleter)?
+            .iter()
+            .map(|tag| snapshot::info(&self.dir, tag, &self.deleter, &is_live))
+            .collect()
+    }
+
+    /// Clear snapshot `tag` (an error names a missing tag). Files still mapped are
+    /// deleted when their last mapping closes.
+    pub fn clear_snapshot(&self, tag: &str) -> Result<()> {
+        snapshot::clear(&self.dir, tag, &self.deleter)
+    }
+
+    /// Clear every snapshot.
+    pub fn clear_all_snapshots(&self) -> Result<()> {
+        for tag in snapshot::list_tags(&self.dir, &self.deleter)? {
+            self.clear_snapshot(&tag)?;
+        }
+        Ok(())
+    }
+
+    /// Open snapshot `tag` read-only, mapped per `disk_access_mode`.
+    pub fn open_snapshot(&self, tag: &str) -> Result<SnapshotView> {
+        self.check_open()?;
+        let m = snapshot::load(&self.dir, tag, &self.deleter)?;
+        let dir = snapshot::snapshot_dir(&self.dir, tag);
+        let opts = self.set_options();
+        let mut tables = BTreeMap::new();
+        for (table, ids) in &m.tables {
+            let mut hs = Vec::new();
+            for &id in ids.iter().rev() {
+                hs.push(open_handle(
+                    &dir,
+                    &SegmentName::new(table, id)?,
+                    &opts,
+                    &self.deleter,
+                )?);
+            }
+            tables.insert(table.clone(), hs);
+        }
+        Ok(SnapshotView {
+            tag: tag.to_string(),
+            tables,
+        })
+    }
+
+    /// Counts across the store.
+    pub fn stats(&self) -> StoreStats {
+        StoreStats {
+            modes: self.modes,
+            mappings: registry().stats_under(&self.dir),
+            deletions: self.deleter.stats(),
+            segments: self
+                .tables
+                .read()
+                .iter()
+                .map(|(n, s)| (n.clone(), s.view().segments.len()))
+                .collect(),
+        }
+    }
+
+    /// Close: clear ephemeral snapshots, release views, report leaks, finish deletions.
+    pub fn close(self) -> Result<CloseReport> {
+        self.closed.store(true, Ordering::Release);
+        for tag in snapshot::list_tags(&self.dir, &self.deleter)? {
+            if snapshot::load(&self.dir, &tag, &self.deleter)?.ephemeral {
+                self.clear_snapshot(&tag)?;
+            }
+        }
+        for s in self.tables.read().values() {
+            s.release();
+        }
+        let report = CloseReport {
+            leaked_handles: self.tracker.as_ref().map(|t| t.live()).unwrap_or_default(),
+            leaked_mappings: registry().open_under(&self.dir),
+            pending_deletions: self.deleter.close()?,
+        };
+        for h in &report.leaked_handles {
+            tracing::error!(segment = %h.segment, taken_at = %h.taken_at, "LEAK DETECTED: segment handle still held at close");
+        }
+        for m in &report.leaked_mappings {
+            tracing::error!(path = %m.path.display(), opened_at = %m.opened_at, "LEAK DETECTED: mapping still open at close");
+        }
+        Ok(report)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if !self.closed.load(Ordering::Acquire) {
+            // Not closed: behave like a crash, except that deletions which can run now
+            // do (the journal already holds them for the next open).
+            for s in self.tables.read().values() {
+                s.release();
+            }
+            self.deleter.retry_all();
+        }
+    }
+}
+
+/// Recovery scan at open. Returns every table (from manifests) with the largest segment
+/// id seen on disk for it, so new ids never reuse a name.
+fn recover(dir: &Path, deleter: &Deleter) -> Result<BTreeMap<String, u64>> {
+    let mut tables: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    let mut max_ids: BTreeMap<String, u64> = BTreeMap::new();
+    let mut doomed: Vec<PathBuf> = Vec::new();
+    let mut segment_files: Vec<(PathBuf, SegmentName)> = Vec::new();
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+    for e in rd {
+        let e = e.map_err(|e| Error::io("list", dir, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let path = e.path();
+        if let Some(stem) = name.strip_suffix(fs::TMP_SUFFIX) {
+            // Never reuse the id of a half-written segment, even while its deletion waits.
+            if let Some((seg, _)) = SegmentName::parse_file_name(stem) {
+                let m = max_ids.entry(seg.table.clone()).or_insert(0);
+                *m = (*m).max(seg.id);
+            }
+            doomed.push(path);
+        } else if let Some(table) = name.strip_suffix(".manifest") {
+            if validate_name("table", table).is_ok() {
+                let m = crate::lifecycle::Manifest::load(&manifest_path(dir, table))?;
+                max_ids.insert(table.to_string(), m.next_id.saturating_sub(1));
+                tables.insert(table.to_string(), m.segments);
+            }
+        } else if let Some((seg, _)) = SegmentName::parse_file_name(&name) {
+            segment_files.push((path, seg));
+        }
+    }
+    for (path, seg) in segment_files {
+        let m = max_ids.entry(seg.table.clone()).or_insert(0);
+        *m = (*m).max(seg.id);
+        if !tables.get(&seg.table).is_some_and(|s| s.contains(&seg.id))
+            && !deleter.is_pending(&path)
+        {
+            tracing::info!(path = %path.display(), "removing orphan segment file");
+            doomed.push(path);
+        }
+    }
+    // Tables whose manifest is missing but whose files exist were orphans: drop them
+    // from the table list.
+    max_ids.retain(|t, _| tables.contains_key(t));
+    recover_snapshots(dir, deleter, &mut doomed)?;
+    deleter.delete(&doomed)?;
+    Ok(max_ids)
+}
+
+fn recover_snapshots(dir: &Path, deleter: &Deleter, doomed: &mut Vec<PathBuf>) -> Result<()> {
+    let root = dir.join(snapshot::SNAPSHOTS_DIR);
+    let rd = match std::fs::read_dir(&root) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("list", &root, e)),
+    };
+    for e in rd {
+        let e = e.map_err(|e| Error::io("list", &root, e))?;
+        let path = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if deleter.is_pending(&path) {
+            continue;
+        }
+        let mpath = path.join(snapshot::MANIFEST);
+        let keep: Option<SnapshotManifest> =
+            if validate_name("snapshot tag", &name).is_ok() && mpath.exists() {
+                let m = SnapshotManifest::load(&mpath)?;
+                (!m.ephemeral).then_some(m)
+            } else {
+                None
+            };
+        let Ok(files) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = files.filter_map(|f| f.ok().map(|f| f.path())).collect();
+        files.sort();
+        match keep {
+            Some(m) => {
+                for f in files {
+                    let fname = f
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned();
+                    let named = fname == snapshot::MANIFEST
+                        || SegmentName::parse_file_name(&fname).is_some_and(|(s, _)| {
+                            m.tables
+                                .get(&s.table)
+                                .is_some_and(|ids| ids.contains(&s.id))
+                        });
+                    if !named {
+                        doomed.push(f);
+                    }
+                }
+            }
+            None => {
+                tracing::info!(snapshot = %name, "removing partial or ephemeral snapshot left by the last run");
+                // Manifest first, so the snapshot is invisible even if a crash follows.
+                files.sort_by_key(|f| {
+                    f.file_name() != Some(std::ffi::OsStr::new(snapshot::MANIFEST))
+                });
+                doomed.extend(files);
+                doomed.push(path);
+            }
+        }
+    }
+    Ok(())
+}
