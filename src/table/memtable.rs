@@ -56,6 +56,7 @@ pub struct Memtable {
     bytes: AtomicUsize,
     min_seq: AtomicU64,
     max_seq: AtomicU64,
+    min_ts: AtomicU64,
 }
 
 impl Default for Memtable {
@@ -72,6 +73,7 @@ impl Memtable {
             bytes: AtomicUsize::new(0),
             min_seq: AtomicU64::new(u64::MAX),
             max_seq: AtomicU64::new(0),
+            min_ts: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -98,6 +100,7 @@ impl Memtable {
         let v = e.value();
         let stored = v.ts == c.ts && v.tombstone == c.tombstone && v.value == c.value;
         if stored {
+            self.min_ts.fetch_min(c.ts, Ordering::AcqRel);
             self.bytes.fetch_add(
                 c.key.len() + c.value.len() + CELL_OVERHEAD,
                 Ordering::Relaxed,
@@ -133,6 +136,13 @@ impl Memtable {
     pub fn seq_range(&self) -> Option<(u64, u64)> {
         let max = self.max_seq.load(Ordering::Acquire);
         (max != 0).then(|| (self.min_seq.load(Ordering::Acquire), max))
+    }
+
+    /// The smallest timestamp of any cell stored, if any (a compaction may drop a
+    /// tombstone only if no memtable holds anything older; see `merge`).
+    pub fn min_ts(&self) -> Option<u64> {
+        let t = self.min_ts.load(Ordering::Acquire);
+        (t != u64::MAX || !self.is_empty()).then_some(t)
     }
 
     /// The cell of `key` (a tombstone included: it shadows older segments).
@@ -351,6 +361,7 @@ mod tests {
             }],
         );
         assert_eq!(m.seq_range(), Some((3, 7)));
+        assert_eq!(m.min_ts(), Some(1));
         assert_eq!(m.approx_bytes(), 9 + 2 * CELL_OVERHEAD);
     }
 

@@ -1,6 +1,6 @@
 //! The LSM table layer: commit log, memtable, merging reads and the compaction policy.
 //!
-//! Phase 1 (this module today) holds the parts that do not depend on the lifecycle layer:
+//! The parts that do not depend on the lifecycle layer:
 //!
 //! - [`commitlog`]: the write-ahead log, with Cassandra's three sync modes
 //!   (`periodic`, `batch`, `group`), checksummed records, rolling files and replay.
@@ -12,15 +12,18 @@
 //!
 //! Table names are checked with [`crate::segment::validate_name`] (kind `"table"`).
 //!
-//! The `Table` itself (flush through `SegmentWriter`, manifest, compaction worker) builds
-//! on the lifecycle layer's segment handles and views and comes in phase 2.
+//! - [`positions`]: the file recording how far each table's segments reach into the log.
+//! - [`batch`]: write batches ([`WriteBatch`]).
 
+pub mod batch;
 pub mod cell;
 pub mod commitlog;
 pub mod compaction;
 pub mod memtable;
 pub mod merge;
+pub mod positions;
 
+pub use batch::WriteBatch;
 pub use cell::{newer_wins, validate_cell};
 pub use commitlog::{CommitLog, CommitLogConfig, CommitLogSync, LogRecord};
 pub use compaction::{Choice, CompactionConfig, SegmentSummary};
