@@ -5,8 +5,14 @@
 //! open the deleter, which completes the journal of deletions left by a crash; remove
 //! temp files, snapshot staging directories, ephemeral snapshots, and orphans (segment
 //! files that no table manifest or snapshot manifest names) through the deleter; open
-//! every table's segments. Close: clear ephemeral snapshots, release the views, report
-//! handles and mappings still held (leaks), and finish every deletion that can run.
+//! every table's segments; then open the commit log and replay it into the tables'
+//! memtables ([`crate::table::tables`]). Close: flush every table and close the commit
+//! log, clear ephemeral snapshots, release the views, report handles and mappings still
+//! held (leaks), and finish every deletion that can run.
+//!
+//! Tables: [`Store::table`] gives the LSM [`Table`] of a name (writes through the commit
+//! log, memtables, flush, compaction); [`Store::segments`] gives the bare segment set
+//! underneath, for code that writes segments itself.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -26,6 +32,8 @@ use crate::lifecycle::{
 };
 use crate::segment::{validate_name, SegmentName};
 use crate::snapshot::{self, SnapshotInfo};
+use crate::table::commitlog::CommitLogConfig;
+use crate::table::{Table, TableConfig, Tables};
 
 /// Store settings. Deserialises from TOML/YAML/JSON with snake_case names.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -40,6 +48,10 @@ pub struct Config {
     /// Record where handles are taken and report those still held at close. On by
     /// default in debug builds.
     pub track_leaks: bool,
+    /// The commit log: sync mode and file size.
+    pub commitlog: CommitLogConfig,
+    /// Memtables, flushing, compaction.
+    pub table: TableConfig,
     /// File rules (the Windows emulation in tests). Not part of a config file.
     #[serde(skip)]
     pub file_rules: FileRules,
@@ -52,6 +64,8 @@ impl Default for Config {
             segment: SegmentOptions::default(),
             delete_policy: DeletePolicy::default(),
             track_leaks: cfg!(debug_assertions),
+            commitlog: CommitLogConfig::default(),
+            table: TableConfig::default(),
             file_rules: FileRules::default(),
         }
     }
@@ -109,6 +123,7 @@ pub struct Store {
     deleter: Deleter,
     tracker: Option<Arc<LeakTracker>>,
     tables: RwLock<BTreeMap<String, Arc<SegmentSet>>>,
+    lsm: Tables,
     closed: AtomicBool,
     _lock: DirLock,
 }
@@ -118,6 +133,8 @@ impl Store {
     pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
         let dir = dir.as_ref();
         config.segment.validate()?;
+        config.commitlog.validate()?;
+        config.table.validate()?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create dir", dir, e))?;
         let dir = dir
             .canonicalize()
@@ -139,13 +156,23 @@ impl Store {
             let set = SegmentSet::open(&dir, &table, opts.clone(), deleter.clone(), max_id + 1)?;
             tables.insert(table, Arc::new(set));
         }
+        let tables = RwLock::new(tables);
+        let lsm = Tables::open(
+            &dir,
+            &config.commitlog,
+            &config.table,
+            &config.file_rules,
+            &deleter,
+            &|name| open_set(&dir, &tables, &opts, &deleter, name),
+        )?;
         Ok(Store {
             dir,
             config,
             modes,
             deleter,
             tracker,
-            tables: RwLock::new(tables),
+            tables,
+            lsm,
             closed: AtomicBool::new(false),
             _lock: lock,
         })
@@ -185,23 +212,25 @@ impl Store {
     /// The segments of table `name`, creating the table if it does not exist.
     pub fn segments(&self, name: &str) -> Result<Arc<SegmentSet>> {
         self.check_open()?;
-        validate_name("table", name)?;
-        if let Some(s) = self.tables.read().get(name) {
-            return Ok(s.clone());
-        }
-        let mut t = self.tables.write();
-        if let Some(s) = t.get(name) {
-            return Ok(s.clone());
-        }
-        let set = Arc::new(SegmentSet::open(
+        open_set(
             &self.dir,
+            &self.tables,
+            &self.set_options(),
+            &self.deleter,
             name,
-            self.set_options(),
-            self.deleter.clone(),
-            1,
-        )?);
-        t.insert(name.to_string(), set.clone());
-        Ok(set)
+        )
+    }
+
+    /// The LSM table `name` (commit log, memtables, flush, compaction), creating it if
+    /// it does not exist. Its segments are [`Store::segments`] of the same name.
+    pub fn table(&self, name: &str) -> Result<Arc<Table>> {
+        self.check_open()?;
+        self.lsm.table(name, || self.segments(name))
+    }
+
+    /// The tables and the commit log (flush all, wait for background work, stats).
+    pub fn tables(&self) -> &Tables {
+        &self.lsm
     }
 
     /// Names of the tables.
@@ -221,6 +250,9 @@ impl Store {
 
     fn snapshot_inner(&self, tag: &str, table: Option<&str>, ephemeral: bool) -> Result<()> {
         self.check_open()?;
+        // Memtables first, so the snapshot holds every acknowledged write (Cassandra
+        // flushes before a snapshot too).
+        self.lsm.flush(table)?;
         let views: Vec<(String, Arc<crate::lifecycle::View>)> = match table {
             Some(t) => {
                 let set = self
@@ -316,6 +348,9 @@ impl Store {
     /// Close: clear ephemeral snapshots, release views, report leaks, finish deletions.
     pub fn close(self) -> Result<CloseReport> {
         self.closed.store(true, Ordering::Release);
+        // Flush and close the log first; finish the rest of the close even if that
+        // failed (the commit log still holds what was not flushed).
+        let tables_closed = self.lsm.close();
         for tag in snapshot::list_tags(&self.dir, &self.deleter)? {
             if snapshot::load(&self.dir, &tag, &self.deleter)?.ephemeral {
                 self.clear_snapshot(&tag)?;
@@ -335,6 +370,7 @@ impl Store {
         for m in &report.leaked_mappings {
             tracing::error!(path = %m.path.display(), opened_at = %m.opened_at, "LEAK DETECTED: mapping still open at close");
         }
+        tables_closed?;
         Ok(report)
     }
 }
@@ -343,7 +379,9 @@ impl Drop for Store {
     fn drop(&mut self) {
         if !self.closed.load(Ordering::Acquire) {
             // Not closed: behave like a crash, except that deletions which can run now
-            // do (the journal already holds them for the next open).
+            // do (the journal already holds them for the next open). The commit log
+            // holds every acknowledged write.
+            self.lsm.abandon();
             for s in self.tables.read().values() {
                 s.release();
             }
@@ -457,4 +495,31 @@ fn recover_snapshots(dir: &Path, deleter: &Deleter, doomed: &mut Vec<PathBuf>) -
         }
     }
     Ok(())
+}
+
+/// The segment set of table `name` from `sets`, opening (creating) it if needed.
+fn open_set(
+    dir: &Path,
+    sets: &RwLock<BTreeMap<String, Arc<SegmentSet>>>,
+    opts: &SetOptions,
+    deleter: &Deleter,
+    name: &str,
+) -> Result<Arc<SegmentSet>> {
+    validate_name("table", name)?;
+    if let Some(s) = sets.read().get(name) {
+        return Ok(s.clone());
+    }
+    let mut t = sets.write();
+    if let Some(s) = t.get(name) {
+        return Ok(s.clone());
+    }
+    let set = Arc::new(SegmentSet::open(
+        dir,
+        name,
+        opts.clone(),
+        deleter.clone(),
+        1,
+    )?);
+    t.insert(name.to_string(), set.clone());
+    Ok(set)
 }

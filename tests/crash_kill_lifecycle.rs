@@ -189,10 +189,16 @@ fn check(dir: &Path, model: &Model) {
     );
     // Exactly the live files.
     let m = Manifest::load(&store.dir().join("t.manifest")).unwrap();
-    let mut want: BTreeSet<String> = ["LOCK", "t.manifest", "deletions.pending", "snapshots"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut want: BTreeSet<String> = [
+        "LOCK",
+        "t.manifest",
+        "deletions.pending",
+        "snapshots",
+        "commitlog",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     for id in &m.segments {
         for c in Component::ALL {
             want.insert(SegmentName::new("t", *id).unwrap().file_name(c));

@@ -90,6 +90,7 @@ fn obsolete_segment_waits_for_last_mapping_then_goes_at_once() {
         files(&dir),
         vec![
             "LOCK",
+            "commitlog",
             "deletions.pending",
             "t-3-Data.db",
             "t-3-Index.db",

@@ -276,6 +276,7 @@ impl World {
         let mut have: BTreeSet<String> = common::files(dir).into_iter().collect();
         have.remove("deletions.pending");
         have.remove("snapshots");
+        have.remove("commitlog");
         assert_eq!(have, want);
         let snaps = dir.join("snapshots");
         let have_snaps: BTreeSet<String> = if snaps.exists() {

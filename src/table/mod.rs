@@ -12,6 +12,12 @@
 //!
 //! Table names are checked with [`crate::segment::validate_name`] (kind `"table"`).
 //!
+//! On top of those, built on the lifecycle layer's [`crate::lifecycle::SegmentSet`]:
+//!
+//! - [`lsm`]: [`Table`]: writes through the log into memtables, point reads and scans
+//!   over memtables and segments, flush, size-tiered and major compaction.
+//! - [`tables`]: [`Tables`]: the store-wide commit log, write clock, background worker,
+//!   replay at open, checkpoints that release commit log files, close.
 //! - [`positions`]: the file recording how far each table's segments reach into the log.
 //! - [`batch`]: write batches ([`WriteBatch`]).
 
@@ -19,13 +25,17 @@ pub mod batch;
 pub mod cell;
 pub mod commitlog;
 pub mod compaction;
+pub mod lsm;
 pub mod memtable;
 pub mod merge;
 pub mod positions;
+pub mod tables;
 
 pub use batch::WriteBatch;
 pub use cell::{newer_wins, validate_cell};
 pub use commitlog::{CommitLog, CommitLogConfig, CommitLogSync, LogRecord};
 pub use compaction::{Choice, CompactionConfig, SegmentSummary};
+pub use lsm::{Scan, Table, TableConfig, TableStats};
 pub use memtable::Memtable;
 pub use merge::{MergeIter, TombstonePolicy};
+pub use tables::Tables;

@@ -20,6 +20,7 @@ pub fn test_config(mode: DiskAccessMode, rules: FileRules) -> Config {
         delete_policy: DeletePolicy::DeferWhileMapped,
         track_leaks: true,
         file_rules: rules,
+        ..Config::default()
     }
 }
 

@@ -1,0 +1,510 @@
+//! A table: the LSM tree of one table name. Writes go to the store's commit log, then to
+//! the active memtable; full memtables are frozen and flushed into segments by the
+//! store's background worker; size-tiered compaction merges segments.
+//!
+//! # Invariants
+//! 1. A write is applied to a memtable only after the commit log acknowledged it, and
+//!    under this table's memtable read lock held across both steps. Freezing the active
+//!    memtable and measuring the lowest unflushed sequence number take the write lock,
+//!    so no write is ever between "logged" and "in a memtable" when they look.
+//! 2. A frozen memtable stays readable until the segment holding its cells is in the
+//!    view (`SegmentSet::add`); only then is it dropped. Readers take the memtables
+//!    first and the view second, so a flush completing in between shows the cells twice
+//!    (identical, reconciled) and never zero times.
+//! 3. Memtables are flushed oldest first, one flush at a time per table, so after a
+//!    flush every record of this table up to the flushed memtable's highest sequence
+//!    number is in a segment ([`Table::flushed_seq`]).
+//! 4. Reads reconcile every source with the one cell rule ([`crate::table::cell`]):
+//!    a point read consults every memtable and every segment that may hold the key,
+//!    skipping a segment only when its `max_ts` is below the best timestamp found.
+//! 5. Compaction drops a tombstone only if it is older than `gc_grace` and than every
+//!    cell outside the compaction (segments left out, memtables) — see
+//!    [`crate::table::merge`]. Cells written later with an explicit timestamp older
+//!    than `gc_grace` may resurrect deleted data, as in Cassandra.
+
+use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+
+use super::batch::WriteBatch;
+use super::compaction::{choose, Choice, CompactionConfig, SegmentSummary};
+use super::memtable::Memtable;
+use super::merge::{BoxedSource, MergeIter, TombstonePolicy};
+use super::tables::Context;
+use crate::error::{Error, Result};
+use crate::lifecycle::{SegmentHandle, SegmentSet};
+use crate::segment::{Entry, SegmentIter};
+use crate::table::cell::cmp_versions;
+
+/// Settings of the tables of a store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TableConfig {
+    /// Freeze and flush the active memtable once it holds this many bytes
+    /// ([`Memtable::approx_bytes`]).
+    pub memtable_flush_bytes: usize,
+    /// Writers wait while this many frozen memtables await their flush (at least 1).
+    pub max_frozen_memtables: usize,
+    /// Size-tiered compaction.
+    pub compaction: CompactionConfig,
+    /// Tombstones younger than this are kept by compaction (Cassandra's
+    /// `gc_grace_seconds`, default 10 days): repair must run more often than this.
+    pub gc_grace_secs: u64,
+    /// Run size-tiered compaction in the background after flushes.
+    pub background_compaction: bool,
+}
+
+impl Default for TableConfig {
+    fn default() -> Self {
+        TableConfig {
+            memtable_flush_bytes: 64 * 1024 * 1024,
+            max_frozen_memtables: 2,
+            compaction: CompactionConfig::default(),
+            gc_grace_secs: 864_000,
+            background_compaction: true,
+        }
+    }
+}
+
+impl TableConfig {
+    /// Check the settings, naming the bad one.
+    pub fn validate(&self) -> Result<()> {
+        self.compaction.validate()?;
+        if self.max_frozen_memtables == 0 {
+            return Err(Error::InvalidConfig {
+                setting: "max_frozen_memtables",
+                value: "0".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Counters of one table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TableStats {
+    /// Keys in the active memtable.
+    pub memtable_keys: usize,
+    /// Bytes charged to the active memtable.
+    pub memtable_bytes: usize,
+    /// Frozen memtables waiting for their flush.
+    pub frozen_memtables: usize,
+    /// Live segments.
+    pub segments: usize,
+    /// Every record of this table numbered at or below this is in a segment.
+    pub flushed_seq: u64,
+    /// Flushes completed since open.
+    pub flushes: u64,
+    /// Compactions completed since open.
+    pub compactions: u64,
+}
+
+struct Memtables {
+    active: Arc<Memtable>,
+    /// Oldest first.
+    frozen: Vec<Arc<Memtable>>,
+}
+
+/// One table. Obtained from [`crate::Store::table`]; shareable across threads.
+pub struct Table {
+    name: String,
+    set: Arc<SegmentSet>,
+    ctx: Arc<Context>,
+    mem: RwLock<Memtables>,
+    flush_lock: Mutex<()>,
+    compaction_lock: Mutex<()>,
+    flushed_seq: AtomicU64,
+    stall_lock: Mutex<()>,
+    stall: Condvar,
+    flushes: AtomicU64,
+    compactions: AtomicU64,
+    pub(crate) flush_queued: AtomicBool,
+    pub(crate) compaction_queued: AtomicBool,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Table {
+    /// A table over `set` whose active memtable starts as `replayed` (commit log replay).
+    pub(crate) fn new(
+        name: &str,
+        set: Arc<SegmentSet>,
+        ctx: Arc<Context>,
+        replayed: Memtable,
+        flushed_seq: u64,
+    ) -> Table {
+        set.with_view(|v| {
+            for h in &v.segments {
+                ctx.clock.observe(h.stats().max_ts);
+            }
+        });
+        Table {
+            name: name.to_string(),
+            set,
+            ctx,
+            mem: RwLock::new(Memtables {
+                active: Arc::new(replayed),
+                frozen: Vec::new(),
+            }),
+            flush_lock: Mutex::new(()),
+            compaction_lock: Mutex::new(()),
+            flushed_seq: AtomicU64::new(flushed_seq),
+            stall_lock: Mutex::new(()),
+            stall: Condvar::new(),
+            flushes: AtomicU64::new(0),
+            compactions: AtomicU64::new(0),
+            flush_queued: AtomicBool::new(false),
+            compaction_queued: AtomicBool::new(false),
+        }
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The table's segments (manifest and view).
+    pub fn segments(&self) -> &Arc<SegmentSet> {
+        &self.set
+    }
+
+    /// Set `key` to `value`, timestamped by the store's clock.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write(WriteBatch::new().put(key, value))
+    }
+
+    /// Delete `key`, timestamped by the store's clock.
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        self.write(WriteBatch::new().delete(key))
+    }
+
+    /// Write a batch: one commit log record, then the memtable (invariant 1). Returns
+    /// once the commit log's sync mode acknowledges it.
+    pub fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.ctx.check_open()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let cells = batch.cells(self.ctx.clock.now());
+        let (full, frozen) = {
+            let m = self.mem.read();
+            let seq = self.ctx.log.append(&self.name, &cells)?;
+            m.active.apply(seq, &cells);
+            (
+                m.active.approx_bytes() >= self.ctx.config.memtable_flush_bytes,
+                m.frozen.len(),
+            )
+        };
+        if full {
+            self.ctx.schedule_flush(self);
+        }
+        if frozen >= self.ctx.config.max_frozen_memtables {
+            self.wait_for_flushes();
+        }
+        Ok(())
+    }
+
+    /// Backpressure: wait while too many frozen memtables await their flush.
+    fn wait_for_flushes(&self) {
+        let mut g = self.stall_lock.lock();
+        while self.mem.read().frozen.len() >= self.ctx.config.max_frozen_memtables
+            && !self.ctx.is_closed()
+        {
+            self.ctx.schedule_flush(self);
+            self.stall.wait_for(&mut g, Duration::from_millis(100));
+        }
+    }
+
+    /// The active memtable, then the frozen ones, newest first.
+    pub(crate) fn memtables(&self) -> Vec<Arc<Memtable>> {
+        let m = self.mem.read();
+        let mut v = Vec::with_capacity(1 + m.frozen.len());
+        v.push(Arc::clone(&m.active));
+        v.extend(m.frozen.iter().rev().cloned());
+        v
+    }
+
+    /// The value of `key`, or `None` if it is absent or deleted.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .get_cell(key)?
+            .filter(|e| !e.tombstone)
+            .map(|e| e.value))
+    }
+
+    /// The winning cell of `key`, tombstones included (invariant 4).
+    pub fn get_cell(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.ctx.check_open()?;
+        let mut best: Option<Entry> = None;
+        let consider = |best: &mut Option<Entry>, e: Entry| {
+            let wins = best.as_ref().is_none_or(|b| {
+                cmp_versions(e.ts, e.tombstone, &e.value, b.ts, b.tombstone, &b.value).is_gt()
+            });
+            if wins {
+                *best = Some(e);
+            }
+        };
+        // Memtables first, then the view (invariant 2).
+        for m in self.memtables() {
+            if let Some(e) = m.get(key) {
+                consider(&mut best, e);
+            }
+        }
+        self.set.with_view(|v| {
+            for h in &v.segments {
+                if best.as_ref().is_some_and(|b| h.stats().max_ts < b.ts) {
+                    continue;
+                }
+                if let Some(e) = h.get(key)? {
+                    consider(&mut best, e);
+                }
+            }
+            Ok::<(), Error>(())
+        })?;
+        Ok(best)
+    }
+
+    /// Live keys and values in `range`, in key order. The scan sees the memtables and
+    /// segments of the moment it starts; it holds segment handles until dropped.
+    pub fn scan<K: AsRef<[u8]> + ?Sized>(&self, range: impl RangeBounds<K>) -> Result<Scan> {
+        self.ctx.check_open()?;
+        let own = |b: Bound<&K>| match b {
+            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let bounds = (own(range.start_bound()), own(range.end_bound()));
+        let mut sources: Vec<BoxedSource<'static>> = Vec::new();
+        for m in self.memtables() {
+            sources.push(Box::new(m.range_owned::<Vec<u8>>(bounds.clone()).map(Ok)));
+        }
+        for h in &self.set.view().segments {
+            sources.push(Box::new(SegmentIter::new(h.clone(), bounds.clone())?));
+        }
+        Ok(Scan {
+            inner: MergeIter::new(sources, TombstonePolicy::Hide),
+        })
+    }
+
+    /// Flush every memtable (the active one included) into segments, then release the
+    /// commit log files this makes obsolete.
+    pub fn flush(&self) -> Result<()> {
+        self.ctx.check_open()?;
+        self.flush_memtables(true)?;
+        self.ctx.checkpoint()?;
+        self.ctx.schedule_compaction(self);
+        Ok(())
+    }
+
+    /// Flush frozen memtables, oldest first, after freezing the active one if `force`
+    /// or if it is full (invariants 2, 3). Returns how many segments were added.
+    pub(crate) fn flush_memtables(&self, force: bool) -> Result<usize> {
+        let _one_at_a_time = self.flush_lock.lock();
+        {
+            let mut m = self.mem.write();
+            let full = m.active.approx_bytes() >= self.ctx.config.memtable_flush_bytes;
+            if !m.active.is_empty() && (force || full) {
+                let old = std::mem::replace(&mut m.active, Arc::new(Memtable::new()));
+                m.frozen.push(old);
+            }
+        }
+        let mut added = 0;
+        loop {
+            let Some(mt) = self.mem.read().frozen.first().cloned() else {
+                break;
+            };
+            if !mt.is_empty() {
+                let mut w = self.set.writer()?;
+                let name = w.name().clone();
+                for e in mt.iter() {
+                    w.add(&e.key, &e.value, e.ts, e.tombstone)?;
+                }
+                let stats = w.finish()?;
+                self.set.add(std::slice::from_ref(&name))?;
+                added += 1;
+                tracing::debug!(segment = %name, cells = stats.entry_count, "memtable flushed");
+            }
+            {
+                let mut m = self.mem.write();
+                if m.frozen.first().is_some_and(|f| Arc::ptr_eq(f, &mt)) {
+                    m.frozen.remove(0);
+                }
+            }
+            if let Some((_, max)) = mt.seq_range() {
+                self.flushed_seq.fetch_max(max, Ordering::AcqRel);
+            }
+            self.flushes.fetch_add(1, Ordering::Relaxed);
+            let _g = self.stall_lock.lock();
+            self.stall.notify_all();
+        }
+        Ok(added)
+    }
+
+    /// Every record of this table numbered at or below this is in a segment.
+    pub fn flushed_seq(&self) -> u64 {
+        self.flushed_seq.load(Ordering::Acquire)
+    }
+
+    /// The lowest commit log sequence number any memtable of this table holds. Takes
+    /// the write lock, so no write is in flight (invariant 1).
+    pub(crate) fn min_unflushed_seq(&self) -> Option<u64> {
+        let m = self.mem.write();
+        std::iter::once(&m.active)
+            .chain(&m.frozen)
+            .filter_map(|mt| mt.seq_range().map(|r| r.0))
+            .min()
+    }
+
+    fn summaries(view: &[SegmentHandle]) -> Vec<SegmentSummary> {
+        view.iter()
+            .map(|h| {
+                let s = h.stats();
+                SegmentSummary {
+                    id: h.name().id,
+                    data_bytes: s.data_len,
+                    entry_count: s.entry_count,
+                    min_ts: s.min_ts,
+                    max_ts: s.max_ts,
+                }
+            })
+            .collect()
+    }
+
+    /// One round of size-tiered compaction: returns whether it merged anything.
+    pub(crate) fn compact_once(&self) -> Result<bool> {
+        let _one_at_a_time = self.compaction_lock.lock();
+        let view = self.set.view();
+        match choose(
+            &Self::summaries(&view.segments),
+            &self.ctx.config.compaction,
+        ) {
+            Choice::DoNothing => Ok(false),
+            Choice::Merge(ids) => {
+                drop(view);
+                self.merge_segments(&ids)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Major compaction: flush, then merge every segment into one, dropping tombstones
+    /// past `gc_grace` (invariant 5).
+    pub fn compact(&self) -> Result<()> {
+        self.flush()?;
+        let _one_at_a_time = self.compaction_lock.lock();
+        let ids: Vec<u64> = self
+            .set
+            .view()
+            .segments
+            .iter()
+            .map(|h| h.name().id)
+            .collect();
+        if ids.len() > 1
+            || self
+                .set
+                .view()
+                .segments
+                .iter()
+                .any(|h| h.stats().tombstone_count > 0)
+        {
+            self.merge_segments(&ids)?;
+        }
+        Ok(())
+    }
+
+    /// Merge segments `ids` into one (or none, if nothing survives). The caller holds
+    /// the compaction lock.
+    fn merge_segments(&self, ids: &[u64]) -> Result<()> {
+        let view = self.set.view();
+        let (chosen, others): (Vec<&SegmentHandle>, Vec<&SegmentHandle>) = view
+            .segments
+            .iter()
+            .partition(|h| ids.contains(&h.name().id));
+        if chosen.len() != ids.len() {
+            return Err(Error::InvalidArgument(format!(
+                "compaction of {}: some of segments {ids:?} are not live",
+                self.name
+            )));
+        }
+        // Invariant 5: the cutoff is below every cell outside the merge.
+        let gc = self
+            .ctx
+            .clock
+            .wall_micros()
+            .saturating_sub(self.ctx.config.gc_grace_secs.saturating_mul(1_000_000));
+        let cutoff = others
+            .iter()
+            .map(|h| h.stats().min_ts)
+            .chain(self.memtables().iter().filter_map(|m| m.min_ts()))
+            .fold(gc, u64::min);
+        let sources: Vec<BoxedSource<'static>> = chosen
+            .iter()
+            .map(|h| {
+                SegmentIter::new::<&[u8]>((*h).clone(), ..)
+                    .map(|it| Box::new(it) as BoxedSource<'static>)
+            })
+            .collect::<Result<_>>()?;
+        let mut writer = None;
+        for e in MergeIter::new(sources, TombstonePolicy::DropOlderThan(cutoff)) {
+            let e = e?;
+            let w = match &mut writer {
+                Some(w) => w,
+                None => writer.insert(self.set.writer()?),
+            };
+            w.add(&e.key, &e.value, e.ts, e.tombstone)?;
+        }
+        let new = match writer {
+            Some(w) => {
+                let name = w.name().clone();
+                w.finish()?;
+                vec![name]
+            }
+            None => Vec::new(),
+        };
+        drop(chosen);
+        drop(others);
+        drop(view);
+        self.set.replace(ids, &new)?;
+        self.compactions.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(table = %self.name, merged = ?ids, into = ?new, "compaction done");
+        Ok(())
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> TableStats {
+        let m = self.mem.read();
+        TableStats {
+            memtable_keys: m.active.len(),
+            memtable_bytes: m.active.approx_bytes(),
+            frozen_memtables: m.frozen.len(),
+            segments: self.set.view().segments.len(),
+            flushed_seq: self.flushed_seq(),
+            flushes: self.flushes.load(Ordering::Relaxed),
+            compactions: self.compactions.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A range scan over a table: live (key, value) pairs in key order.
+pub struct Scan {
+    inner: MergeIter<BoxedSource<'static>>,
+}
+
+impl Iterator for Scan {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next().map(|r| r.map(|e| (e.key, e.value)))
+    }
+}

@@ -1,0 +1,419 @@
+//! The store-wide side of the tables: one commit log for every table, the write clock,
+//! the positions file, and the background worker that flushes and compacts.
+//!
+//! # Open
+//! 1. Load `commitlog/positions` ([`super::positions`]).
+//! 2. Replay the commit log from `replay_from`, applying each record to a fresh
+//!    memtable of its table unless the table's flushed position already covers it.
+//! 3. Create a [`Table`] per replayed table (its segment set opened through the store),
+//!    checkpoint (which releases log files of earlier runs that nothing needs), start
+//!    the worker, and schedule flushes of full memtables and compaction checks.
+//!
+//! # Checkpoint (after every flush)
+//! Under the positions lock: the lowest unflushed sequence number is the minimum of the
+//! log's next number (read first) and every memtable's lowest number (each read under
+//! its table's write lock, so no write is between log and memtable). The positions file
+//! is replaced durably, and only then are the log files wholly below that number handed
+//! to the store's [`Deleter`] (commit log invariant 5).
+//!
+//! # Close
+//! Refuse new writes, stop the worker, flush every table, checkpoint, close the log
+//! (final fsync). A store dropped without close stops the worker and nothing more: the
+//! commit log has every acknowledged write.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::commitlog::{CommitLog, CommitLogConfig};
+use super::lsm::{Table, TableConfig};
+use super::memtable::Memtable;
+use super::positions::Positions;
+use crate::error::{Error, Result};
+use crate::io::FileRules;
+use crate::lifecycle::{Deleter, SegmentSet};
+
+/// Directory of the commit log inside a store directory.
+pub const COMMITLOG_DIR: &str = "commitlog";
+
+/// Write timestamps: wall-clock microseconds, strictly increasing within a process and
+/// never below a timestamp seen at open (so a clock stepped back across a restart does
+/// not make new writes lose to old ones).
+#[derive(Debug, Default)]
+pub(crate) struct Clock {
+    last: AtomicU64,
+}
+
+impl Clock {
+    pub(crate) fn wall_micros(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64)
+    }
+
+    /// A timestamp above every one handed out or observed.
+    pub(crate) fn now(&self) -> u64 {
+        let wall = self.wall_micros();
+        let prev = self
+            .last
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
+                Some(wall.max(l.saturating_add(1)))
+            })
+            .unwrap_or(0);
+        wall.max(prev.saturating_add(1))
+    }
+
+    /// Never hand out a timestamp at or below `ts`.
+    pub(crate) fn observe(&self, ts: u64) {
+        self.last.fetch_max(ts, Ordering::AcqRel);
+    }
+}
+
+enum Job {
+    Flush(String),
+    Compact(String),
+}
+
+#[derive(Default)]
+struct WorkerState {
+    jobs: VecDeque<Job>,
+    busy: bool,
+    stop: bool,
+}
+
+/// What every table shares.
+pub(crate) struct Context {
+    pub(crate) log: CommitLog,
+    pub(crate) config: TableConfig,
+    pub(crate) clock: Clock,
+    log_dir: PathBuf,
+    rules: FileRules,
+    deleter: Deleter,
+    tables: RwLock<BTreeMap<String, Arc<Table>>>,
+    positions: Mutex<Positions>,
+    worker: Mutex<WorkerState>,
+    worker_cv: Condvar,
+    idle_cv: Condvar,
+    closed: AtomicBool,
+}
+
+impl Context {
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.is_closed() {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn push(&self, job: Job) {
+        let mut w = self.worker.lock();
+        if !w.stop {
+            w.jobs.push_back(job);
+            self.worker_cv.notify_one();
+        }
+    }
+
+    /// Ask the worker to flush `t` (once, however many writers ask).
+    pub(crate) fn schedule_flush(&self, t: &Table) {
+        if !t.flush_queued.swap(true, Ordering::AcqRel) {
+            self.push(Job::Flush(t.name().to_string()));
+        }
+    }
+
+    /// Ask the worker to run size-tiered compaction on `t`.
+    pub(crate) fn schedule_compaction(&self, t: &Table) {
+        if self.config.background_compaction && !t.compaction_queued.swap(true, Ordering::AcqRel) {
+            self.push(Job::Compact(t.name().to_string()));
+        }
+    }
+
+    fn table(&self, name: &str) -> Option<Arc<Table>> {
+        self.tables.read().get(name).cloned()
+    }
+
+    /// Persist the positions and release obsolete commit log files (module docs).
+    pub(crate) fn checkpoint(&self) -> Result<()> {
+        let mut pos = self.positions.lock();
+        let mut lowest = self.log.next_seq();
+        let tables: Vec<Arc<Table>> = self.tables.read().values().cloned().collect();
+        let mut next = pos.clone();
+        for t in &tables {
+            if let Some(s) = t.min_unflushed_seq() {
+                lowest = lowest.min(s);
+            }
+            next.flushed.insert(t.name().to_string(), t.flushed_seq());
+        }
+        next.replay_from = lowest;
+        if next != *pos {
+            next.store(&self.log_dir, &self.rules)?;
+            *pos = next;
+        }
+        drop(pos);
+        let released = self.log.release_obsolete(lowest, &|p: &Path| {
+            if let Err(e) = self.deleter.delete(&[p]) {
+                tracing::warn!(file = %p.display(), error = %e, "could not queue deletion of a commit log file; replay will skip it");
+            }
+        });
+        if released > 0 {
+            tracing::debug!(released, lowest, "commit log files released");
+        }
+        Ok(())
+    }
+
+    fn run_worker(self: Arc<Self>) {
+        loop {
+            let job = {
+                let mut w = self.worker.lock();
+                w.busy = false;
+                self.idle_cv.notify_all();
+                while w.jobs.is_empty() && !w.stop {
+                    self.worker_cv.wait(&mut w);
+                }
+                if w.stop {
+                    return;
+                }
+                w.busy = true;
+                w.jobs.pop_front().expect("not empty")
+            };
+            match job {
+                Job::Flush(name) => {
+                    let Some(t) = self.table(&name) else { continue };
+                    t.flush_queued.store(false, Ordering::Release);
+                    match t.flush_memtables(false).and_then(|_| self.checkpoint()) {
+                        Ok(()) => self.schedule_compaction(&t),
+                        Err(e) => {
+                            tracing::error!(table = %name, error = %e, "background flush failed; the commit log keeps the data, and the next flush retries")
+                        }
+                    }
+                }
+                Job::Compact(name) => {
+                    let Some(t) = self.table(&name) else { continue };
+                    t.compaction_queued.store(false, Ordering::Release);
+                    while !self.worker.lock().stop {
+                        match t.compact_once() {
+                            Ok(true) => continue,
+                            Ok(false) => break,
+                            Err(e) => {
+                                tracing::error!(table = %name, error = %e, "background compaction failed");
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The tables of a store. See the module docs.
+pub struct Tables {
+    ctx: Arc<Context>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Tables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tables")
+            .field("tables", &self.names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tables {
+    /// Open the commit log under `store_dir` and replay it (module docs). `open_set`
+    /// opens (creating if needed) a table's segment set.
+    pub fn open(
+        store_dir: &Path,
+        log_config: &CommitLogConfig,
+        config: &TableConfig,
+        rules: &FileRules,
+        deleter: &Deleter,
+        open_set: &dyn Fn(&str) -> Result<Arc<SegmentSet>>,
+    ) -> Result<Tables> {
+        config.validate()?;
+        let log_dir = store_dir.join(COMMITLOG_DIR);
+        let positions = Positions::load(&log_dir)?;
+        let clock = Clock::default();
+        let mut replayed: BTreeMap<String, Memtable> = BTreeMap::new();
+        let (log, outcome) = CommitLog::open(&log_dir, log_config, positions.replay_from, |rec| {
+            if rec.seq > positions.flushed.get(&rec.table).copied().unwrap_or(0) {
+                for c in &rec.cells {
+                    clock.observe(c.ts);
+                }
+                replayed
+                    .entry(rec.table.clone())
+                    .or_default()
+                    .apply_entries(rec.seq, &rec.cells);
+            }
+            Ok(())
+        })?;
+        if !outcome.stops.is_empty() {
+            tracing::warn!(
+                stops = outcome.stops.len(),
+                "commit log replay stopped early in {} file(s); see the warnings above",
+                outcome.stops.len()
+            );
+        }
+        let ctx = Arc::new(Context {
+            log,
+            config: config.clone(),
+            clock,
+            log_dir,
+            rules: rules.clone(),
+            deleter: deleter.clone(),
+            tables: RwLock::new(BTreeMap::new()),
+            positions: Mutex::new(positions),
+            worker: Mutex::new(WorkerState::default()),
+            worker_cv: Condvar::new(),
+            idle_cv: Condvar::new(),
+            closed: AtomicBool::new(false),
+        });
+        let mut created = Vec::new();
+        for (name, mem) in replayed {
+            let set = open_set(&name)?;
+            let flushed = ctx
+                .positions
+                .lock()
+                .flushed
+                .get(&name)
+                .copied()
+                .unwrap_or(0);
+            let t = Arc::new(Table::new(&name, set, Arc::clone(&ctx), mem, flushed));
+            ctx.tables.write().insert(name, Arc::clone(&t));
+            created.push(t);
+        }
+        ctx.checkpoint()?;
+        let c = Arc::clone(&ctx);
+        let handle = std::thread::Builder::new()
+            .name("segstore-tables".into())
+            .spawn(move || c.run_worker())
+            .map_err(|e| Error::io("spawn worker", store_dir, e))?;
+        for t in &created {
+            if t.stats().memtable_bytes >= config.memtable_flush_bytes {
+                ctx.schedule_flush(t);
+            }
+            ctx.schedule_compaction(t);
+        }
+        Ok(Tables {
+            ctx,
+            worker: Mutex::new(Some(handle)),
+        })
+    }
+
+    /// The table `name`, creating it (and its segment set, through `open_set`) if needed.
+    pub fn table(
+        &self,
+        name: &str,
+        open_set: impl FnOnce() -> Result<Arc<SegmentSet>>,
+    ) -> Result<Arc<Table>> {
+        self.ctx.check_open()?;
+        crate::segment::validate_name("table", name)?;
+        if let Some(t) = self.ctx.table(name) {
+            return Ok(t);
+        }
+        let set = open_set()?;
+        let mut tables = self.ctx.tables.write();
+        if let Some(t) = tables.get(name) {
+            return Ok(Arc::clone(t));
+        }
+        let flushed = self
+            .ctx
+            .positions
+            .lock()
+            .flushed
+            .get(name)
+            .copied()
+            .unwrap_or(0);
+        let t = Arc::new(Table::new(
+            name,
+            set,
+            Arc::clone(&self.ctx),
+            Memtable::new(),
+            flushed,
+        ));
+        tables.insert(name.to_string(), Arc::clone(&t));
+        drop(tables);
+        self.ctx.schedule_compaction(&t);
+        Ok(t)
+    }
+
+    /// The table `name` if it was opened in this run.
+    pub fn get(&self, name: &str) -> Option<Arc<Table>> {
+        self.ctx.table(name)
+    }
+
+    /// Names of the tables opened in this run.
+    pub fn names(&self) -> Vec<String> {
+        self.ctx.tables.read().keys().cloned().collect()
+    }
+
+    /// The commit log.
+    pub fn commit_log(&self) -> &CommitLog {
+        &self.ctx.log
+    }
+
+    /// Flush every table (or only `only`), and checkpoint.
+    pub fn flush(&self, only: Option<&str>) -> Result<()> {
+        let tables: Vec<Arc<Table>> = self.ctx.tables.read().values().cloned().collect();
+        for t in tables.iter().filter(|t| only.is_none_or(|n| t.name() == n)) {
+            t.flush_memtables(true)?;
+        }
+        self.ctx.checkpoint()
+    }
+
+    /// Wait until the worker has nothing queued or running (tests, tools).
+    pub fn wait_idle(&self) {
+        let mut w = self.ctx.worker.lock();
+        while (w.busy || !w.jobs.is_empty()) && !w.stop {
+            self.ctx.idle_cv.wait(&mut w);
+        }
+    }
+
+    fn stop_worker(&self) {
+        {
+            let mut w = self.ctx.worker.lock();
+            w.stop = true;
+            w.jobs.clear();
+            self.ctx.worker_cv.notify_all();
+            self.ctx.idle_cv.notify_all();
+        }
+        if let Some(h) = self.worker.lock().take() {
+            let _ = h.join();
+        }
+    }
+
+    /// Close (module docs). Tables held elsewhere refuse further use.
+    pub fn close(&self) -> Result<()> {
+        if self.ctx.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.stop_worker();
+        let flushed = self.flush(None);
+        let closed = self.ctx.log.close();
+        self.ctx.tables.write().clear();
+        flushed.and(closed)
+    }
+
+    /// Stop without flushing (a store dropped without close behaves like a crash).
+    pub(crate) fn abandon(&self) {
+        self.ctx.closed.store(true, Ordering::Release);
+        self.stop_worker();
+        self.ctx.tables.write().clear();
+    }
+}
+
+impl Drop for Tables {
+    fn drop(&mut self) {
+        self.abandon();
+    }
+}
