@@ -118,18 +118,8 @@ fn run(s: &Settings) -> Result<()> {
     let mut results = Vec::new();
     for (i, &mode) in s.modes.iter().enumerate() {
         let t = target::open(s.target, &dir, mode, opts)?;
-        let res = (|| {
-            if i == 0 && s.workload.needs_load() {
-                load(&*t, s)?;
-            }
-            let r = mode.resolve();
-            println!(
-                "\n===== disk_access_mode {mode}: data files {}, index files {} =====",
-                r.data, r.index
-            );
-            println!("{}", table.header());
-            sweep(&*t, s, mode, &keys, &table)
-        })();
+        let res = run_mode(&*t, s, mode, i == 0, &keys, &table);
+        // Close even after an error: the buffer is flushed and the store unlocked.
         let closed = t.close();
         results.push(res?);
         closed?;
@@ -259,14 +249,25 @@ fn load(t: &dyn Target, s: &Settings) -> Result<()> {
     Ok(())
 }
 
-/// Run the steps of one access mode, printing a row after each.
-fn sweep(
+/// Run the steps of one access mode, printing a row after each; the first mode of a
+/// workload that reads loads the keys before.
+fn run_mode(
     t: &dyn Target,
     s: &Settings,
     mode: DiskAccessMode,
+    first: bool,
     keys: &KeyChooser,
     table: &Table,
 ) -> Result<ModeResult> {
+    if first && s.workload.needs_load() {
+        load(t, s)?;
+    }
+    let r = mode.resolve();
+    println!(
+        "\n===== disk_access_mode {mode}: data files {}, index files {} =====",
+        r.data, r.index
+    );
+    println!("{}", table.header());
     let mut out = ModeResult {
         mode,
         rows: Vec::new(),

@@ -102,6 +102,69 @@ impl XAxis {
     }
 }
 
+/// A y axis: linear from 0, or log10 between powers of ten.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum YAxis {
+    Linear { step: f64, top: f64 },
+    Log { lo: f64, hi: f64 },
+}
+
+impl YAxis {
+    /// Linear, unless `log_ok` and the values span a factor of 20 or more: latencies
+    /// that grow by orders of magnitude would flatten every other line to zero.
+    fn new(values: &[f64], log_ok: bool) -> YAxis {
+        let max = values.iter().copied().fold(0.0, f64::max);
+        let min = values
+            .iter()
+            .copied()
+            .filter(|v| *v > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        if log_ok && min.is_finite() && max / min >= 20.0 {
+            let lo = 10f64.powf(min.log10().floor());
+            let hi = 10f64.powf(max.log10().ceil()).max(lo * 10.0);
+            return YAxis::Log { lo, hi };
+        }
+        let (step, top) = nice_axis(max);
+        YAxis::Linear { step, top }
+    }
+
+    /// Position of `v` from 0 (bottom) to 1 (top).
+    fn frac(&self, v: f64) -> f64 {
+        match *self {
+            YAxis::Linear { top, .. } => v / top,
+            YAxis::Log { lo, hi } => (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10()),
+        }
+    }
+
+    /// (value, resolution for its label) of each tick: 1-2-5 steps of each decade on a
+    /// log axis of up to three decades, else the decades alone.
+    fn ticks(&self) -> Vec<(f64, f64)> {
+        match *self {
+            YAxis::Linear { step, top } => (0..)
+                .map(|i| i as f64 * step)
+                .take_while(|v| *v <= top * 1.000_001)
+                .map(|v| (v, step))
+                .collect(),
+            YAxis::Log { lo, hi } => {
+                let (e0, e1) = (lo.log10().round() as i32, hi.log10().round() as i32);
+                let mults: &[f64] = if e1 - e0 <= 3 {
+                    &[1.0, 2.0, 5.0]
+                } else {
+                    &[1.0]
+                };
+                (e0..=e1)
+                    .flat_map(|e| {
+                        mults
+                            .iter()
+                            .map(move |m| (m * 10f64.powi(e), 10f64.powi(e)))
+                    })
+                    .filter(|(v, _)| *v <= hi * 1.000_001)
+                    .collect()
+            }
+        }
+    }
+}
+
 struct Panel<'a> {
     top: f64,
     height: f64,
@@ -110,6 +173,7 @@ struct Panel<'a> {
     label: fn(f64, f64) -> String,
     value: fn(&(usize, f64, f64)) -> f64,
     unit: &'a str,
+    log_ok: bool,
 }
 
 /// Draw `series` under `title` and `subtitle`.
@@ -149,6 +213,7 @@ pub fn svg(title: &str, subtitle: &str, series: &[Series]) -> String {
             label: |v, _| si(v),
             value: |p| p.1,
             unit: "op/s",
+            log_ok: false,
         },
         Panel {
             top: TOP + ph + GAP,
@@ -158,6 +223,7 @@ pub fn svg(title: &str, subtitle: &str, series: &[Series]) -> String {
             label: ms,
             value: |p| p.2,
             unit: "ms",
+            log_ok: true,
         },
     ];
     for p in &panels {
@@ -178,32 +244,35 @@ pub fn svg(title: &str, subtitle: &str, series: &[Series]) -> String {
 fn draw_panel(out: &mut String, p: &Panel<'_>, xa: &XAxis, ts: &[usize], series: &[Series]) {
     let (x0, x1) = (LEFT, W - RIGHT);
     let (y0, y1) = (p.top + p.height, p.top);
-    let max = series
+    let values: Vec<f64> = series
         .iter()
         .flat_map(|s| s.points.iter().map(p.value))
-        .fold(0.0, f64::max);
-    let (step, top) = nice_axis(max);
-    let y = |v: f64| y0 - v / top * (y0 - y1);
+        .collect();
+    let ya = YAxis::new(&values, p.log_ok);
+    let y = |v: f64| y0 - ya.frac(v) * (y0 - y1);
     let _ = writeln!(out, r#"<g class="panel-{}">"#, p.class);
     let _ = writeln!(
         out,
-        r#"<text x="{x0}" y="{}" font-size="14" font-weight="bold">{} ({})</text>"#,
+        r#"<text x="{x0}" y="{}" font-size="14" font-weight="bold">{} ({}{})</text>"#,
         y1 - 8.0,
         p.title,
-        p.unit
+        p.unit,
+        if matches!(ya, YAxis::Log { .. }) {
+            ", log scale"
+        } else {
+            ""
+        }
     );
     // Horizontal grid and y ticks.
-    let mut v = 0.0;
-    while v <= top * 1.000_001 {
+    for (v, res) in ya.ticks() {
         let yy = y(v);
         let _ = writeln!(
             out,
             r##"<line x1="{x0}" y1="{yy:.1}" x2="{x1}" y2="{yy:.1}" stroke="#e3e3e3"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end">{}</text>"##,
             x0 - 7.0,
             yy + 4.0,
-            (p.label)(v, step)
+            (p.label)(v, res)
         );
-        v += step;
     }
     // X ticks at the thread counts used (thinned when crowded).
     let every = ts.len().div_ceil(14).max(1);
@@ -360,5 +429,40 @@ mod tests {
         assert_eq!(si(0.0), "0");
         assert_eq!(ms(0.015, 0.005), "0.015");
         assert_eq!(ms(2.0, 0.5), "2.0");
+    }
+
+    #[test]
+    fn latencies_spanning_decades_get_a_log_axis() {
+        assert!(matches!(
+            YAxis::new(&[0.01, 0.12], true),
+            YAxis::Linear { .. }
+        ));
+        assert!(matches!(
+            YAxis::new(&[0.003, 1.28], false),
+            YAxis::Linear { .. }
+        ));
+        let ya = YAxis::new(&[0.003, 0.004, 1.28], true);
+        assert_eq!(
+            ya,
+            YAxis::Log {
+                lo: 0.001,
+                hi: 10.0
+            }
+        );
+        assert_eq!(ya.frac(0.001), 0.0);
+        assert!((ya.frac(0.1) - 0.5).abs() < 1e-9 && (ya.frac(10.0) - 1.0).abs() < 1e-9);
+        let labels: Vec<String> = ya.ticks().iter().map(|&(v, r)| ms(v, r)).collect();
+        assert_eq!(labels, ["0.001", "0.01", "0.1", "1", "10"]);
+        let narrow = YAxis::new(&[0.002, 0.09], true);
+        let labels: Vec<String> = narrow.ticks().iter().map(|&(v, r)| ms(v, r)).collect();
+        assert_eq!(
+            labels,
+            ["0.001", "0.002", "0.005", "0.01", "0.02", "0.05", "0.1"]
+        );
+        let s = Series {
+            name: "standard".into(),
+            points: vec![(4, 5e5, 0.003), (121, 5.4e5, 1.28)],
+        };
+        assert!(svg("t", "s", &[s]).contains("p99 latency (ms, log scale)"));
     }
 }

@@ -76,6 +76,8 @@ struct Shared<'a> {
     recent: Mutex<Histogram<u64>>,
     misses: AtomicU64,
     error: Mutex<Option<String>>,
+    /// When the last worker stopped.
+    finished: Mutex<Option<Instant>>,
 }
 
 /// Run one step.
@@ -98,11 +100,11 @@ pub fn run_step(target: &dyn Target, spec: &StepSpec<'_>) -> Result<StepResult> 
         recent: Mutex::new(new_histogram()),
         misses: AtomicU64::new(0),
         error: Mutex::new(None),
+        finished: Mutex::new(None),
     };
     let mut total = new_histogram();
     let mut intervals = Vec::new();
     let start = Instant::now();
-    let mut end = start;
     let mut shown = false;
     std::thread::scope(|s| -> Result<()> {
         for tid in 0..spec.threads {
@@ -120,14 +122,20 @@ pub fn run_step(target: &dyn Target, spec: &StepSpec<'_>) -> Result<StepResult> 
             StepLimit::Time(d) => Some(start + d),
             StepLimit::Ops(_) => None,
         };
-        let (mut tick_at, mut tick_ops) = (start, 0u64);
+        // Samples on a fixed one-second grid from the start, so a step of whole seconds
+        // has that many whole intervals; each rate divides by the time really elapsed.
+        let mut next_tick = start + TICK;
+        let (mut last_at, mut last_ops) = (start, 0u64);
         let mut p99 = 0.0;
         loop {
             let now = Instant::now();
-            if now >= tick_at + TICK {
+            if now >= next_tick {
                 let ops = sh.ops();
-                intervals.push((ops - tick_ops) as f64 / (now - tick_at).as_secs_f64());
-                (tick_at, tick_ops) = (now, ops);
+                intervals.push((ops - last_ops) as f64 / (now - last_at).as_secs_f64());
+                (last_at, last_ops) = (now, ops);
+                while next_tick <= now {
+                    next_tick += TICK;
+                }
                 let mut recent = sh.recent.lock();
                 if !recent.is_empty() {
                     p99 = recent.value_at_quantile(0.99) as f64 / 1e6;
@@ -142,10 +150,9 @@ pub fn run_step(target: &dyn Target, spec: &StepSpec<'_>) -> Result<StepResult> 
                 sh.stop.store(true, Ordering::Relaxed);
             }
             if sh.running.load(Ordering::Acquire) == 0 {
-                end = Instant::now();
                 break;
             }
-            let wake = (tick_at + TICK).min(deadline.unwrap_or(tick_at + TICK));
+            let wake = deadline.map_or(next_tick, |d| d.min(next_tick));
             std::thread::sleep(
                 wake.saturating_duration_since(now)
                     .min(Duration::from_millis(20)),
@@ -160,6 +167,7 @@ pub fn run_step(target: &dyn Target, spec: &StepSpec<'_>) -> Result<StepResult> 
         return Err(e.into());
     }
     total.add(&*sh.recent.lock()).expect("same bounds");
+    let end = sh.finished.lock().unwrap_or(start);
     Ok(StepResult {
         ops: sh.ops(),
         elapsed: end - start,
@@ -239,6 +247,10 @@ impl Shared<'_> {
         }
         self.recent.lock().add(&hist).expect("same bounds");
         self.misses.fetch_add(misses, Ordering::Relaxed);
+        let now = Instant::now();
+        let mut finished = self.finished.lock();
+        *finished = Some(finished.map_or(now, |f| f.max(now)));
+        drop(finished);
         self.running.fetch_sub(1, Ordering::Release);
     }
 
@@ -249,7 +261,7 @@ impl Shared<'_> {
             StepLimit::Ops(n) => format!("{ops}/{n} ops"),
         };
         let line = format!(
-            "  {} {} threads: {budget}, {ops} ops, {:.0} op/s, p99 {p99:.3} ms (last 1s)",
+            "  {} {} threads: {budget}, {ops} ops, {:.0} op/s, p99 {p99:.4} ms (last 1s)",
             spec.label,
             spec.threads,
             rate.unwrap_or(0.0),
