@@ -232,12 +232,12 @@ fn load(t: &dyn Target, s: &Settings) -> Result<()> {
         t.write(&key, &value)?;
         if i % 4096 == 0 && shown.elapsed().as_secs_f64() >= 1.0 {
             shown = Instant::now();
-            eprint!("\r  loading: {i}/{} keys", s.keys);
+            runner::show_progress(&format!("  loading: {i}/{} keys", s.keys));
         }
     }
     t.flush()?;
     if shown != start {
-        eprint!("\r{:60}\r", "");
+        runner::clear_progress();
     }
     let secs = start.elapsed().as_secs_f64();
     println!(

@@ -260,20 +260,26 @@ impl Shared<'_> {
             StepLimit::Time(d) => format!("{:.0}/{:.0}s", elapsed.as_secs_f64(), d.as_secs_f64()),
             StepLimit::Ops(n) => format!("{ops}/{n} ops"),
         };
-        let line = format!(
+        show_progress(&format!(
             "  {} {} threads: {budget}, {ops} ops, {:.0} op/s, p99 {p99:.4} ms (last 1s)",
             spec.label,
             spec.threads,
             rate.unwrap_or(0.0),
-        );
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r{line:<90}");
-        let _ = err.flush();
+        ));
     }
 }
 
-fn clear_progress() {
+const PROGRESS_WIDTH: usize = 90;
+
+/// Draw `line` over the previous progress line on stderr.
+pub fn show_progress(line: &str) {
     let mut err = std::io::stderr().lock();
-    let _ = write!(err, "\r{:90}\r", "");
+    let _ = write!(err, "\r{line:<PROGRESS_WIDTH$}");
     let _ = err.flush();
+}
+
+/// Erase the progress line.
+pub fn clear_progress() {
+    show_progress("");
+    eprint!("\r");
 }

@@ -53,9 +53,12 @@ pub enum TargetKind {
 
 impl std::fmt::Display for TargetKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            TargetKind::Segment => "segment",
-        })
+        use clap::ValueEnum;
+        f.write_str(
+            self.to_possible_value()
+                .expect("no skipped values")
+                .get_name(),
+        )
     }
 }
 
