@@ -72,6 +72,24 @@ impl Row {
             stderr: relative_stderr(intervals),
         }
     }
+
+    /// The values in [`COLUMNS`] order; `num(value, d)` formats a number the table shows
+    /// with `d` decimals, `unknown` stands for a missing stderr.
+    fn cells(&self, num: impl Fn(f64, usize) -> String, unknown: &str) -> [String; 11] {
+        [
+            self.id.clone(),
+            self.ops.to_string(),
+            num(self.op_rate, 0),
+            num(self.mean, 4),
+            num(self.med, 4),
+            num(self.p95, 4),
+            num(self.p99, 4),
+            num(self.p999, 4),
+            num(self.max, 4),
+            num(self.time, 1),
+            self.stderr.map_or(unknown.to_string(), |e| num(e, 5)),
+        ]
+    }
 }
 
 /// Standard error of the mean of `rates` divided by that mean: `s / sqrt(k) / mean`, with
@@ -108,42 +126,21 @@ impl Table {
 
     /// The header line.
     pub fn header(&self) -> String {
-        let mut s = format!("{:>w$}", COLUMNS[0], w = self.id_width);
-        for (name, w) in COLUMNS[1..].iter().zip(WIDTHS) {
-            s.push_str(&format!(", {name:>w$}"));
-        }
-        s
+        self.line(&COLUMNS.map(String::from))
     }
 
     /// One row. Latencies have four decimals (0.1 µs): an in-process store answers in
     /// microseconds, where cassandra-stress's one decimal would print zeros.
     pub fn row(&self, r: &Row) -> String {
-        let w = WIDTHS;
-        format!(
-            "{:>iw$}, {:>w0$}, {:>w1$.0}, {:>w2$.4}, {:>w3$.4}, {:>w4$.4}, {:>w5$.4}, {:>w6$.4}, {:>w7$.4}, {:>w8$.1}, {:>w9$}",
-            r.id,
-            r.ops,
-            r.op_rate,
-            r.mean,
-            r.med,
-            r.p95,
-            r.p99,
-            r.p999,
-            r.max,
-            r.time,
-            r.stderr.map_or("-".to_string(), |e| format!("{e:.5}")),
-            iw = self.id_width,
-            w0 = w[0],
-            w1 = w[1],
-            w2 = w[2],
-            w3 = w[3],
-            w4 = w[4],
-            w5 = w[5],
-            w6 = w[6],
-            w7 = w[7],
-            w8 = w[8],
-            w9 = w[9],
-        )
+        self.line(&r.cells(|v, d| format!("{v:.d$}"), "-"))
+    }
+
+    fn line(&self, cells: &[String; 11]) -> String {
+        let mut s = format!("{:>w$}", cells[0], w = self.id_width);
+        for (c, w) in cells[1..].iter().zip(WIDTHS) {
+            s.push_str(&format!(", {c:>w$}"));
+        }
+        s
     }
 }
 
@@ -152,23 +149,11 @@ pub fn csv_header() -> String {
     format!("mode,threads,{}", COLUMNS.join(","))
 }
 
-/// One CSV line (no trailing newline). The empty field is an unknown stderr.
+/// One CSV line (no trailing newline): the table's values with two more decimals; an
+/// unknown stderr is an empty field.
 pub fn csv_row(mode: &str, r: &Row) -> String {
-    format!(
-        "{mode},{},{},{},{:.1},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.3},{}",
-        r.threads,
-        r.id,
-        r.ops,
-        r.op_rate,
-        r.mean,
-        r.med,
-        r.p95,
-        r.p99,
-        r.p999,
-        r.max,
-        r.time,
-        r.stderr.map_or(String::new(), |e| format!("{e:.5}")),
-    )
+    let cells = r.cells(|v, d| format!("{v:.p$}", p = d + 2), "");
+    format!("{mode},{},{}", r.threads, cells.join(","))
 }
 
 /// Minimum average improvement of op/s over the last [`SWEEP_WINDOW`] steps for the
@@ -260,7 +245,7 @@ mod tests {
         );
         assert_eq!(
             csv_row("mmap", &row()),
-            "mmap,8,8 threadCount,1234567,123456.8,0.064500,0.050000,0.120000,0.250000,1.500000,12.250000,10.000,0.01235"
+            "mmap,8,8 threadCount,1234567,123456.78,0.064500,0.050000,0.120000,0.250000,1.500000,12.250000,10.000,0.0123456"
         );
         let none = Row {
             stderr: None,
