@@ -79,6 +79,25 @@ impl<'a> SegmentReplica<'a> {
         self.rows(&[TokenRange::FULL])?.collect()
     }
 
+    /// Merge every live segment into one (a minimal compaction): the old segments become
+    /// obsolete and go, with their mappings, once no reader holds them. Returns the
+    /// number of segments replaced.
+    pub fn compact(&self) -> Result<usize> {
+        let old = self.set.live_ids();
+        if old.len() < 2 {
+            return Ok(0);
+        }
+        let rows = self.scan()?;
+        let mut w = self.set.writer()?;
+        let name = w.name().clone();
+        for r in &rows {
+            w.add(&r.key, &r.value, r.ts, r.tombstone)?;
+        }
+        w.finish()?;
+        self.set.replace(&old, std::slice::from_ref(&name))?;
+        Ok(old.len())
+    }
+
     /// Write rows as one new segment (the same as [`Replica::apply`]).
     pub fn write(&self, rows: Vec<Row>) -> Result<()> {
         write_segment(&self.set, rows)
