@@ -21,7 +21,10 @@
 //! craft a collision. Replicas of one database trust each other, as in Cassandra, whose
 //! Merkle trees use a non-cryptographic hash the same way.
 //!
-//! Inner nodes are xxh3-128 of their two children's digests (32 bytes).
+//! Inner nodes are xxh3-128 of their two children's digests (32 bytes), except that
+//! a subtree with no rows has digest `0` (its leaves are all `0`), so the many empty
+//! leaves of a deep tree over little data cost nothing to hash. A non-empty leaf or
+//! subtree hashes to `0` with probability 2^-128.
 
 use std::fmt;
 
@@ -219,8 +222,12 @@ fn leaf_digest(sum: u128, count: u64) -> u128 {
     xxh3_128(&b)
 }
 
+/// An inner node's digest; `0` for an empty subtree, so sparse trees are cheap.
 #[inline]
 fn node_digest(left: u128, right: u128) -> u128 {
+    if left == 0 && right == 0 {
+        return 0;
+    }
     let mut b = [0u8; 32];
     b[..16].copy_from_slice(&left.to_le_bytes());
     b[16..].copy_from_slice(&right.to_le_bytes());
@@ -275,13 +282,12 @@ impl MerkleBuilder {
 
     /// Hash the inner nodes.
     pub fn finish(self) -> MerkleTree {
-        let leaves: Vec<Digest> = self
-            .sums
-            .iter()
-            .zip(&self.counts)
-            .map(|(&s, &c)| Digest(leaf_digest(s, c)))
-            .collect();
-        let mut t = MerkleTree::from_leaves(self.shape, leaves);
+        let n = self.shape.leaves();
+        let mut nodes = vec![Digest::default(); 2 * n];
+        for ((d, &s), &c) in nodes[n..].iter_mut().zip(&self.sums).zip(&self.counts) {
+            *d = Digest(leaf_digest(s, c));
+        }
+        let mut t = MerkleTree::from_nodes(self.shape, nodes);
         t.rows = self.rows;
         t.skipped = self.skipped;
         t
@@ -314,11 +320,20 @@ impl MerkleTree {
 
     /// A tree from its leaf digests (as received from another replica). The number of
     /// leaves must be `2^shape.depth`.
+    ///
+    /// # Panics
+    /// If `leaves.len()` is not `2^shape.depth` (decoders check this first).
     pub fn from_leaves(shape: Shape, leaves: Vec<Digest>) -> MerkleTree {
         let n = shape.leaves();
         assert_eq!(leaves.len(), n, "leaf count must match the shape");
         let mut nodes = vec![Digest::default(); 2 * n];
         nodes[n..].copy_from_slice(&leaves);
+        Self::from_nodes(shape, nodes)
+    }
+
+    /// Hash the inner nodes of `nodes`, whose second half holds the leaves.
+    fn from_nodes(shape: Shape, mut nodes: Vec<Digest>) -> MerkleTree {
+        let n = shape.leaves();
         for i in (1..n).rev() {
             nodes[i] = Digest(node_digest(nodes[2 * i].0, nodes[2 * i + 1].0));
         }

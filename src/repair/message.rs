@@ -142,6 +142,11 @@ impl TreeMessage {
 
     /// Rebuild the tree (inner nodes are recomputed from the leaves, never trusted).
     pub fn tree(&self) -> Result<MerkleTree> {
+        self.clone().into_tree()
+    }
+
+    /// [`Self::tree`], without copying the leaves.
+    pub fn into_tree(self) -> Result<MerkleTree> {
         let shape = Shape::new(self.range, self.depth)?;
         if self.leaves.len() != shape.leaves() {
             return Err(Error::InvalidArgument(format!(
@@ -151,7 +156,7 @@ impl TreeMessage {
                 shape.leaves()
             )));
         }
-        Ok(MerkleTree::from_leaves(shape, self.leaves.clone()))
+        Ok(MerkleTree::from_leaves(shape, self.leaves))
     }
 }
 

@@ -41,6 +41,7 @@ pub mod transport;
 pub use merkle::{diff, Digest, MerkleTree, Shape, TokenRange, MAX_DEPTH};
 pub use message::{DecodeError, Message, RowBatch, StreamPlan, TreeMessage};
 pub use segment_replica::SegmentReplica;
+pub use session::build_tree;
 pub use session::{
     Parallelism, RepairOptions, RepairReport, RepairSession, Replica, RowIter, RowSource,
     SnapshotReport, SnapshotStatus, StreamStats,

@@ -636,7 +636,8 @@ fn collect_trees(ctx: &Ctx<'_>, replicas: &[&dyn Replica]) -> Result<Collected> 
         if trees[i].is_some() {
             return Err(Error::Transport(format!("two trees from {from}")));
         }
-        trees[i] = Some((m.tree()?, m.rows));
+        let rows = m.rows;
+        trees[i] = Some((m.into_tree()?, rows));
     }
     let mut out = Vec::with_capacity(trees.len());
     let mut rows = Vec::with_capacity(trees.len());
