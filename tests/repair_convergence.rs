@@ -451,6 +451,20 @@ fn a_corrupted_frame_fails_the_session_and_its_snapshots_are_still_cleared() {
                 assert!(s.list_snapshots().unwrap().is_empty());
             }
         }
+        // In parallel mode a replica waiting for a stream that will never come gives up
+        // at once when another replica fails, and the root cause is reported.
+        for nth in 3..=6 {
+            let t = LocalTransport::corrupting_frame(nth);
+            let opts = RepairOptions {
+                batch_rows: 10,
+                timeout: std::time::Duration::from_secs(30),
+                ..RepairOptions::default()
+            };
+            let start = std::time::Instant::now();
+            let e = RepairSession::run(&dyns, &t, &opts).unwrap_err();
+            assert!(matches!(e, Error::BadMessage(_)), "frame {nth}: {e}");
+            assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        }
         // A clean run still converges afterwards.
         let report = run(&rs, &RepairOptions::default());
         assert!(report.converged());

@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -33,7 +34,7 @@ use super::merkle::{
     coalesce, diff_leaves, ranges_contain, Digest, MerkleBuilder, MerkleTree, Shape, TokenRange,
 };
 use super::message::{Message, RowBatch, StreamPlan, TreeMessage};
-use super::transport::{recv_message, send_message, Transport};
+use super::transport::{send_message, try_recv_message, Transport};
 use super::{token, ReplicaId, Row};
 
 /// Rows from a source, in any order.
@@ -332,13 +333,47 @@ impl fmt::Display for RepairReport {
 #[derive(Debug)]
 pub struct RepairSession;
 
-/// Immutable context shared by the steps of one session.
+/// Context shared by the steps of one session.
 struct Ctx<'a> {
     session: u64,
     transport: &'a dyn Transport,
     opts: &'a RepairOptions,
     shape: Shape,
     coordinator: ReplicaId,
+    /// Index of the replica whose step failed first (`usize::MAX`: none). Replicas
+    /// waiting for messages give up as soon as it is set.
+    failed: AtomicUsize,
+}
+
+/// How often a waiting replica checks whether the session failed elsewhere.
+const ABORT_POLL: Duration = Duration::from_millis(20);
+
+impl Ctx<'_> {
+    /// The next message of this session for `me`; fails on timeout, on bad bytes, or as
+    /// soon as another replica's step has failed.
+    fn recv(&self, me: ReplicaId) -> Result<(ReplicaId, Message, usize)> {
+        let deadline = Instant::now() + self.opts.timeout;
+        loop {
+            if self.failed.load(AtomicOrdering::Acquire) != usize::MAX {
+                return Err(Error::Transport(format!(
+                    "{me}: repair session {:016x} aborted: another replica failed",
+                    self.session
+                )));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Transport(format!(
+                    "{me}: no repair message within {:?}",
+                    self.opts.timeout
+                )));
+            }
+            if let Some(m) =
+                try_recv_message(self.transport, me, self.session, left.min(ABORT_POLL))?
+            {
+                return Ok(m);
+            }
+        }
+    }
 }
 
 impl RepairSession {
@@ -363,13 +398,14 @@ impl RepairSession {
             opts,
             shape,
             coordinator: replicas[0].id(),
+            failed: AtomicUsize::new(usize::MAX),
         };
         let mut timings = Timings::default();
 
         // 1. Trees.
         let snapshots = match opts.parallelism {
             Parallelism::Parallel => {
-                each_replica(replicas, true, |r| build_and_send(&ctx, r, r))?;
+                each_replica(&ctx, replicas, true, |r| build_and_send(&ctx, r, r))?;
                 Vec::new()
             }
             Parallelism::Sequential => sequential_trees(&ctx, replicas)?,
@@ -393,7 +429,7 @@ impl RepairSession {
         // 3. Stream.
         let t = Instant::now();
         let streams: Vec<Vec<StreamStats>> = match opts.parallelism {
-            Parallelism::Parallel => each_replica(replicas, true, |r| {
+            Parallelism::Parallel => each_replica(&ctx, replicas, true, |r| {
                 let (plan, sent) = stream_out(&ctx, r)?;
                 stream_in(&ctx, r, &plan)?;
                 Ok(sent)
@@ -401,7 +437,7 @@ impl RepairSession {
             Parallelism::Sequential => {
                 // Every replica sends before any receives: a replica waiting for a
                 // stream must not block the sender of it.
-                let outs = each_replica(replicas, false, |r| stream_out(&ctx, r))?;
+                let outs = each_replica(&ctx, replicas, false, |r| stream_out(&ctx, r))?;
                 let mut sent = Vec::new();
                 for (r, (plan, s)) in replicas.iter().zip(outs) {
                     stream_in(&ctx, *r, &plan)?;
@@ -416,7 +452,7 @@ impl RepairSession {
         let t = Instant::now();
         let roots_after = if opts.verify {
             let par = opts.parallelism == Parallelism::Parallel;
-            each_replica(replicas, par, |r| {
+            each_replica(&ctx, replicas, par, |r| {
                 Ok((r.id(), build_tree(r, shape)?.root()))
             })?
         } else {
@@ -500,8 +536,10 @@ fn new_session_id() -> u64 {
 }
 
 /// Run `f` on every replica, on one thread each when `parallel`, and collect the
-/// results in replica order (the first error wins; a panic is re-raised).
+/// results in replica order. On failure the error of the replica that failed first is
+/// returned (the others were told to give up); a panic is re-raised.
 fn each_replica<'r, T: Send>(
+    ctx: &Ctx<'_>,
     replicas: &[&'r dyn Replica],
     parallel: bool,
     f: impl Fn(&'r dyn Replica) -> Result<T> + Sync,
@@ -510,13 +548,39 @@ fn each_replica<'r, T: Send>(
         return replicas.iter().map(|r| f(*r)).collect();
     }
     let f = &f;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = replicas.iter().map(|r| s.spawn(move || f(*r))).collect();
+    let results: Vec<Result<T>> = std::thread::scope(|s| {
+        let handles: Vec<_> = replicas
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                s.spawn(move || {
+                    let res = f(*r);
+                    if res.is_err() {
+                        let _ = ctx.failed.compare_exchange(
+                            usize::MAX,
+                            i,
+                            AtomicOrdering::AcqRel,
+                            AtomicOrdering::Acquire,
+                        );
+                    }
+                    res
+                })
+            })
+            .collect();
         handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
-    })
+    });
+    let first = ctx.failed.load(AtomicOrdering::Acquire);
+    if first != usize::MAX {
+        let mut results = results;
+        return Err(results
+            .swap_remove(first)
+            .err()
+            .expect("the failed replica's result is an error"));
+    }
+    results.into_iter().collect()
 }
 
 /// Build a tree of `shape` from `source`.
@@ -605,12 +669,7 @@ fn collect_trees(ctx: &Ctx<'_>, replicas: &[&dyn Replica]) -> Result<Collected> 
     let mut trees: Vec<Option<(MerkleTree, u64)>> = vec![None; replicas.len()];
     let mut bytes = 0u64;
     for _ in 0..replicas.len() {
-        let (from, msg, len) = recv_message(
-            ctx.transport,
-            ctx.coordinator,
-            ctx.session,
-            ctx.opts.timeout,
-        )?;
+        let (from, msg, len) = ctx.recv(ctx.coordinator)?;
         bytes += len as u64;
         let Message::Tree(m) = msg else {
             return Err(Error::Transport(format!(
@@ -703,7 +762,7 @@ fn plan(
 /// Receive this replica's plan and send its rows.
 fn stream_out(ctx: &Ctx<'_>, r: &dyn Replica) -> Result<(StreamPlan, Vec<StreamStats>)> {
     let me = r.id();
-    let (from, msg, _) = recv_message(ctx.transport, me, ctx.session, ctx.opts.timeout)?;
+    let (from, msg, _) = ctx.recv(me)?;
     let Message::Plan(plan) = msg else {
         return Err(Error::Transport(format!(
             "{me} expected its stream plan from {from}, got another message"
@@ -800,7 +859,7 @@ fn stream_in(ctx: &Ctx<'_>, r: &dyn Replica, plan: &StreamPlan) -> Result<()> {
     let mut next_seq: BTreeMap<ReplicaId, u64> = plan.expect_from.iter().map(|&f| (f, 0)).collect();
     let mut rows = Vec::new();
     while !next_seq.is_empty() {
-        let (from, msg, _) = recv_message(ctx.transport, me, ctx.session, ctx.opts.timeout)?;
+        let (from, msg, _) = ctx.recv(me)?;
         let Message::Rows(b) = msg else {
             return Err(Error::Transport(format!(
                 "{me} expected rows from {from}, got another message"

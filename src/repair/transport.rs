@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -66,18 +66,29 @@ pub fn recv_message(
     session: u64,
     timeout: Duration,
 ) -> Result<(ReplicaId, Message, usize)> {
+    try_recv_message(t, to, session, timeout)?
+        .ok_or_else(|| Error::Transport(format!("{to}: no repair message within {timeout:?}")))
+}
+
+/// [`recv_message`], with `Ok(None)` when nothing of `session` arrived within `timeout`.
+pub fn try_recv_message(
+    t: &dyn Transport,
+    to: ReplicaId,
+    session: u64,
+    timeout: Duration,
+) -> Result<Option<(ReplicaId, Message, usize)>> {
+    let deadline = Instant::now() + timeout;
     loop {
-        let Some(env) = t.recv(to, timeout)? else {
-            return Err(Error::Transport(format!(
-                "{to}: no repair message within {timeout:?}"
-            )));
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Some(env) = t.recv(to, left)? else {
+            return Ok(None);
         };
         let msg = Message::decode(&env.frame)?;
         if msg.session() != session {
             tracing::warn!(%to, from = %env.from, session = msg.session(), expected = session, "dropping a repair message of another session");
             continue;
         }
-        return Ok((env.from, msg, env.frame.len()));
+        return Ok(Some((env.from, msg, env.frame.len())));
     }
 }
 
