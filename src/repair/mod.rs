@@ -44,7 +44,7 @@ pub use segment_replica::SegmentReplica;
 pub use session::build_tree;
 pub use session::{
     Parallelism, RepairOptions, RepairReport, RepairSession, Replica, RowIter, RowSource,
-    SnapshotReport, SnapshotStatus, StreamStats,
+    SnapshotReport, SnapshotStatus, StreamStats, Timings,
 };
 pub use transport::{Envelope, LocalTransport, Transport};
 

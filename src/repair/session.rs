@@ -330,6 +330,35 @@ impl fmt::Display for RepairReport {
 }
 
 /// Runs repair sessions.
+///
+/// ```
+/// use segstore::repair::{
+///     LocalTransport, Parallelism, RepairOptions, RepairSession, ReplicaId, Row, SegmentReplica,
+/// };
+/// use segstore::{Config, Store};
+///
+/// # fn main() -> segstore::Result<()> {
+/// let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+/// let sa = Store::open(da.path(), Config::default())?;
+/// let sb = Store::open(db.path(), Config::default())?;
+/// let a = SegmentReplica::new(ReplicaId(1), &sa, "users")?;
+/// let b = SegmentReplica::new(ReplicaId(2), &sb, "users")?;
+/// let row = |k: &str, v: &str, ts| Row { key: k.into(), value: v.into(), ts, tombstone: false };
+/// a.write(vec![row("ada", "v1", 1), row("bob", "v1", 1)])?;
+/// b.write(vec![row("bob", "v2", 2)])?;
+///
+/// let opts = RepairOptions { parallelism: Parallelism::Sequential, ..RepairOptions::default() };
+/// let report = RepairSession::run(&[&a, &b], &LocalTransport::new(), &opts)?;
+/// println!("{report}"); // ranges, rows each way, roots, snapshot deletions
+/// assert!(report.converged());
+/// assert_eq!(report.rows_streamed(ReplicaId(2), ReplicaId(1)), 1);
+/// assert_eq!(a.get(b"bob")?.unwrap().value, b"v2");
+///
+/// drop((a, b));
+/// assert!(sa.close()?.is_clean() && sb.close()?.is_clean());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct RepairSession;
 
@@ -460,6 +489,16 @@ impl RepairSession {
         };
         timings.verify = t.elapsed();
         timings.total = start.elapsed();
+        let streams: Vec<StreamStats> = streams.into_iter().flatten().collect();
+        tracing::info!(
+            session = format_args!("{:016x}", ctx.session),
+            table = replicas[0].table(),
+            parallelism = %opts.parallelism,
+            differing_leaves = differing.len(),
+            rows_streamed = streams.iter().map(|s| s.rows).sum::<u64>(),
+            elapsed = ?timings.total,
+            "repair session finished"
+        );
 
         Ok(RepairReport {
             session: ctx.session,
@@ -474,7 +513,7 @@ impl RepairSession {
                 .collect(),
             differing_leaves: differing.len(),
             differing_ranges: shape.ranges_of_leaves(differing),
-            streams: streams.into_iter().flatten().collect(),
+            streams,
             roots_after,
             snapshots,
             tree_bytes,
