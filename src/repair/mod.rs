@@ -6,6 +6,7 @@
 //! - [`transport`]: the [`Transport`] trait an embedding database implements over its own
 //!   network, and [`LocalTransport`] for one process.
 //! - [`session`]: the [`Replica`] trait and [`RepairSession::run`].
+//! - [`report`]: [`RepairReport`], what a session found and did.
 //! - [`segment_replica`]: [`SegmentReplica`], a `Replica` over one table's segments
 //!   (the LSM table implements `Replica` the same way).
 //!
@@ -34,17 +35,17 @@ use std::fmt;
 
 pub mod merkle;
 pub mod message;
+pub mod report;
 pub mod segment_replica;
 pub mod session;
 pub mod transport;
 
 pub use merkle::{diff, Digest, MerkleTree, Shape, TokenRange, MAX_DEPTH};
 pub use message::{DecodeError, Message, RowBatch, StreamPlan, TreeMessage};
+pub use report::{RepairReport, SnapshotReport, SnapshotStatus, StreamStats, Timings};
 pub use segment_replica::SegmentReplica;
-pub use session::build_tree;
 pub use session::{
-    Parallelism, RepairOptions, RepairReport, RepairSession, Replica, RowIter, RowSource,
-    SnapshotReport, SnapshotStatus, StreamStats, Timings,
+    build_tree, Parallelism, RepairOptions, RepairSession, Replica, RowIter, RowSource,
 };
 pub use transport::{Envelope, LocalTransport, Transport};
 

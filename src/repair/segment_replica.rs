@@ -19,7 +19,8 @@ use crate::snapshot;
 use crate::store::{SnapshotView, Store};
 
 use super::merkle::{ranges_contain, TokenRange};
-use super::session::{Replica, RowIter, RowSource, SnapshotStatus};
+use super::report::SnapshotStatus;
+use super::session::{Replica, RowIter, RowSource};
 use super::{cmp_versions, newer, token, ReplicaId, Row};
 
 /// A replica of table `table` of `store`, read and written at the segment level.
