@@ -129,6 +129,14 @@ pub enum Error {
     /// Replicas cannot be repaired against each other.
     #[error("repair refused: {0}")]
     RepairMismatch(String),
+
+    /// A repair message's bytes are not valid (wrong magic, version, checksum or layout).
+    #[error("bad repair message: {0}")]
+    BadMessage(crate::repair::DecodeError),
+
+    /// A repair transport failed (a peer did not answer in time, a mailbox closed).
+    #[error("repair transport: {0}")]
+    Transport(String),
 }
 
 impl Error {

@@ -15,6 +15,7 @@ pub mod error;
 pub mod format;
 pub mod io;
 pub mod lifecycle;
+pub mod repair;
 pub mod segment;
 pub mod snapshot;
 pub mod store;

@@ -1,0 +1,121 @@
+//! Repair between replicas: compare Merkle trees over token ranges, stream the rows of
+//! the ranges that differ both ways, and converge.
+//!
+//! - [`merkle`]: pure tree build and diff (a token is [`crate::format::key_hash`]).
+//! - [`message`]: the messages and their versioned, checksummed wire format.
+//! - [`transport`]: the [`Transport`] trait an embedding database implements over its own
+//!   network, and [`LocalTransport`] for one process.
+//! - [`session`]: the [`Replica`] trait and [`RepairSession::run`].
+//! - [`report`]: [`RepairReport`], what a session found and did.
+//! - [`segment_replica`]: [`SegmentReplica`], a `Replica` over one table's segments
+//!   (the LSM table implements `Replica` the same way).
+//!
+//! Repair sees data only through [`RowSource`] iterators, never segments or files.
+//!
+//! # Reconciliation
+//! Every replica resolves two versions of a key the same way ([`cmp_versions`]): the
+//! newer timestamp wins; on equal timestamps a tombstone wins; between two live cells
+//! with equal timestamps the larger value (bytewise) wins. This is a total order, so
+//! applying the union of every replica's rows on every replica gives each the same
+//! winner: after one repair the replicas agree and a second repair finds nothing.
+//!
+//! # Invariants
+//! R1. A tree hashes every part of every resolved row (key, value, timestamp, tombstone),
+//!     so a missed delete or a different timestamp is a difference (see [`merkle`]).
+//! R2. Everything that crosses a transport is an encoded frame; decoding never panics
+//!     and bad bytes give [`crate::Error::BadMessage`].
+//! R3. Replicas of different tables or incompatible settings are refused with
+//!     [`crate::Error::RepairMismatch`] before any row moves.
+//! R4. Sequential repair's ephemeral snapshots are always cleared, also on error; their
+//!     files go through the deleter, so under the Windows rule a file still mapped is
+//!     deleted when its last mapping closes (invariants 1 and 4).
+
+use std::cmp::Ordering;
+use std::fmt;
+
+pub mod merkle;
+pub mod message;
+pub mod report;
+pub mod segment_replica;
+pub mod session;
+pub mod transport;
+
+pub use merkle::{diff, Digest, MerkleTree, Shape, TokenRange, MAX_DEPTH};
+pub use message::{DecodeError, Message, RowBatch, StreamPlan, TreeMessage};
+pub use report::{RepairReport, SnapshotReport, SnapshotStatus, StreamStats, Timings};
+pub use segment_replica::SegmentReplica;
+pub use session::{
+    build_tree, Parallelism, RepairOptions, RepairSession, Replica, RowIter, RowSource,
+};
+pub use transport::{Envelope, LocalTransport, Transport};
+
+/// A row as repair sees it: one resolved version of a key (a tombstone has an empty
+/// value).
+pub use crate::segment::Entry as Row;
+
+/// Identifies a replica (a node) within a repair session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReplicaId(pub u64);
+
+impl fmt::Display for ReplicaId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "replica {}", self.0)
+    }
+}
+
+/// The token of a key: its 64-bit xxh3 hash.
+#[inline]
+pub fn token(key: &[u8]) -> u64 {
+    crate::format::key_hash(key)
+}
+
+/// Compare two versions of the same key: `Greater` when `a` wins (see the module docs).
+#[inline]
+pub fn cmp_versions(a: &Row, b: &Row) -> Ordering {
+    a.ts.cmp(&b.ts)
+        .then(a.tombstone.cmp(&b.tombstone))
+        .then_with(|| a.value.cmp(&b.value))
+}
+
+/// The winner of two versions of one key.
+#[inline]
+pub fn newer(a: Row, b: Row) -> Row {
+    if cmp_versions(&b, &a) == Ordering::Greater {
+        b
+    } else {
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(ts: u64, tombstone: bool, v: &[u8]) -> Row {
+        Row {
+            key: b"k".to_vec(),
+            value: v.to_vec(),
+            ts,
+            tombstone,
+        }
+    }
+
+    #[test]
+    fn newest_wins_then_tombstone_then_larger_value() {
+        assert_eq!(
+            newer(r(1, false, b"z"), r(2, false, b"a")),
+            r(2, false, b"a")
+        );
+        assert_eq!(newer(r(2, true, b""), r(2, false, b"z")), r(2, true, b""));
+        assert_eq!(
+            newer(r(2, false, b"a"), r(2, false, b"b")),
+            r(2, false, b"b")
+        );
+        assert_eq!(newer(r(3, false, b"a"), r(2, true, b"")), r(3, false, b"a"));
+        // Symmetric.
+        assert_eq!(
+            newer(r(2, false, b"b"), r(2, false, b"a")),
+            r(2, false, b"b")
+        );
+    }
+}

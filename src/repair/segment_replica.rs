@@ -1,0 +1,290 @@
+//! [`SegmentReplica`]: a [`Replica`] over one table's segments in a [`Store`], for tests,
+//! examples and benchmarks until the LSM table implements [`Replica`] itself.
+//!
+//! Reads merge every segment of the current view (or of a snapshot) key by key and keep
+//! the winning version ([`super::cmp_versions`]), tombstones included. `apply` writes the
+//! received rows, one winner per key, as one new segment (`set.writer()` + `set.add`).
+//! Snapshots are the store's ephemeral snapshots of this one table.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::io::registry;
+use crate::lifecycle::{SegmentHandle, SegmentSet};
+use crate::segment::SegmentIter;
+use crate::snapshot;
+use crate::store::{SnapshotView, Store};
+
+use super::merkle::{ranges_contain, TokenRange};
+use super::report::SnapshotStatus;
+use super::session::{Replica, RowIter, RowSource};
+use super::{cmp_versions, newer, token, ReplicaId, Row};
+
+/// A replica of table `table` of `store`, read and written at the segment level.
+#[derive(Debug)]
+pub struct SegmentReplica<'a> {
+    id: ReplicaId,
+    store: &'a Store,
+    set: Arc<SegmentSet>,
+    settings: String,
+}
+
+impl<'a> SegmentReplica<'a> {
+    /// Replica `id` of table `table` (created if missing) in `store`.
+    pub fn new(id: ReplicaId, store: &'a Store, table: &str) -> Result<SegmentReplica<'a>> {
+        Ok(SegmentReplica {
+            id,
+            set: store.segments(table)?,
+            store,
+            settings: String::new(),
+        })
+    }
+
+    /// Describe the table's settings (as a schema string); replicas whose settings
+    /// differ are refused by repair ([`crate::Error::RepairMismatch`]).
+    pub fn with_settings(mut self, settings: impl Into<String>) -> Self {
+        self.settings = settings.into();
+        self
+    }
+
+    /// The table's segments.
+    pub fn segments(&self) -> &Arc<SegmentSet> {
+        &self.set
+    }
+
+    /// The store.
+    pub fn store(&self) -> &'a Store {
+        self.store
+    }
+
+    /// The winning version of `key` across the live segments (a tombstone included).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Row>> {
+        let view = self.set.view();
+        let mut best: Option<Row> = None;
+        for h in &view.segments {
+            if let Some(r) = h.get(key)? {
+                best = Some(match best {
+                    Some(b) => newer(b, r),
+                    None => r,
+                });
+            }
+        }
+        Ok(best)
+    }
+
+    /// Every resolved row in key order.
+    pub fn scan(&self) -> Result<Vec<Row>> {
+        self.rows(&[TokenRange::FULL])?.collect()
+    }
+
+    /// Merge every live segment into one (a minimal compaction): the old segments become
+    /// obsolete and go, with their mappings, once no reader holds them. Returns the
+    /// number of segments replaced.
+    pub fn compact(&self) -> Result<usize> {
+        let old = self.set.live_ids();
+        if old.len() < 2 {
+            return Ok(0);
+        }
+        let rows = self.scan()?;
+        let mut w = self.set.writer()?;
+        let name = w.name().clone();
+        for r in &rows {
+            w.add(&r.key, &r.value, r.ts, r.tombstone)?;
+        }
+        w.finish()?;
+        self.set.replace(&old, std::slice::from_ref(&name))?;
+        Ok(old.len())
+    }
+
+    /// Write rows as one new segment (the same as [`Replica::apply`]).
+    pub fn write(&self, rows: Vec<Row>) -> Result<()> {
+        write_segment(&self.set, rows)
+    }
+}
+
+/// Write `rows` (any order, any number of versions per key) as one segment holding the
+/// winning version of each key.
+fn write_segment(set: &SegmentSet, mut rows: Vec<Row>) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    // Per key, the winner first; then keep the first of each key.
+    rows.sort_unstable_by(|a, b| a.key.cmp(&b.key).then_with(|| cmp_versions(b, a)));
+    rows.dedup_by(|cur, prev| cur.key == prev.key);
+    let mut w = set.writer()?;
+    let name = w.name().clone();
+    for r in &rows {
+        w.add(&r.key, &r.value, r.ts, r.tombstone)?;
+    }
+    w.finish()?;
+    set.add(std::slice::from_ref(&name))
+}
+
+impl RowSource for SegmentReplica<'_> {
+    fn rows(&self, ranges: &[TokenRange]) -> Result<RowIter<'_>> {
+        let handles = self.set.view().segments.clone();
+        Ok(Box::new(Merge::new(handles, ranges)?))
+    }
+}
+
+impl Replica for SegmentReplica<'_> {
+    fn id(&self) -> ReplicaId {
+        self.id
+    }
+
+    fn table(&self) -> &str {
+        self.set.table()
+    }
+
+    fn table_config_fingerprint(&self) -> u64 {
+        let desc = format!("segstore segment table v1; cells: newest ts, then tombstone, then larger value; token xxh3-64; {}", self.settings);
+        xxhash_rust::xxh3::xxh3_64(desc.as_bytes())
+    }
+
+    fn apply(&self, rows: Vec<Row>) -> Result<()> {
+        write_segment(&self.set, rows)
+    }
+
+    fn snapshot_ephemeral(&self, tag: &str) -> Result<()> {
+        self.store.snapshot_ephemeral(tag, Some(self.set.table()))
+    }
+
+    fn open_snapshot(&self, tag: &str) -> Result<Box<dyn RowSource + '_>> {
+        Ok(Box::new(SnapshotRows {
+            view: self.store.open_snapshot(tag)?,
+            table: self.set.table().to_string(),
+        }))
+    }
+
+    fn clear_snapshot(&self, tag: &str) -> Result<()> {
+        self.store.clear_snapshot(tag)
+    }
+
+    fn snapshot_status(&self, tag: &str) -> SnapshotStatus {
+        let dir = snapshot::snapshot_dir(self.store.dir(), tag);
+        let rel = Path::new(snapshot::SNAPSHOTS_DIR).join(tag);
+        SnapshotStatus {
+            mappings: registry().open_under(&dir).len(),
+            pending_deletions: self
+                .store
+                .deleter()
+                .pending()
+                .iter()
+                .filter(|p| p.path.starts_with(&rel))
+                .count(),
+        }
+    }
+}
+
+/// An open snapshot: its segments stay open (and mapped) while this lives.
+struct SnapshotRows {
+    view: SnapshotView,
+    table: String,
+}
+
+impl RowSource for SnapshotRows {
+    fn rows(&self, ranges: &[TokenRange]) -> Result<RowIter<'_>> {
+        let handles = self
+            .view
+            .tables
+            .get(&self.table)
+            .cloned()
+            .unwrap_or_default();
+        Ok(Box::new(Merge::new(handles, ranges)?))
+    }
+}
+
+/// The head row of one segment in the merge heap: smallest key on top, then the
+/// lower segment index (any order would do: versions are reconciled, not ranked).
+struct Head {
+    row: Row,
+    src: usize,
+}
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Head {}
+
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Head {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .row
+            .key
+            .cmp(&self.row.key)
+            .then(other.src.cmp(&self.src))
+    }
+}
+
+/// K-way merge of segment scans, resolving each key to its winning version and keeping
+/// only keys whose token is in the ranges. Holds its segments' handles (and mappings).
+struct Merge {
+    iters: Vec<SegmentIter<SegmentHandle>>,
+    heap: BinaryHeap<Head>,
+    ranges: Vec<TokenRange>,
+    all: bool,
+}
+
+impl Merge {
+    fn new(handles: Vec<SegmentHandle>, ranges: &[TokenRange]) -> Result<Merge> {
+        let mut m = Merge {
+            iters: Vec::with_capacity(handles.len()),
+            heap: BinaryHeap::with_capacity(handles.len()),
+            ranges: ranges.to_vec(),
+            all: ranges == [TokenRange::FULL],
+        };
+        for h in handles {
+            m.iters.push(SegmentIter::new::<&[u8]>(h, ..)?);
+        }
+        for i in 0..m.iters.len() {
+            m.advance(i)?;
+        }
+        Ok(m)
+    }
+
+    /// Push the next in-range row of segment `src`, if any.
+    fn advance(&mut self, src: usize) -> Result<()> {
+        for row in self.iters[src].by_ref() {
+            let row = row?;
+            if self.all || ranges_contain(&self.ranges, token(&row.key)) {
+                self.heap.push(Head { row, src });
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn next_row(&mut self) -> Result<Option<Row>> {
+        let Some(Head { row, src }) = self.heap.pop() else {
+            return Ok(None);
+        };
+        self.advance(src)?;
+        let mut best = row;
+        while self.heap.peek().is_some_and(|h| h.row.key == best.key) {
+            let Some(h) = self.heap.pop() else { break };
+            self.advance(h.src)?;
+            best = newer(best, h.row);
+        }
+        Ok(Some(best))
+    }
+}
+
+impl Iterator for Merge {
+    type Item = Result<Row>;
+
+    fn next(&mut self) -> Option<Result<Row>> {
+        self.next_row().transpose()
+    }
+}
