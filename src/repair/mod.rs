@@ -72,9 +72,7 @@ pub fn token(key: &[u8]) -> u64 {
 /// Compare two versions of the same key: `Greater` when `a` wins (see the module docs).
 #[inline]
 pub fn cmp_versions(a: &Row, b: &Row) -> Ordering {
-    a.ts.cmp(&b.ts)
-        .then(a.tombstone.cmp(&b.tombstone))
-        .then_with(|| a.value.cmp(&b.value))
+    crate::table::cell::cmp_versions(a.ts, a.tombstone, &a.value, b.ts, b.tombstone, &b.value)
 }
 
 /// The winner of two versions of one key.
