@@ -16,5 +16,7 @@ pub mod format;
 pub mod io;
 pub mod segment;
 
-pub use config::{AccessMode, DiskAccessMode, ResolvedModes, SegmentOptions};
+pub use config::{
+    AccessMode, DiskAccessMode, HugePages, LockMemory, MemoryOptions, ResolvedModes, SegmentOptions,
+};
 pub use error::{Error, Result};
