@@ -1,6 +1,7 @@
 //! `lock_memory: all` (`mlockall(MCL_CURRENT | MCL_FUTURE)`) against the kernel's own
-//! accounting. It locks the whole process, so it is the only test in this binary and
-//! undoes itself with `munlockall`.
+//! accounting. It locks the whole process, so it is the only test in this binary, and it
+//! undoes itself with `munlockall`. (The refusal of maps under `mlockall` is tested in
+//! `memory_residency.rs`, in a child process.)
 
 use segstore::io::residency::{self, LockScope};
 use segstore::io::FileRules;

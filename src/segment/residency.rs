@@ -3,10 +3,10 @@
 //! ([`SegmentResidency`]), and what the kernel holds now ([`SegmentMemory`]).
 //!
 //! Opening with options, in order:
-//! 1. `lock_memory: all` runs `mlockall` once for the process first, so that the kernel
-//!    locks this segment's maps as they are made.
-//! 2. The budget admits the segment's maps, or (`auto`) falls back to standard access, or
+//! 1. The budget admits the segment's maps, or (`auto`) falls back to standard access, or
 //!    (`mmap`, `mmap_index_only`) refuses with `Error::MapBudgetExhausted`.
+//! 2. `lock_memory: all` runs `mlockall` once for the process, before any map of this
+//!    segment is made, so that the kernel locks them as they are made.
 //! 3. Components open through the reader's usual path. A map the kernel refuses under
 //!    `mlockall` (over `RLIMIT_MEMLOCK`) is retried with standard access: residency
 //!    settings never fail an open.
@@ -115,17 +115,18 @@ pub(crate) struct OpenPlan<'a> {
 }
 
 impl<'a> OpenPlan<'a> {
-    /// Steps 1 and 2: lock the process if asked, then ask the budget.
+    /// Steps 1 and 2: ask the budget, then lock the process if asked (so a refused open
+    /// leaves the process as it was).
     pub(crate) fn new(modes: ResolvedModes, opts: &'a ReaderOptions) -> Result<Self> {
         let mut report = SegmentResidency::new(modes, opts);
-        if opts.lock_memory == LockMemory::All {
-            report.locks.push(residency::lock_all());
-        }
         if let Some(b) = &opts.map_budget {
             let a = b.admit(modes)?;
             report.budget_fallback = a.fell_back;
             report.data = a.modes.data;
             report.index = a.modes.index;
+        }
+        if opts.lock_memory == LockMemory::All {
+            report.locks.push(residency::lock_all());
         }
         Ok(OpenPlan { opts, report })
     }
