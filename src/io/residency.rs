@@ -92,6 +92,13 @@ pub fn memlock_limit() -> Option<MemlockLimit> {
         .map(|(soft, hard)| MemlockLimit { soft, hard })
 }
 
+/// Windows: does the process hold `SeLockMemoryPrivilege` and does the CPU have large
+/// pages (informational; segstore allocates none there). `None` on Unix, where
+/// transparent huge pages need no privilege (see [`super::kstats::ThpSupport`]).
+pub fn large_pages_permitted() -> Option<bool> {
+    sys::large_pages_permitted()
+}
+
 /// What a lock covered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
