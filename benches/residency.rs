@@ -1,31 +1,36 @@
 //! Random point lookups (`get_with`) under each memory residency option.
 //!
-//! `cargo bench --bench residency` (`SEGSTORE_BENCH_KEYS` overrides the key count).
+//! `cargo bench --bench residency` (`SEGSTORE_BENCH_KEYS` overrides the key count,
+//! `SEGSTORE_BENCH_ROUNDS` the rounds of the interleaved comparison).
 //!
 //! Dataset: 3,000,000 keys (`key0000000000`.., 16-byte values): an index of about
 //! 66 MiB (about 16,900 base pages, far past the 6-8 MiB that a 1.5-2k-entry STLB reaches
-//! with 4 KiB pages, and 34 huge pages) and about 116 MiB of data. Writing it takes a few
-//! seconds. Every variant opens the same segment, touches every page once (`verify`), and
-//! measures single random lookups of present keys. Before measuring, each variant prints
-//! what the kernel granted (huge pages, locked bytes) from its own smaps figures.
+//! with 4 KiB pages, and 33 huge pages) and about 125 MiB of data. Writing it takes
+//! about a second. Every variant touches every page once (`verify`) before it is measured,
+//! and prints what the kernel granted (huge pages, locked bytes) from smaps.
 //!
-//! Variants, in this order (order matters: page-cache folios outlive a reader, and once
-//! the index sits in the page cache as 2 MiB folios the kernel PMD-maps it even in maps
-//! that were not advised, so `advise_cold` runs last):
+//! Variants:
 //! - `off`: the index file map, 4 KiB pages.
 //! - `lock_index`: the same, `mlock`ed.
 //! - `anonymous_index`: a 2 MiB-aligned anonymous copy advised with `MADV_HUGEPAGE`.
-//! - `advise_cold`: the file map advised with `MADV_HUGEPAGE` after dropping the index
-//!   from the page cache, so faults can read it back in 2 MiB folios (where the kernel
-//!   and file system support that).
+//! - `advise_cold`: the file map advised with `MADV_HUGEPAGE`, on a copy of the segment
+//!   whose index was dropped from the page cache first, so faults read it back in 2 MiB
+//!   folios where the kernel and file system support that. (A separate copy because once
+//!   a file sits in the page cache as 2 MiB folios the kernel PMD-maps it even in maps
+//!   that were not advised, which would turn `off` into a huge page run.)
 //!
 //! Each variant runs under `auto` (data by positional reads, the default) and `mmap` (data
-//! mapped too, so the index's share of the lookup cost is larger): benchmark ids are
+//! mapped too, so the index's share of the lookup cost is larger); criterion ids are
 //! `get_with_random/<variant>/<disk_access_mode>`.
+//!
+//! The machine this runs on is shared, so before criterion's sequential groups the bench
+//! also prints an interleaved comparison: rounds that time 100,000 lookups on each
+//! variant in turn (rotating the order), then the median per variant and its ratio to
+//! `off`. Slow changes in background load hit every variant alike there.
 
 use std::hint::black_box;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use segstore::io::residency;
@@ -44,7 +49,7 @@ fn key_bytes(i: u64, buf: &mut [u8; 13]) {
 
 fn build(dir: &Path, keys: u64) -> SegmentName {
     let name = SegmentName::new("bench", 1).unwrap();
-    let t = std::time::Instant::now();
+    let t = Instant::now();
     let mut w = SegmentWriter::create(
         dir,
         name.clone(),
@@ -75,7 +80,8 @@ struct Variant {
     name: &'static str,
     lock: LockMemory,
     huge: HugePages,
-    drop_cache: bool,
+    /// Use the copy of the segment whose index left the page cache.
+    cold_copy: bool,
 }
 
 const VARIANTS: [Variant; 4] = [
@@ -83,88 +89,177 @@ const VARIANTS: [Variant; 4] = [
         name: "off",
         lock: LockMemory::None,
         huge: HugePages::Off,
-        drop_cache: false,
+        cold_copy: false,
     },
     Variant {
         name: "lock_index",
         lock: LockMemory::Index,
         huge: HugePages::Off,
-        drop_cache: false,
+        cold_copy: false,
     },
     Variant {
         name: "anonymous_index",
         lock: LockMemory::None,
         huge: HugePages::AnonymousIndex,
-        drop_cache: false,
+        cold_copy: false,
     },
     Variant {
         name: "advise_cold",
         lock: LockMemory::None,
         huge: HugePages::Advise,
-        drop_cache: true,
+        cold_copy: true,
     },
 ];
 
+/// A uniformly random present key per call (xorshift64*).
+struct Keys {
+    x: u64,
+    n: u64,
+    buf: [u8; 13],
+}
+
+impl Keys {
+    fn new(n: u64) -> Self {
+        Keys {
+            x: 0x9E37_79B9_7F4A_7C15,
+            n,
+            buf: [0; 13],
+        }
+    }
+
+    #[inline]
+    fn next(&mut self) -> &[u8] {
+        self.x ^= self.x >> 12;
+        self.x ^= self.x << 25;
+        self.x ^= self.x >> 27;
+        key_bytes(
+            self.x.wrapping_mul(0x2545_F491_4F6C_DD1D) % self.n,
+            &mut self.buf,
+        );
+        &self.buf
+    }
+}
+
+fn lookup(r: &SegmentReader, keys: &mut Keys) -> usize {
+    r.get_with(black_box(keys.next()), |c| c.value.len())
+        .unwrap()
+        .unwrap()
+}
+
+fn open(
+    dir: &Path,
+    name: &SegmentName,
+    v: &Variant,
+    mode: DiskAccessMode,
+) -> (String, SegmentReader) {
+    let opts = ReaderOptions {
+        lock_memory: v.lock,
+        huge_pages: v.huge,
+        map_budget: None,
+    };
+    let r = SegmentReader::open_with(dir, name, mode.resolve(), &opts).unwrap();
+    r.verify().unwrap(); // every page touched once: no first-fault cost measured
+    let id = format!("{}/{mode}", v.name);
+    for m in &r.memory_report().mappings {
+        let k = m.kernel.unwrap_or_default();
+        eprintln!(
+            "{id}: {} ({:?}) {} MiB mapped: kernel granted huge pages {} MiB \
+             (AnonHugePages {} MiB, FilePmdMapped {} MiB), Locked {} MiB",
+            m.path.file_name().unwrap().to_string_lossy(),
+            m.kind,
+            m.bytes >> 20,
+            m.huge.unwrap_or(0) >> 20,
+            k.anon_huge_pages >> 20,
+            k.file_pmd_mapped >> 20,
+            m.locked.unwrap_or(0) >> 20
+        );
+    }
+    (id, r)
+}
+
+fn interleaved(readers: &[(String, SegmentReader)], keys: u64, rounds: usize) {
+    const N: usize = 100_000;
+    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); readers.len()];
+    for round in 0..rounds {
+        for j in 0..readers.len() {
+            let i = (j + round) % readers.len();
+            let mut k = Keys::new(keys);
+            let t = Instant::now();
+            let mut sum = 0;
+            for _ in 0..N {
+                sum += lookup(&readers[i].1, &mut k);
+            }
+            black_box(sum);
+            ns[i].push(t.elapsed().as_nanos() as f64 / N as f64);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let medians: Vec<f64> = ns.iter_mut().map(median).collect();
+    eprintln!("\ninterleaved: {rounds} rounds x {N} random lookups per variant, median ns/lookup");
+    for (i, (id, _)) in readers.iter().enumerate() {
+        let base = id.split('/').nth(1).unwrap();
+        let off = readers
+            .iter()
+            .position(|(b, _)| *b == format!("off/{base}"))
+            .unwrap();
+        eprintln!(
+            "  {id:<22} {:>8.1} ns  (off/{base} / this = {:.3}; min {:.1}, max {:.1})",
+            medians[i],
+            medians[off] / medians[i],
+            ns[i][0],
+            ns[i][ns[i].len() - 1]
+        );
+    }
+    eprintln!();
+}
+
 fn bench(c: &mut Criterion) {
-    let keys: u64 = std::env::var("SEGSTORE_BENCH_KEYS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3_000_000);
+    let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
+    let keys = env("SEGSTORE_BENCH_KEYS").unwrap_or(3_000_000);
+    let rounds = env("SEGSTORE_BENCH_ROUNDS").unwrap_or(11) as usize;
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let name = build(dir, keys);
-    let index_path = name.path(dir, Component::Index);
+    let hot = tmp.path().join("hot");
+    let cold = tmp.path().join("cold");
+    std::fs::create_dir_all(&hot).unwrap();
+    std::fs::create_dir_all(&cold).unwrap();
+    let name = build(&hot, keys);
+    for c in Component::ALL {
+        std::fs::copy(name.path(&hot, c), name.path(&cold, c)).unwrap();
+    }
+    let cold_index = name.path(&cold, Component::Index);
+    let f = std::fs::File::open(&cold_index).unwrap();
+    f.sync_all().unwrap(); // DONTNEED drops only clean pages
+    assert!(residency::drop_page_cache(&f, &cold_index).applied);
+
+    let mut readers = Vec::new();
+    for v in &VARIANTS {
+        for mode in [DiskAccessMode::Auto, DiskAccessMode::Mmap] {
+            let d = if v.cold_copy { &cold } else { &hot };
+            readers.push(open(d, &name, v, mode));
+        }
+    }
+    interleaved(&readers, keys, rounds);
+
     for v in &VARIANTS {
         let mut g = c.benchmark_group(format!("get_with_random/{}", v.name));
         g.throughput(Throughput::Elements(1))
             .sample_size(30)
             .warm_up_time(Duration::from_secs(2))
             .measurement_time(Duration::from_secs(4));
-        if v.drop_cache {
-            let f = std::fs::File::open(&index_path).unwrap();
-            residency::drop_page_cache(&f, &index_path);
-        }
-        for mode in [DiskAccessMode::Auto, DiskAccessMode::Mmap] {
-            let opts = ReaderOptions {
-                lock_memory: v.lock,
-                huge_pages: v.huge,
-                map_budget: None,
-            };
-            let r = SegmentReader::open_with(dir, &name, mode.resolve(), &opts).unwrap();
-            r.verify().unwrap(); // every page touched once: no first-fault cost measured
-            let mem = r.memory_report();
-            for m in &mem.mappings {
-                let k = m.kernel.unwrap_or_default();
-                eprintln!(
-                    "{}/{mode}: {} ({:?}) {} MiB mapped: kernel granted huge pages {} MiB \
-                     (AnonHugePages {} MiB, FilePmdMapped {} MiB), Locked {} MiB",
-                    v.name,
-                    m.path.file_name().unwrap().to_string_lossy(),
-                    m.kind,
-                    m.bytes >> 20,
-                    m.huge.unwrap_or(0) >> 20,
-                    k.anon_huge_pages >> 20,
-                    k.file_pmd_mapped >> 20,
-                    m.locked.unwrap_or(0) >> 20
-                );
-            }
-            let mut x = 0x9E37_79B9_7F4A_7C15u64;
-            let mut k = [0u8; 13];
-            g.bench_function(mode.as_str(), |b| {
-                b.iter(|| {
-                    // xorshift64*: a uniformly random present key per lookup.
-                    x ^= x >> 12;
-                    x ^= x << 25;
-                    x ^= x >> 27;
-                    key_bytes(x.wrapping_mul(0x2545_F491_4F6C_DD1D) % keys, &mut k);
-                    black_box(r.get_with(black_box(&k), |c| c.value.len()).unwrap())
-                })
-            });
-            drop(r);
+        for (id, r) in readers
+            .iter()
+            .filter(|(id, _)| id.split('/').next() == Some(v.name))
+        {
+            let mode = id.split('/').nth(1).unwrap();
+            let mut k = Keys::new(keys);
+            g.bench_function(mode, |b| b.iter(|| lookup(r, &mut k)));
         }
         g.finish();
     }
-    residency::unlock_all().ok();
+    drop(readers);
 }
 
 criterion_group!(benches, bench);
