@@ -164,14 +164,15 @@ fn open(
         let k = m.kernel.unwrap_or_default();
         eprintln!(
             "{id}: {} ({:?}) {} MiB mapped: kernel granted huge pages {} MiB \
-             (AnonHugePages {} MiB, FilePmdMapped {} MiB), Locked {} MiB",
+             (AnonHugePages {} MiB, FilePmdMapped {} MiB), locked {} MiB (smaps Locked {} MiB)",
             m.path.file_name().unwrap().to_string_lossy(),
             m.kind,
             m.bytes >> 20,
             m.huge.unwrap_or(0) >> 20,
             k.anon_huge_pages >> 20,
             k.file_pmd_mapped >> 20,
-            m.locked.unwrap_or(0) >> 20
+            m.locked.unwrap_or(0) >> 20,
+            k.locked >> 20
         );
     }
     (id, r)

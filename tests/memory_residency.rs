@@ -198,9 +198,26 @@ fn lock_index_report_matches_smaps_locked_and_vmlck() {
     assert_eq!(k.get("Locked"), want, "smaps Locked");
     let mem = r.memory_report();
     let mr = &mem.mappings[0];
-    assert_eq!(mr.locked, Some(k.get("Locked")));
+    assert_eq!(mr.locked, Some(k.get("Rss")), "a locked VMA: all its Rss");
+    assert_eq!(mr.locked, Some(k.get("Locked")), "the only map of the file");
     assert_eq!(mr.rss, Some(k.get("Rss")));
     assert_eq!(mr.resident, Some(want), "mlock faulted every page in");
+    // A second, unlocked map of the same file: smaps divides `Locked:` between the two
+    // maps like Pss; the report still says the whole locked map is locked, and the
+    // unlocked one nothing.
+    let other =
+        SegmentReader::open(dir.path(), &name, DiskAccessMode::MmapIndexOnly.resolve()).unwrap();
+    other.verify().unwrap();
+    let k = kernel_vma(m.addr_range().start);
+    assert!(
+        k.get("Locked") < want,
+        "smaps shares Locked: {}",
+        k.get("Locked")
+    );
+    assert_eq!(r.memory_report().mappings[0].locked, Some(want));
+    assert_eq!(other.memory_report().mappings[0].locked, Some(0));
+    assert_eq!(vm_lck() - before, want, "VmLck counts the locked map once");
+    drop(other);
     // Honest about CAP_IPC_LOCK: beyond_rlimit is exactly "VmLck > soft RLIMIT_MEMLOCK".
     let soft = l.rlimit_memlock.and_then(|x| x.soft);
     assert_eq!(

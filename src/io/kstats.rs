@@ -49,7 +49,8 @@ pub struct RangeFigures {
     pub vmas: usize,
     /// Sum of `Rss:` (bytes).
     pub rss: u64,
-    /// Sum of `Locked:` (bytes).
+    /// Sum of `Locked:` (bytes; Pss-like: pages shared with other mappings are divided
+    /// among them).
     pub locked: u64,
     /// Sum of `AnonHugePages:` (bytes).
     pub anon_huge_pages: u64,

@@ -384,7 +384,11 @@ pub struct MappingResidency {
     pub resident: Option<u64>,
     /// `Rss:`: bytes this mapping has in its page tables.
     pub rss: Option<u64>,
-    /// `Locked:` (Pss-like: divided among the mappings sharing a page).
+    /// Bytes of this mapping locked in RAM: its `Rss` when the kernel flags the mapping
+    /// locked (`lo` in `VmFlags`; a lock always covers a whole VMA), else 0. smaps' own
+    /// `Locked:` divides pages shared with other mappings among them, like `Pss`, so it
+    /// understates a locked map of a file that is mapped twice; it is kept in
+    /// `kernel.locked`.
     pub locked: Option<u64>,
     /// Huge page bytes the kernel granted: `AnonHugePages` + `FilePmdMapped`.
     pub huge: Option<u64>,
@@ -416,7 +420,7 @@ impl MappedFile {
                 .ok()
                 .map(|n| n as u64 * page),
             rss: kernel.map(|k| k.rss),
-            locked: kernel.map(|k| k.locked),
+            locked: kernel.map(|k| if k.vm_locked { k.rss } else { 0 }),
             huge: kernel.map(|k| k.anon_huge_pages + k.file_pmd_mapped),
             kernel,
         }
