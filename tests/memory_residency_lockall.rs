@@ -6,7 +6,7 @@
 use segstore::io::residency::{self, LockScope};
 use segstore::io::FileRules;
 use segstore::segment::{ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{DiskAccessMode, LockMemory, SegmentOptions};
+use segstore::{DiskAccessMode, HugePages, LockMemory, SegmentOptions};
 
 fn status(field: &str) -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -109,7 +109,38 @@ fn lock_all_report_matches_vmlck_and_locks_later_maps() {
     let r2 =
         SegmentReader::open_with(dir.path(), &name, DiskAccessMode::Mmap.resolve(), &opts).unwrap();
     assert_eq!(&r2.residency().locks[0], l);
-    drop((r, r2));
+    // An anonymous index copy made under MCL_FUTURE is locked, and is advised before the
+    // kernel populates it, so it can still get huge pages.
+    let anon = ReaderOptions {
+        lock_memory: LockMemory::All,
+        huge_pages: HugePages::AnonymousIndex,
+        ..ReaderOptions::default()
+    };
+    let r3 =
+        SegmentReader::open_with(dir.path(), &name, DiskAccessMode::Auto.resolve(), &anon).unwrap();
+    let copy = r3.mapped_files().next().unwrap();
+    assert!(copy.is_anonymous_copy());
+    let (locked, rss, lo) = smaps_locked(copy.addr_range().start);
+    let size = (copy.addr_range().end - copy.addr_range().start) as u64;
+    assert!(lo);
+    assert_eq!((locked, rss), (size, size));
+    let huge = copy.residency().huge.unwrap();
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if thp.contains("[never]") || thp.is_empty() {
+        println!("SKIP huge pages under mlockall: transparent huge pages are off or absent");
+    } else {
+        assert!(
+            huge > 0,
+            "THP is enabled, yet the locked copy got no huge page"
+        );
+    }
+    println!(
+        "anonymous copy under mlockall: {} KiB, {} KiB huge",
+        size / 1024,
+        huge / 1024
+    );
+    drop((r, r2, r3));
     residency::unlock_all().unwrap();
     assert!(!residency::lock_all_active());
     assert_eq!(status("VmLck:"), 0, "munlockall released everything");

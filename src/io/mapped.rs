@@ -141,9 +141,8 @@ impl MappedFile {
         let len = usize::try_from(expected_len)
             .map_err(|_| Error::corrupt(path, 0, "file too large to copy on this platform"))?;
         let id = FileId::of_file(file, path)?;
-        let mut region = AnonRegionMut::new(len, HUGE_PAGE_ALIGN)
+        let (mut region, advice) = AnonRegionMut::new(len, HUGE_PAGE_ALIGN, huge_pages)
             .map_err(|e| Error::io("mmap anonymous", path, e))?;
-        let advice = huge_pages.then(|| super::sys::advise_huge_pages(region.whole()));
         super::sys::read_exact_at(file, region.as_mut_slice(), 0)
             .map_err(|e| Error::io("read", path, e))?;
         let region = region

@@ -105,21 +105,24 @@ pub fn unlock_all() -> io::Result<()> {
 /// start on a page boundary and should cover whole mappings: advice on part of a mapping
 /// makes the kernel split it in two.
 pub fn advise_huge_pages(region: &[u8]) -> io::Result<()> {
+    // SAFETY: `region` is a live borrowed range of this process's memory.
+    unsafe { madvise_huge(region.as_ptr(), region.len()) }
+}
+
+/// `madvise(MADV_HUGEPAGE)` on a raw range (Linux; `Unsupported` elsewhere).
+///
+/// # Safety
+/// `ptr..ptr+len` must be memory mapped by this process (any protection). The advice only
+/// sets a flag on the mapping and never changes the bytes seen through it.
+unsafe fn madvise_huge(ptr: *const u8, len: usize) -> io::Result<()> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
-        // SAFETY: `region` is a live borrowed range; MADV_HUGEPAGE only sets a flag on the
-        // mapping and never changes the bytes seen through it.
-        check(unsafe {
-            libc::madvise(
-                region.as_ptr() as *mut libc::c_void,
-                region.len(),
-                libc::MADV_HUGEPAGE,
-            )
-        })
+        // SAFETY: guaranteed by the caller (see above).
+        check(unsafe { libc::madvise(ptr as *mut libc::c_void, len, libc::MADV_HUGEPAGE) })
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     {
-        let _ = region;
+        let _ = (ptr, len);
         Err(io::ErrorKind::Unsupported.into())
     }
 }
@@ -207,8 +210,17 @@ unsafe impl Sync for AnonRegion {}
 
 impl AnonRegionMut {
     /// Map `len` zeroed bytes (`len > 0`), rounded up to a multiple of `align` (a power of
-    /// two, at least the page size), starting at an `align`-aligned address.
-    pub fn new(len: usize, align: usize) -> io::Result<AnonRegionMut> {
+    /// two, at least the page size), starting at an `align`-aligned address. With
+    /// `huge_pages`, the mapping is advised with `MADV_HUGEPAGE` (the advice's outcome is
+    /// returned beside it) while still `PROT_NONE`, and only then made writable. Under
+    /// `mlockall(MCL_FUTURE)` the kernel populates a mapping as soon as it is accessible;
+    /// this order makes it populate the advised mapping with huge pages directly instead
+    /// of with base pages that a later collapse would have to replace.
+    pub fn new(
+        len: usize,
+        align: usize,
+        huge_pages: bool,
+    ) -> io::Result<(AnonRegionMut, Option<io::Result<()>>)> {
         let page = page_size();
         if len == 0 || !align.is_power_of_two() || align < page {
             return Err(io::ErrorKind::InvalidInput.into());
@@ -225,7 +237,7 @@ impl AnonRegionMut {
             libc::mmap(
                 std::ptr::null_mut(),
                 over,
-                libc::PROT_READ | libc::PROT_WRITE,
+                libc::PROT_NONE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
                 0,
@@ -250,7 +262,22 @@ impl AnonRegionMut {
             }
         }
         let ptr = NonNull::new(aligned as *mut u8).ok_or(io::ErrorKind::OutOfMemory)?;
-        Ok(AnonRegionMut(AnonRegion { ptr, len, map_len }))
+        // From here on, dropping `region` unmaps exactly the aligned mapping.
+        let region = AnonRegion { ptr, len, map_len };
+        let advice = huge_pages.then(|| {
+            // SAFETY: the range is exactly our live mapping. (A PROT_NONE mapping may not be
+            // borrowed as a slice, hence the raw form.)
+            unsafe { madvise_huge(ptr.as_ptr(), map_len) }
+        });
+        // SAFETY: the range is exactly our live mapping, which nothing refers to yet.
+        check(unsafe {
+            libc::mprotect(
+                ptr.as_ptr().cast(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        })?;
+        Ok((AnonRegionMut(region), advice))
     }
 
     /// The whole mapping (for advice that must cover it all).
@@ -317,7 +344,8 @@ mod tests {
     #[test]
     fn anonymous_region_is_aligned_zeroed_and_frozen() {
         let align = 2 << 20;
-        let mut r = AnonRegionMut::new(3 << 20, align).unwrap();
+        let (mut r, advice) = AnonRegionMut::new(3 << 20, align, true).unwrap();
+        assert!(advice.is_some());
         assert_eq!(r.whole().as_ptr() as usize % align, 0);
         assert_eq!(r.whole().len(), 4 << 20);
         assert!(r.as_mut_slice().iter().all(|&b| b == 0));

@@ -209,8 +209,13 @@ unsafe impl Send for AnonRegion {}
 unsafe impl Sync for AnonRegion {}
 
 impl AnonRegionMut {
-    /// Commit `len` zeroed bytes (`len > 0`), rounded up to a page multiple.
-    pub fn new(len: usize, _align: usize) -> io::Result<AnonRegionMut> {
+    /// Commit `len` zeroed bytes (`len > 0`), rounded up to a page multiple. No huge pages:
+    /// the advice outcome is `Unsupported` when `huge_pages` is asked.
+    pub fn new(
+        len: usize,
+        _align: usize,
+        huge_pages: bool,
+    ) -> io::Result<(AnonRegionMut, Option<io::Result<()>>)> {
         if len == 0 {
             return Err(io::ErrorKind::InvalidInput.into());
         }
@@ -228,7 +233,8 @@ impl AnonRegionMut {
             )
         };
         let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(io::Error::last_os_error)?;
-        Ok(AnonRegionMut(AnonRegion { ptr, len, map_len }))
+        let advice = huge_pages.then(|| Err(io::ErrorKind::Unsupported.into()));
+        Ok((AnonRegionMut(AnonRegion { ptr, len, map_len }), advice))
     }
 
     /// The whole allocation.
