@@ -26,7 +26,9 @@
 //! The machine this runs on is shared, so before criterion's sequential groups the bench
 //! also prints an interleaved comparison: rounds that time 100,000 lookups on each
 //! variant in turn (rotating the order), then the median per variant and its ratio to
-//! `off`. Slow changes in background load hit every variant alike there.
+//! `off`, both in wall-clock time and in the thread's on-CPU time from
+//! `/proc/thread-self/schedstat` (which leaves out time spent descheduled). Slow changes
+//! in background load hit every variant alike there.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -178,40 +180,65 @@ fn open(
     (id, r)
 }
 
+/// Nanoseconds this thread has run on a CPU (`/proc/thread-self/schedstat`, Linux), so
+/// time spent descheduled while other processes run does not count.
+fn on_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 fn interleaved(readers: &[(String, SegmentReader)], keys: u64, rounds: usize) {
     const N: usize = 100_000;
-    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); readers.len()];
+    let mut wall: Vec<Vec<f64>> = vec![Vec::new(); readers.len()];
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); readers.len()];
     for round in 0..rounds {
         for j in 0..readers.len() {
             let i = (j + round) % readers.len();
             let mut k = Keys::new(keys);
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), on_cpu_ns());
             let mut sum = 0;
             for _ in 0..N {
                 sum += lookup(&readers[i].1, &mut k);
             }
             black_box(sum);
-            ns[i].push(t.elapsed().as_nanos() as f64 / N as f64);
+            wall[i].push(t.elapsed().as_nanos() as f64 / N as f64);
+            if let (Some(a), Some(b)) = (c, on_cpu_ns()) {
+                cpu[i].push((b - a) as f64 / N as f64);
+            }
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let medians: Vec<f64> = ns.iter_mut().map(median).collect();
-    eprintln!("\ninterleaved: {rounds} rounds x {N} random lookups per variant, median ns/lookup");
+    let wall: Vec<f64> = wall.iter_mut().map(|v| median(v)).collect();
+    let cpu: Vec<Option<f64>> = cpu
+        .iter_mut()
+        .map(|v| (!v.is_empty()).then(|| median(v)))
+        .collect();
+    eprintln!(
+        "\ninterleaved: {rounds} rounds x {N} random lookups per variant (order rotated each \
+         round); median ns/lookup, on-CPU (schedstat) and wall-clock; ratio = off / variant"
+    );
     for (i, (id, _)) in readers.iter().enumerate() {
         let base = id.split('/').nth(1).unwrap();
         let off = readers
             .iter()
             .position(|(b, _)| *b == format!("off/{base}"))
             .unwrap();
+        let cpu_s = match (cpu[i], cpu[off]) {
+            (Some(c), Some(o)) => format!("{c:>8.1} ns on-CPU (ratio {:.3})", o / c),
+            _ => "on-CPU n/a".to_string(),
+        };
         eprintln!(
-            "  {id:<22} {:>8.1} ns  (off/{base} / this = {:.3}; min {:.1}, max {:.1})",
-            medians[i],
-            medians[off] / medians[i],
-            ns[i][0],
-            ns[i][ns[i].len() - 1]
+            "  {id:<22} {cpu_s}   {:>8.1} ns wall (ratio {:.3})",
+            wall[i],
+            wall[off] / wall[i]
         );
     }
     eprintln!();
