@@ -8,6 +8,13 @@
 //! "kernel" is read here directly: the `VmLck` change of the process and the smaps lines
 //! of the mapping. `lock_memory: all` runs last because it locks the whole process; the
 //! example undoes it with `munlockall` at the end.
+//!
+//! Things the output shows on Linux 6.x/ext4: a file map gets huge pages
+//! (`FilePmdMapped`) only when the page cache holds the file in 2 MiB folios, which the
+//! "cold" case arranges by dropping the index from the cache before an advised map reads
+//! it back; after that even maps that were not advised (the `lock all` case) are
+//! PMD-mapped, because the folios stay in the cache. `MADV_COLLAPSE` of a file map needs
+//! `CONFIG_READ_ONLY_THP_FOR_FS`, so it is not used.
 
 use std::path::Path;
 
