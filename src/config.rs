@@ -1,4 +1,5 @@
-//! Settings: `disk_access_mode` and the knobs of the segment format.
+//! Settings: `disk_access_mode`, memory residency (`lock_memory`, `huge_pages`, the
+//! mapping budget) and the knobs of the segment format.
 //!
 //! `disk_access_mode` resolves into two effective modes, one for data files and one for
 //! index files (DESIGN.md, access mode table):
@@ -9,6 +10,10 @@
 //! | `mmap` | mmap | mmap |
 //! | `mmap_index_only` | standard | mmap |
 //! | `standard` | standard | standard |
+//!
+//! Past the mapping budget (a share of `vm.max_map_count`, see [`MemoryOptions`]) `auto`
+//! opens new segments with standard access; `mmap` and `mmap_index_only` refuse to open
+//! them with `Error::MapBudgetExhausted`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -152,6 +157,164 @@ impl ResolvedModes {
     }
 }
 
+/// Which memory to pin in RAM with `mlock` (configuration `lock_memory`). Best effort:
+/// a refusal is reported (see `io::residency::LockReport`) and logged, never fatal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockMemory {
+    /// Lock nothing.
+    #[default]
+    None,
+    /// `mlock` each index map (file map or anonymous copy) as it is opened.
+    Index,
+    /// `mlockall(MCL_CURRENT | MCL_FUTURE)`: the whole process, including every later map.
+    All,
+}
+
+/// The valid spellings of [`LockMemory`].
+pub const LOCK_MEMORY_VALUES: [&str; 3] = ["none", "index", "all"];
+
+impl LockMemory {
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockMemory::None => "none",
+            LockMemory::Index => "index",
+            LockMemory::All => "all",
+        }
+    }
+
+    /// Every value, for tests and tools that sweep them.
+    pub fn all() -> [LockMemory; 3] {
+        [LockMemory::None, LockMemory::Index, LockMemory::All]
+    }
+}
+
+impl fmt::Display for LockMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl FromStr for LockMemory {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "none" => Ok(LockMemory::None),
+            "index" => Ok(LockMemory::Index),
+            "all" => Ok(LockMemory::All),
+            other => Err(Error::InvalidConfig {
+                setting: "lock_memory",
+                value: other.to_string(),
+                reason: format!("valid values are {}", LOCK_MEMORY_VALUES.join(", ")),
+            }),
+        }
+    }
+}
+
+/// Transparent huge pages for maps (configuration `huge_pages`). What the kernel actually
+/// granted is read back from `/proc/self/smaps`, never assumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HugePages {
+    /// No huge page advice.
+    #[default]
+    Off,
+    /// `madvise(MADV_HUGEPAGE)` on every map (data and index). File maps get huge pages
+    /// only where the kernel and file system can back page cache with 2 MiB folios.
+    Advise,
+    /// Copy each index file into 2 MiB-aligned private anonymous memory advised with
+    /// `MADV_HUGEPAGE`, for kernels that cannot back file maps with huge pages. Costs the
+    /// index size in RAM (rounded up to 2 MiB) per open index; data maps are left alone.
+    AnonymousIndex,
+}
+
+/// The valid spellings of [`HugePages`].
+pub const HUGE_PAGES_VALUES: [&str; 3] = ["off", "advise", "anonymous_index"];
+
+impl HugePages {
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HugePages::Off => "off",
+            HugePages::Advise => "advise",
+            HugePages::AnonymousIndex => "anonymous_index",
+        }
+    }
+
+    /// Every value, for tests and tools that sweep them.
+    pub fn all() -> [HugePages; 3] {
+        [HugePages::Off, HugePages::Advise, HugePages::AnonymousIndex]
+    }
+}
+
+impl fmt::Display for HugePages {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl FromStr for HugePages {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "off" => Ok(HugePages::Off),
+            "advise" => Ok(HugePages::Advise),
+            "anonymous_index" => Ok(HugePages::AnonymousIndex),
+            other => Err(Error::InvalidConfig {
+                setting: "huge_pages",
+                value: other.to_string(),
+                reason: format!("valid values are {}", HUGE_PAGES_VALUES.join(", ")),
+            }),
+        }
+    }
+}
+
+/// Memory residency settings, as configured (the store turns them into
+/// `segment::ReaderOptions`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryOptions {
+    /// What to `mlock`.
+    pub lock_memory: LockMemory,
+    /// Huge page policy for maps.
+    pub huge_pages: HugePages,
+    /// Share of `vm.max_map_count`, in percent (1 to 100), that segment maps may use.
+    /// Past it, `auto` falls back to standard access and `mmap` modes fail to open with
+    /// `Error::MapBudgetExhausted`.
+    pub map_budget_percent: u8,
+}
+
+/// Default share of `vm.max_map_count` for segment maps (the rest is left to the
+/// allocator, thread stacks, libraries and whatever else shares the process).
+pub const DEFAULT_MAP_BUDGET_PERCENT: u8 = 50;
+
+impl Default for MemoryOptions {
+    fn default() -> Self {
+        MemoryOptions {
+            lock_memory: LockMemory::None,
+            huge_pages: HugePages::Off,
+            map_budget_percent: DEFAULT_MAP_BUDGET_PERCENT,
+        }
+    }
+}
+
+impl MemoryOptions {
+    /// Check the options, naming the bad one.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=100).contains(&self.map_budget_percent) {
+            return Err(Error::InvalidConfig {
+                setting: "map_budget_percent",
+                value: self.map_budget_percent.to_string(),
+                reason: "must be between 1 and 100".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Knobs of the segment format. Defaults suit production; tests shrink block sizes so
 /// multi-block paths run on small data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -231,5 +394,43 @@ mod tests {
         assert_eq!(r.index, Mmap);
         let r = DiskAccessMode::Mmap.resolve().without_mmap();
         assert_eq!((r.data, r.index), (Standard, Standard));
+    }
+
+    #[test]
+    fn residency_enums_parse_round_trip_and_list_valid_values() {
+        for m in LockMemory::all() {
+            assert_eq!(m.as_str().parse::<LockMemory>().unwrap(), m);
+        }
+        for h in HugePages::all() {
+            assert_eq!(h.as_str().parse::<HugePages>().unwrap(), h);
+        }
+        let err = "pinned".parse::<LockMemory>().unwrap_err().to_string();
+        for v in LOCK_MEMORY_VALUES {
+            assert!(err.contains(v), "{err}");
+        }
+        let err = "huge".parse::<HugePages>().unwrap_err().to_string();
+        for v in HUGE_PAGES_VALUES {
+            assert!(err.contains(v), "{err}");
+        }
+        assert!(
+            err.contains("huge_pages") && err.contains("\"huge\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn memory_options_serde_uses_snake_case_and_validates() {
+        let o: MemoryOptions =
+            toml::from_str("lock_memory = \"index\"\nhuge_pages = \"anonymous_index\"\n").unwrap();
+        assert_eq!(o.lock_memory, LockMemory::Index);
+        assert_eq!(o.huge_pages, HugePages::AnonymousIndex);
+        assert_eq!(o.map_budget_percent, DEFAULT_MAP_BUDGET_PERCENT);
+        o.validate().unwrap();
+        assert!(toml::from_str::<MemoryOptions>("huge_pages = \"always\"").is_err());
+        let bad = MemoryOptions {
+            map_budget_percent: 0,
+            ..MemoryOptions::default()
+        };
+        assert!(bad.validate().is_err());
     }
 }

@@ -21,7 +21,9 @@ pub mod snapshot;
 pub mod store;
 pub mod table;
 
-pub use config::{AccessMode, DiskAccessMode, ResolvedModes, SegmentOptions};
+pub use config::{
+    AccessMode, DiskAccessMode, HugePages, LockMemory, MemoryOptions, ResolvedModes, SegmentOptions,
+};
 pub use error::{Error, Result};
 pub use lifecycle::DeletePolicy;
 pub use store::{CloseReport, Config, Store};

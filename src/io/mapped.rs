@@ -1,25 +1,51 @@
 //! Read-only memory maps of immutable components, counted in the registry.
+//!
+//! A [`MappedFile`] is usually a map of the file itself (shared with the page cache). For
+//! `huge_pages: anonymous_index` it can instead be a private anonymous copy of the file's
+//! bytes ([`MappedFile::anonymous_copy`]), aligned to 2 MiB so the kernel can back it
+//! with transparent huge pages. A copy does not pin the file, so it is not in the mapping
+//! registry (invariant 1 is about file maps); it is counted in
+//! [`super::residency::anonymous_copies`] instead.
 
 use std::fs::File;
+use std::ops::Range;
 use std::panic::Location;
 use std::path::{Path, PathBuf};
 
 use memmap2::{Advice, Mmap, MmapOptions};
 
 use super::registry::{registry, Registration};
+use super::residency::AnonymousCopyCount;
+use super::sys::{AnonRegion, AnonRegionMut};
 use super::FileId;
 use crate::error::{Error, Result};
 
-/// A read-only map of a whole published (immutable) file.
+/// Alignment of anonymous copies: one x86-64/arm64 (4 KiB base page) PMD huge page.
+pub const HUGE_PAGE_ALIGN: usize = 2 << 20;
+
+/// A read-only map of a whole published (immutable) file, or a private anonymous copy
+/// of its bytes.
 ///
 /// Field order matters: `map` is dropped (unmapped) before `_registration` uncounts it, so
 /// the registry never shows zero while a mapping exists (invariant 1).
 #[derive(Debug)]
 pub struct MappedFile {
-    map: Mmap,
-    _registration: Registration,
+    map: Region,
+    _registration: Option<Registration>,
     id: FileId,
     path: PathBuf,
+}
+
+/// The memory behind a [`MappedFile`].
+#[derive(Debug)]
+enum Region {
+    /// A shared map of the file.
+    File(Mmap),
+    /// A private anonymous copy; `_count` uncounts it after `region` is unmapped.
+    Copy {
+        region: AnonRegion,
+        _count: AnonymousCopyCount,
+    },
 }
 
 /// Access pattern advice for a new map.
@@ -82,20 +108,94 @@ impl MappedFile {
         #[cfg(not(unix))]
         let _ = advice;
         Ok(MappedFile {
-            map,
-            _registration: registration,
+            map: Region::File(map),
+            _registration: Some(registration),
             id,
             path: path.to_path_buf(),
         })
     }
 
-    /// The mapped bytes.
-    #[inline]
-    pub fn as_slice(&self) -> &[u8] {
-        &self.map
+    /// Copy `file` (opened from `path`, exactly `expected_len` bytes, as for
+    /// [`Self::open`]) into private anonymous memory aligned to [`HUGE_PAGE_ALIGN`] and
+    /// rounded up to a multiple of it. With `huge_pages`, the region is advised with
+    /// `MADV_HUGEPAGE` before it is filled, so the faults that fill it can take huge
+    /// pages; the outcome of that advice is returned beside the copy (a refusal is not an
+    /// error). The copy is read-only once filled.
+    pub fn anonymous_copy(
+        file: &File,
+        path: &Path,
+        expected_len: u64,
+        huge_pages: bool,
+    ) -> Result<(MappedFile, Option<std::io::Result<()>>)> {
+        let meta = file.metadata().map_err(|e| Error::io("stat", path, e))?;
+        if meta.len() != expected_len || expected_len == 0 {
+            return Err(Error::corrupt(
+                path,
+                0,
+                format!(
+                    "file is {} bytes, expected {expected_len} (refusing to copy)",
+                    meta.len()
+                ),
+            ));
+        }
+        let len = usize::try_from(expected_len)
+            .map_err(|_| Error::corrupt(path, 0, "file too large to copy on this platform"))?;
+        let id = FileId::of_file(file, path)?;
+        let (mut region, advice) = AnonRegionMut::new(len, HUGE_PAGE_ALIGN, huge_pages)
+            .map_err(|e| Error::io("mmap anonymous", path, e))?;
+        super::sys::read_exact_at(file, region.as_mut_slice(), 0)
+            .map_err(|e| Error::io("read", path, e))?;
+        let region = region
+            .freeze()
+            .map_err(|e| Error::io("mprotect", path, e))?;
+        let count = AnonymousCopyCount::new(region.whole().len() as u64);
+        Ok((
+            MappedFile {
+                map: Region::Copy {
+                    region,
+                    _count: count,
+                },
+                _registration: None,
+                id,
+                path: path.to_path_buf(),
+            },
+            advice,
+        ))
     }
 
-    /// File identity of the mapped file.
+    /// The mapped bytes (the file's bytes, in either kind of region).
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        match &self.map {
+            Region::File(m) => m,
+            Region::Copy { region, .. } => region.as_slice(),
+        }
+    }
+
+    /// The whole mapping as the kernel sees it: the file map, or the anonymous copy
+    /// including its zero padding up to the 2 MiB boundary. Advice and locks cover this
+    /// range, so the kernel never has to split the mapping.
+    pub fn whole_region(&self) -> &[u8] {
+        match &self.map {
+            Region::File(m) => m,
+            Region::Copy { region, .. } => region.whole(),
+        }
+    }
+
+    /// Address range of [`Self::whole_region`], for matching against `/proc/self/smaps`.
+    /// The end is rounded up to the page size, as the kernel's mapping is.
+    pub fn addr_range(&self) -> Range<usize> {
+        let w = self.whole_region();
+        let start = w.as_ptr() as usize;
+        start..start + w.len().next_multiple_of(super::sys::page_size())
+    }
+
+    /// True for a private anonymous copy, false for a map of the file.
+    pub fn is_anonymous_copy(&self) -> bool {
+        matches!(self.map, Region::Copy { .. })
+    }
+
+    /// File identity of the mapped (or copied) file.
     pub fn id(&self) -> FileId {
         self.id
     }

@@ -6,18 +6,27 @@
 //! - [`fs`]: durable helpers (atomic publish, directory fsync, hard links, rename, delete)
 //!   that consult the [`rules`] before any delete, replace or truncate.
 //! - [`rules`]: POSIX rules or the Windows emulation the tests run under.
+//! - [`residency`]: memory residency controls (`mlock`, `mlockall`, huge pages, page-cache
+//!   advice) and per-mapping reports of what the kernel granted.
+//! - [`kstats`]: the kernel's own figures (`/proc/self/smaps`, `/proc/self/status`, THP
+//!   settings), parsed on demand.
+//! - [`budget`]: the mapping budget, a share of `vm.max_map_count`.
 //! - [`sys`]: the platform differences, behind identical signatures.
 
 #![allow(unsafe_code)]
 
+pub mod budget;
 pub mod fs;
 pub mod identity;
+pub mod kstats;
 pub mod mapped;
 pub mod pread;
 pub mod registry;
+pub mod residency;
 pub mod rules;
 pub mod sys;
 
+pub use budget::MapBudget;
 pub use identity::FileId;
 pub use mapped::MappedFile;
 pub use pread::PositionalFile;

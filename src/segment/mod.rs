@@ -7,6 +7,7 @@
 
 mod iter;
 mod reader;
+mod residency;
 mod writer;
 
 use std::fmt;
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 pub use iter::{Entry, SegmentIter};
 pub use reader::SegmentReader;
+pub use residency::{ReaderOptions, SegmentMemory, SegmentResidency};
 pub use writer::SegmentWriter;
 
 use crate::error::{Error, Result};

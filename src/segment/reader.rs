@@ -13,6 +13,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::residency::{OpenPlan, ReaderOptions, SegmentResidency};
 use super::{Component, SegmentName};
 use crate::config::{AccessMode, ResolvedModes};
 use crate::error::{Error, Result};
@@ -152,12 +153,27 @@ pub struct SegmentReader {
     index: Source,
     meta: Meta,
     verified: Box<[AtomicU64]>,
+    pub(crate) residency: SegmentResidency,
 }
 
 impl SegmentReader {
     /// Open segment `name` in `dir` with the given modes.
     #[track_caller]
     pub fn open(dir: &Path, name: &SegmentName, modes: ResolvedModes) -> Result<SegmentReader> {
+        Self::open_with(dir, name, modes, &ReaderOptions::default())
+    }
+
+    /// Open segment `name` in `dir` with the given modes and memory options (mapping
+    /// budget, `lock_memory`, `huge_pages`; see [`ReaderOptions`]). Only the budget can
+    /// refuse the open (`Error::MapBudgetExhausted`, in `mmap` modes); locks and advice
+    /// are best effort, reported by [`Self::residency`].
+    #[track_caller]
+    pub fn open_with(
+        dir: &Path,
+        name: &SegmentName,
+        modes: ResolvedModes,
+        opts: &ReaderOptions,
+    ) -> Result<SegmentReader> {
         let meta_path = name.path(dir, Component::Meta);
         let bytes = std::fs::read(&meta_path).map_err(|e| Error::io("read", &meta_path, e))?;
         let len = bytes.len() as u64;
@@ -165,20 +181,18 @@ impl SegmentReader {
         Footer::decode(&bytes[split..], len, Kind::Meta).map_err(|m| m.into_error(&meta_path))?;
         let meta = Meta::decode(&bytes[..split]).map_err(|m| m.into_error(&meta_path))?;
         let s = &meta.stats;
-        let data = Source::open(
-            &name.path(dir, Component::Data),
-            Kind::Data,
-            s.data_len,
-            s.entry_count,
-            modes.data,
-        )?;
-        let index = Source::open(
-            &name.path(dir, Component::Index),
-            Kind::Index,
-            s.index_len,
-            s.entry_count,
-            modes.index,
-        )?;
+        let mut plan = OpenPlan::new(modes, opts)?;
+        let (data_path, index_path) = (
+            name.path(dir, Component::Data),
+            name.path(dir, Component::Index),
+        );
+        let data = plan.open(plan.data_mode(), |m| {
+            Source::open(&data_path, Kind::Data, s.data_len, s.entry_count, m)
+        })?;
+        let index = plan.open(plan.index_mode(), |m| {
+            Source::open(&index_path, Kind::Index, s.index_len, s.entry_count, m)
+        })?;
+        let (data, index, residency) = plan.finish(data, index);
         let verified = (0..meta.summary.len().div_ceil(64))
             .map(|_| AtomicU64::new(0))
             .collect();
@@ -189,6 +203,7 @@ impl SegmentReader {
             index,
             meta,
             verified,
+            residency,
         })
     }
 

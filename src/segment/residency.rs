@@ -1,0 +1,247 @@
+//! Memory residency of one segment: the options a reader opens with
+//! ([`ReaderOptions`]: mapping budget, `lock_memory`, `huge_pages`), what was done at open
+//! ([`SegmentResidency`]), and what the kernel holds now ([`SegmentMemory`]).
+//!
+//! Opening with options, in order:
+//! 1. The budget admits the segment's maps, or (`auto`) falls back to standard access, or
+//!    (`mmap`, `mmap_index_only`) refuses with `Error::MapBudgetExhausted`.
+//! 2. `lock_memory: all` runs `mlockall` once for the process, before any map of this
+//!    segment is made, so that the kernel locks them as they are made.
+//! 3. Components open through the reader's usual path. A map the kernel refuses under
+//!    `mlockall` (over `RLIMIT_MEMLOCK`) is retried with standard access: residency
+//!    settings never fail an open.
+//! 4. `anonymous_index` turns the index into a 2 MiB-aligned anonymous copy advised with
+//!    `MADV_HUGEPAGE` (if the copy fails, the file is mapped instead); `advise` puts
+//!    `MADV_HUGEPAGE` on every map.
+//! 5. `lock_memory: index` locks the index map or copy.
+//!
+//! A store's stats sum [`SegmentMemory::totals`] over its segments, reading
+//! `/proc/self/smaps` once ([`SegmentReader::memory_report_in`]).
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::reader::Source;
+use super::SegmentReader;
+use crate::config::{AccessMode, HugePages, LockMemory, MemoryOptions, ResolvedModes};
+use crate::error::{Error, Result};
+use crate::io::kstats::SmapsSnapshot;
+use crate::io::mapped::MapAdvice;
+use crate::io::residency::{self, AdviceReport, LockReport, MappingResidency, ResidencyTotals};
+use crate::io::{MapBudget, MappedFile};
+
+/// How a reader treats memory. The default (no budget, no locks, no huge pages) is what
+/// [`SegmentReader::open`] uses.
+#[derive(Debug, Clone, Default)]
+pub struct ReaderOptions {
+    /// What to `mlock`.
+    pub lock_memory: LockMemory,
+    /// Huge page policy.
+    pub huge_pages: HugePages,
+    /// The mapping budget shared by the store's readers; `None`: unlimited.
+    pub map_budget: Option<Arc<MapBudget>>,
+}
+
+impl ReaderOptions {
+    /// Options from configuration, with a new budget of the configured share of
+    /// `vm.max_map_count` (a store builds this once and shares it).
+    pub fn from_config(m: &MemoryOptions) -> Result<ReaderOptions> {
+        m.validate()?;
+        Ok(ReaderOptions {
+            lock_memory: m.lock_memory,
+            huge_pages: m.huge_pages,
+            map_budget: Some(Arc::new(MapBudget::from_system(m.map_budget_percent))),
+        })
+    }
+}
+
+/// What was asked and done when a segment opened. The kernel's figures are in
+/// [`SegmentMemory`], read on demand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SegmentResidency {
+    /// `lock_memory` asked.
+    pub lock_memory: LockMemory,
+    /// `huge_pages` asked.
+    pub huge_pages: HugePages,
+    /// Modes asked (resolved `disk_access_mode`).
+    pub requested: ResolvedModes,
+    /// How data is read.
+    pub data: AccessMode,
+    /// How the index is read (`Mmap` covers an anonymous copy too).
+    pub index: AccessMode,
+    /// The index is an anonymous copy.
+    pub index_copy: bool,
+    /// `auto` fell back to standard access because the mapping budget was spent.
+    pub budget_fallback: bool,
+    /// Lock outcomes: one per locked index map, or the process's `mlockall`.
+    pub locks: Vec<LockReport>,
+    /// Huge page advice outcomes, one per advised map.
+    pub advice: Vec<AdviceReport>,
+    /// Other things that did not go as asked, in words.
+    pub notes: Vec<String>,
+}
+
+impl SegmentResidency {
+    fn new(modes: ResolvedModes, opts: &ReaderOptions) -> Self {
+        SegmentResidency {
+            lock_memory: opts.lock_memory,
+            huge_pages: opts.huge_pages,
+            requested: modes,
+            data: modes.data,
+            index: modes.index,
+            index_copy: false,
+            budget_fallback: false,
+            locks: Vec::new(),
+            advice: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// One segment's mappings as the kernel accounts for them now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SegmentMemory {
+    /// One entry per map or anonymous copy.
+    pub mappings: Vec<MappingResidency>,
+    /// Their sum.
+    pub totals: ResidencyTotals,
+}
+
+/// The open of one segment in progress (used by [`SegmentReader::open_with`]).
+pub(crate) struct OpenPlan<'a> {
+    opts: &'a ReaderOptions,
+    report: SegmentResidency,
+}
+
+impl<'a> OpenPlan<'a> {
+    /// Steps 1 and 2: ask the budget, then lock the process if asked (so a refused open
+    /// leaves the process as it was).
+    pub(crate) fn new(modes: ResolvedModes, opts: &'a ReaderOptions) -> Result<Self> {
+        let mut report = SegmentResidency::new(modes, opts);
+        if let Some(b) = &opts.map_budget {
+            let a = b.admit(modes)?;
+            report.budget_fallback = a.fell_back;
+            report.data = a.modes.data;
+            report.index = a.modes.index;
+        }
+        if opts.lock_memory == LockMemory::All {
+            report.locks.push(residency::lock_all());
+        }
+        Ok(OpenPlan { opts, report })
+    }
+
+    /// The mode to open data with.
+    pub(crate) fn data_mode(&self) -> AccessMode {
+        self.report.data
+    }
+
+    /// The mode to open the index with (standard when it is about to be copied).
+    pub(crate) fn index_mode(&self) -> AccessMode {
+        match (self.report.index, self.opts.huge_pages) {
+            (AccessMode::Mmap, HugePages::AnonymousIndex) => AccessMode::Standard,
+            (m, _) => m,
+        }
+    }
+
+    /// Step 3: open one component with `open`, retrying with standard access if the
+    /// kernel refuses a map while `mlockall` is in force.
+    pub(crate) fn open(
+        &mut self,
+        mode: AccessMode,
+        open: impl Fn(AccessMode) -> Result<Source>,
+    ) -> Result<Source> {
+        match open(mode) {
+            Err(Error::Io {
+                op: "mmap",
+                path,
+                source,
+            }) if residency::lock_all_active()
+                && matches!(
+                    source.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::OutOfMemory
+                ) =>
+            {
+                let note = format!(
+                    "{}: map refused under mlockall ({source}); read with standard access",
+                    path.display()
+                );
+                tracing::warn!("{note}");
+                self.report.notes.push(note);
+                open(AccessMode::Standard)
+            }
+            r => r,
+        }
+    }
+
+    /// Steps 4 and 5, then the final report.
+    pub(crate) fn finish(
+        mut self,
+        data: Source,
+        index: Source,
+    ) -> (Source, Source, SegmentResidency) {
+        let mut index = index;
+        let r = &mut self.report;
+        if self.opts.huge_pages == HugePages::AnonymousIndex && r.index == AccessMode::Mmap {
+            if let Source::Standard(pf) = &index {
+                match MappedFile::anonymous_copy(pf.file(), pf.path(), pf.len(), true) {
+                    Ok((copy, advice)) => {
+                        if let Some(a) = advice {
+                            r.advice
+                                .push(AdviceReport::from_result(pf.path(), "MADV_HUGEPAGE", a));
+                        }
+                        r.index_copy = true;
+                        index = Source::Mapped(copy);
+                    }
+                    Err(e) => {
+                        let note = format!("anonymous index copy failed ({e}); mapping the file");
+                        tracing::warn!("{note}");
+                        r.notes.push(note);
+                        match MappedFile::open(pf.file(), pf.path(), pf.len(), MapAdvice::Random) {
+                            Ok(m) => index = Source::Mapped(m),
+                            Err(e) => r
+                                .notes
+                                .push(format!("mapping failed too ({e}); standard access")),
+                        }
+                    }
+                }
+            }
+        }
+        if self.opts.huge_pages == HugePages::Advise {
+            for s in [&data, &index] {
+                if let Source::Mapped(m) = s {
+                    r.advice.push(residency::advise_huge_pages(m));
+                }
+            }
+        }
+        if self.opts.lock_memory == LockMemory::Index {
+            if let Source::Mapped(m) = &index {
+                r.locks.push(residency::lock_mapping(m, LockMemory::Index));
+            }
+        }
+        r.data = data.mode();
+        r.index = index.mode();
+        (data, index, self.report)
+    }
+}
+
+impl SegmentReader {
+    /// What was asked and done about memory when this segment opened.
+    pub fn residency(&self) -> &SegmentResidency {
+        &self.residency
+    }
+
+    /// This segment's mappings as the kernel accounts for them now (reads
+    /// `/proc/self/smaps` once).
+    pub fn memory_report(&self) -> SegmentMemory {
+        self.memory_report_in(SmapsSnapshot::read().as_ref())
+    }
+
+    /// Like [`Self::memory_report`], from a snapshot shared by many segments.
+    pub fn memory_report_in(&self, smaps: Option<&SmapsSnapshot>) -> SegmentMemory {
+        let mappings: Vec<MappingResidency> =
+            self.mapped_files().map(|m| m.residency_in(smaps)).collect();
+        let totals = mappings.iter().sum();
+        SegmentMemory { mappings, totals }
+    }
+}
