@@ -2,6 +2,7 @@
 //!
 //! ```sh
 //! cargo run --release --example stress -- read n=200000 --access mmap,standard --threads 1,2 --duration 3s
+//! cargo run --release --example stress -- write n=100000 --threads 1,4 --duration 3s --sync group:1ms
 //! cargo run --release --example stress -- 'mixed ratio(read=3,write=1)' --dist zipf --csv s.csv --plot s.svg
 //! cargo run --release --example stress -- --help
 //! ```
@@ -16,9 +17,11 @@
 //! `--access` modes the sweep runs once per mode on the same data. The store lives in a
 //! temporary directory unless `--dir` names one. Bad arguments print the usage and exit 2.
 //!
-//! What is loaded is a [`target::Target`]: today the segment level (`Store` +
-//! `SegmentSet` with a write buffer, flushes and compactions written here); the LSM table
-//! plugs in beside it once it lands, and `--sync` takes effect then.
+//! What is loaded is a [`target::Target`]: by default the LSM table (`--target table`,
+//! `Store::table`), whose commit log runs in the `--sync` mode (`periodic[:PERIOD]`,
+//! `batch`, `group[:WINDOW]`); or, with `--target segment`, the level below (`Store` +
+//! `SegmentSet` with a write buffer, flushes and compactions written here), which has no
+//! commit log and ignores `--sync`.
 
 // The modules live in `examples/stress/` (a crate root's modules would otherwise be
 // looked up beside it, in `examples/`, where cargo would take each for an example).
@@ -48,7 +51,7 @@ use cli::{Cli, Settings, StepLimit, Threads};
 use dist::{write_key, KeyChooser, Rng};
 use report::{Row, Table};
 use runner::{run_step, StepSpec};
-use target::{Result, Target};
+use target::{Result, Target, TargetKind};
 
 fn main() -> ExitCode {
     ExitCode::from(cli_main(std::env::args_os()))
@@ -114,6 +117,7 @@ fn run(s: &Settings) -> Result<()> {
     let opts = target::Options {
         flush_every: s.flush_every,
         compact_every: s.compact_every,
+        sync: s.sync,
     };
     let mut results = Vec::new();
     for (i, &mode) in s.modes.iter().enumerate() {
@@ -148,13 +152,13 @@ fn run(s: &Settings) -> Result<()> {
             .collect();
         let title = format!("segstore stress: {}", s.workload);
         let subtitle = format!(
-            "{} keys of {} B, values of {} B, {} key choice, {}, {} target",
+            "{} keys of {} B, values of {} B, {} key choice, {}, {}",
             s.keys,
             s.key_size,
             s.value_size,
             s.dist,
             step_text(s.limit),
-            s.target
+            target_text(s)
         );
         f.write_all(plot::svg(&title, &subtitle, &series).as_bytes())?;
         println!("Plot: {}", p.display());
@@ -169,6 +173,18 @@ fn step_text(limit: StepLimit) -> String {
     }
 }
 
+/// The target, with the sync mode of the table's commit log.
+fn target_text(s: &Settings) -> String {
+    match s.target {
+        TargetKind::Table => format!(
+            "{} target, commit log sync {}",
+            s.target,
+            s.sync.unwrap_or_default()
+        ),
+        TargetKind::Segment => format!("{} target", s.target),
+    }
+}
+
 fn print_settings(s: &Settings, dir: &Path) {
     println!("******************** Stress Settings ********************");
     println!("Workload     : {}", s.workload);
@@ -176,13 +192,31 @@ fn print_settings(s: &Settings, dir: &Path) {
         "Keys         : {} keys of {} bytes, values of {} bytes, {} key choice",
         s.keys, s.key_size, s.value_size, s.dist
     );
-    println!(
-        "Target       : {} (table {:?}; flush every {} writes, merge all at {} segments)",
-        s.target,
-        target::TABLE,
-        s.flush_every,
-        s.compact_every
-    );
+    match s.target {
+        TargetKind::Table => {
+            println!(
+                "Target       : {} (table {:?} through Store::table, default table settings; a major compaction between steps)",
+                s.target,
+                target::TABLE
+            );
+            println!(
+                "Sync         : {} (commit log{})",
+                s.sync.unwrap_or_default(),
+                if s.sync.is_none() {
+                    ", the store's default"
+                } else {
+                    ""
+                }
+            );
+        }
+        TargetKind::Segment => println!(
+            "Target       : {} (table {:?}; flush every {} writes, merge all at {} segments)",
+            s.target,
+            target::TABLE,
+            s.flush_every,
+            s.compact_every
+        ),
+    }
     let modes: Vec<&str> = s.modes.iter().map(|m| m.as_str()).collect();
     println!("Access modes : {}", modes.join(", "));
     match &s.threads {
@@ -203,9 +237,9 @@ fn print_settings(s: &Settings, dir: &Path) {
         ),
     }
     println!("Step         : {}", step_text(s.limit));
-    if let Some(sync) = s.sync {
+    if let (Some(sync), TargetKind::Segment) = (s.sync, s.target) {
         println!(
-            "Sync         : {sync}: applies only to the table target (commit log); the {} target has none and ignores it",
+            "Sync         : {sync}: ignored; applies only to the table target (commit log), the {} target has none",
             s.target
         );
     }
@@ -216,7 +250,11 @@ fn print_settings(s: &Settings, dir: &Path) {
     );
 }
 
-/// Write every key once, in order, through the target, then settle it.
+/// Keys written together while loading (one commit log record for the table target).
+const LOAD_BATCH: usize = 1000;
+
+/// Write every key once, in order, through the target in batches of [`LOAD_BATCH`],
+/// then settle it.
 fn load(t: &dyn Target, s: &Settings) -> Result<()> {
     println!(
         "\nLoading {} keys first: the {} workload reads existing keys.",
@@ -227,9 +265,14 @@ fn load(t: &dyn Target, s: &Settings) -> Result<()> {
     let mut value = vec![0u8; s.value_size];
     Rng::new(s.seed).fill(&mut value);
     let mut shown = start;
+    let mut batch = Vec::with_capacity(LOAD_BATCH);
     for i in 0..s.keys {
         write_key(i, &mut key);
-        t.write(&key, &value)?;
+        batch.push((key.clone(), value.clone()));
+        if batch.len() == LOAD_BATCH || i + 1 == s.keys {
+            t.write_all(&batch)?;
+            batch.clear();
+        }
         if i % 4096 == 0 && shown.elapsed().as_secs_f64() >= 1.0 {
             shown = Instant::now();
             runner::show_progress(&format!("  loading: {i}/{} keys", s.keys));
@@ -426,6 +469,7 @@ mod process_tests {
             &["read", "--access", "mmap,fast"],
             &["read", "--threads", "0"],
             &["read", "--sync", "always"],
+            &["write", "--sync", "group:soon"],
             &["write", "--duration", "soon"],
             &["read", "--no-such-flag"],
         ] {
@@ -457,10 +501,8 @@ mod process_tests {
             "4000",
             "--access",
             "mmap,standard",
-            "--flush-every",
-            "500",
             "--sync",
-            "batch",
+            "group:100us",
             "--csv",
             &csv,
             "--plot",
@@ -476,10 +518,9 @@ mod process_tests {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(stdout.contains("Loading 3000 keys first"), "{stdout}");
-        assert!(
-            stdout.contains("applies only to the table target"),
-            "{stdout}"
-        );
+        assert!(stdout.contains("Target       : table"), "{stdout}");
+        assert!(stdout.contains("Sync         : group:100us"), "{stdout}");
+        assert!(stdout.contains("commit log group:100us:"), "{stdout}");
         assert!(stdout.contains("id,        ops,      op/s,"), "{stdout}");
         assert_eq!(
             stdout.matches("2 threadCount,       4000,").count(),
@@ -497,5 +538,37 @@ mod process_tests {
         );
         let svg = std::fs::read_to_string(&svg).unwrap();
         assert_eq!(svg.matches("<polyline").count(), 4);
+    }
+
+    #[test]
+    fn the_segment_target_runs_and_ignores_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data").to_string_lossy().into_owned();
+        let out = stress(&[
+            "mixed ratio(read=1,write=1)",
+            "n=2000",
+            "--threads",
+            "2",
+            "--ops",
+            "2000",
+            "--target",
+            "segments",
+            "--flush-every",
+            "300",
+            "--sync",
+            "batch",
+            "--dir",
+            &data,
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("Target       : segment"), "{stdout}");
+        assert!(stdout.contains("batch: ignored"), "{stdout}");
+        assert!(stdout.contains("2 threadCount,       2000,"), "{stdout}");
     }
 }

@@ -6,7 +6,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+use segstore::table::commitlog::CommitLogSync;
 use segstore::DiskAccessMode;
 
 use crate::dist::{digits_for, KeyDist};
@@ -15,6 +16,7 @@ use crate::target::TargetKind;
 const EXAMPLES: &str = "\
 Examples:
   stress write n=100000 --duration 5s
+  stress write n=100000 --threads 1,4,16 --duration 3s --sync group:100us
   stress read n=200000 --access mmap,standard --threads 1,2 --duration 3s
   stress 'mixed ratio(read=3,write=1)' --dist zipf --max-threads 36 --csv out.csv --plot out.svg
 
@@ -55,12 +57,16 @@ pub struct Cli {
     )]
     pub access: Vec<String>,
 
-    /// Commit log sync mode (applies only to the table target)
-    #[arg(long, value_enum)]
-    pub sync: Option<SyncMode>,
+    /// Commit log sync mode of the table target: `periodic` or `periodic:PERIOD`
+    /// (acknowledge at once, fsync every PERIOD, default 10000ms), `batch` (fsync before
+    /// acknowledging), `group` or `group:WINDOW` (writers share the fsync that closes a
+    /// window, default 1ms; e.g. group:100us) [default: periodic]
+    #[arg(long, value_name = "MODE", value_parser = parse_sync)]
+    pub sync: Option<CommitLogSync>,
 
-    /// What to load: `segment` (Store + SegmentSet; the LSM table comes later)
-    #[arg(long, value_enum, default_value_t = TargetKind::Segment)]
+    /// What to load: `table` (the LSM table: commit log, memtables, flushes,
+    /// compaction) or `segment` (Store + SegmentSet with the tool's own write buffer)
+    #[arg(long, value_enum, default_value_t = TargetKind::Table)]
     pub target: TargetKind,
 
     /// Fixed thread counts, comma-separated (e.g. 1,2,4); default is a sweep
@@ -95,11 +101,11 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
-    /// Segment target: flush buffered writes to a new segment every N writes
+    /// Segment target only: flush buffered writes to a new segment every N writes
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub flush_every: usize,
 
-    /// Segment target: merge all segments into one when there are K of them
+    /// Segment target only: merge all segments into one when there are K of them
     #[arg(long, default_value_t = 8, value_name = "K")]
     pub compact_every: usize,
 
@@ -108,25 +114,9 @@ pub struct Cli {
     pub seed: u64,
 }
 
-/// Commit log sync modes of the LSM table (validated now, used once the table lands).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SyncMode {
-    /// fsync every period; writes acknowledge at once.
-    Periodic,
-    /// fsync before acknowledging each write.
-    Batch,
-    /// fsync groups of writes together; writes wait for their group.
-    Group,
-}
-
-impl fmt::Display for SyncMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(
-            self.to_possible_value()
-                .expect("no skipped values")
-                .get_name(),
-        )
-    }
+/// Parse `--sync` with the store's own syntax ([`CommitLogSync`]'s `FromStr`).
+pub fn parse_sync(s: &str) -> Result<CommitLogSync, String> {
+    s.parse().map_err(|e: segstore::Error| e.to_string())
 }
 
 /// The operation mix.
@@ -315,7 +305,7 @@ pub struct Settings {
     /// Access modes, in the order given (no repeats).
     pub modes: Vec<DiskAccessMode>,
     /// Commit log sync mode, if given.
-    pub sync: Option<SyncMode>,
+    pub sync: Option<CommitLogSync>,
     /// What is loaded.
     pub target: TargetKind,
     /// Thread counts.
@@ -546,8 +536,30 @@ mod tests {
         assert_eq!(s.limit, StepLimit::Time(Duration::from_secs(3)));
         assert_eq!(s.threads, Threads::Sweep { min: 4, max: 1000 });
         let s = settings(&["write", "--sync", "group", "--dist", "zipf(1.2)"]).unwrap();
-        assert_eq!(s.sync, Some(SyncMode::Group));
+        assert_eq!(
+            s.sync,
+            Some(CommitLogSync::Group {
+                window: Duration::from_millis(1)
+            })
+        );
         assert_eq!(s.dist, KeyDist::Zipf(1.2));
+        assert_eq!(s.target, TargetKind::Table);
+        let s = settings(&["write", "--sync", "group:100us"]).unwrap();
+        assert_eq!(
+            s.sync,
+            Some(CommitLogSync::Group {
+                window: Duration::from_micros(100)
+            })
+        );
+        let s = settings(&["write", "--sync", "periodic:50ms", "--target", "segments"]).unwrap();
+        assert_eq!(s.sync, Some(CommitLogSync::Periodic { period_ms: 50 }));
+        assert_eq!(s.target, TargetKind::Segment);
+        let s = settings(&["write", "--sync", "batch", "--target", "segment"]).unwrap();
+        assert_eq!(
+            (s.sync, s.target),
+            (Some(CommitLogSync::Batch), TargetKind::Segment)
+        );
+        assert_eq!(settings(&["write"]).unwrap().sync, None);
     }
 
     #[test]
@@ -567,6 +579,9 @@ mod tests {
             (&["read", "--access", "mmap,fast"], "valid values are"),
             (&["read", "--access", "mmap,mmap"], "twice"),
             (&["read", "--sync", "always"], "invalid value"),
+            (&["read", "--sync", "group:fast"], "valid values are"),
+            (&["read", "--sync", "batch:1ms"], "valid values are"),
+            (&["read", "--target", "heap"], "invalid value"),
             (&["read", "--threads", "0"], "1 to"),
             (&["read", "--threads", "x"], "invalid value"),
             (

@@ -1,12 +1,20 @@
-//! What the stress tool loads: a [`Target`]. Today only the segment-level target exists;
-//! the LSM table will be a second implementation (a `TargetKind::Table` arm in [`open`]
-//! and a type that forwards `write` to `put`, `read` to `get`, `flush` to its flush).
+//! What the stress tool loads: a [`Target`]. Two exist, picked with `--target`:
 //!
-//! [`SegmentTarget`] stands in for a table: writes go to an in-memory buffer that a
-//! background thread flushes as a new segment every `flush_every` writes (`set.writer()`,
-//! `add`, `finish`, `set.add`); when a table has `compact_every` segments the same thread
-//! merges them all into one (`set.replace`), so reads stay fast. Reads look in the buffer,
-//! then in the segments of the current view, newest first.
+//! - [`TableTarget`] (`table`, the default): the LSM table, [`segstore::Store::table`].
+//!   `write` is `put`, `read` is `get`, a bulk load is written in [`WriteBatch`]es, and
+//!   [`Target::flush`] flushes, merges every segment into one and waits for the
+//!   background worker. `--sync` sets the store's commit log sync mode
+//!   ([`CommitLogSync`]); the memtables, flushes and compactions are the table's own.
+//! - [`SegmentTarget`] (`segment`): the level below, through `Store` + `SegmentSet`,
+//!   standing in for a table: writes go to an in-memory buffer that a background thread
+//!   flushes as a new segment every `flush_every` writes (`set.writer()`, `add`,
+//!   `finish`, `set.add`); when a table has `compact_every` segments the same thread
+//!   merges them all into one (`set.replace`), so reads stay fast. Reads look in the
+//!   buffer, then in the segments of the current view, newest first. It has no commit
+//!   log.
+//!
+//! A new target is a variant of [`TargetKind`], an arm in [`open`], and a type that
+//! implements [`Target`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,6 +26,8 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex, RwLock};
 use segstore::lifecycle::SegmentSet;
 use segstore::segment::Entry;
+use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
+use segstore::table::{Table, WriteBatch};
 use segstore::{Config, DiskAccessMode, Store};
 
 /// Errors of any target.
@@ -31,6 +41,14 @@ pub trait Target: Send + Sync {
     fn write(&self, key: &[u8], value: &[u8]) -> Result<()>;
     /// Whether `key` has a live value.
     fn read(&self, key: &[u8]) -> Result<bool>;
+    /// Store every pair (a bulk load). The table target writes them as one batch: one
+    /// commit log record, so one fsync in the `batch` and `group` sync modes.
+    fn write_all(&self, pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+        for (k, v) in pairs {
+            self.write(k, v)?;
+        }
+        Ok(())
+    }
     /// Make every write so far durable and settle background work, so the next step
     /// starts from the same layout (the segment target also merges to one segment).
     fn flush(&self) -> Result<()> {
@@ -47,7 +65,11 @@ pub trait Target: Send + Sync {
 /// The kinds of target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TargetKind {
+    /// The LSM table: commit log, memtables, flushes, compaction.
+    #[value(alias = "tables")]
+    Table,
     /// Store + SegmentSet with an in-example write buffer, flush and compaction.
+    #[value(alias = "segments")]
     Segment,
 }
 
@@ -69,6 +91,8 @@ pub struct Options {
     pub flush_every: usize,
     /// Segment target: live segments that trigger a merge of them all.
     pub compact_every: usize,
+    /// Table target: the commit log sync mode (`None`: the store's default).
+    pub sync: Option<CommitLogSync>,
 }
 
 /// Open a target of `kind` on the store in `dir`, read through `mode`.
@@ -79,12 +103,96 @@ pub fn open(
     opts: Options,
 ) -> Result<Box<dyn Target>> {
     match kind {
+        TargetKind::Table => Ok(Box::new(TableTarget::open(dir, mode, opts)?)),
         TargetKind::Segment => Ok(Box::new(SegmentTarget::open(dir, mode, opts)?)),
     }
 }
 
-/// Table name the segment target uses.
+/// Table name both targets use.
 pub const TABLE: &str = "stress";
+
+/// The LSM table of a store. See the module docs.
+pub struct TableTarget {
+    table: Arc<Table>,
+    store: Store,
+}
+
+impl TableTarget {
+    /// Open (or create) the store in `dir` with `opts.sync`, and its table [`TABLE`].
+    pub fn open(dir: &Path, mode: DiskAccessMode, opts: Options) -> Result<TableTarget> {
+        let store = Store::open(
+            dir,
+            Config {
+                disk_access_mode: mode,
+                track_leaks: false,
+                commitlog: CommitLogConfig {
+                    sync: opts.sync.unwrap_or_default(),
+                    ..CommitLogConfig::default()
+                },
+                ..Config::default()
+            },
+        )?;
+        let table = store.table(TABLE)?;
+        Ok(TableTarget { table, store })
+    }
+
+    /// The sync mode the commit log runs with.
+    pub fn sync(&self) -> CommitLogSync {
+        self.store.config().commitlog.sync
+    }
+}
+
+impl Target for TableTarget {
+    fn write(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.table.put(key, value)?)
+    }
+
+    fn read(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.table.get(key)?.is_some())
+    }
+
+    fn write_all(&self, pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        for (k, v) in pairs {
+            batch.put(k.as_slice(), v.as_slice());
+        }
+        Ok(self.table.write(&batch)?)
+    }
+
+    fn flush(&self) -> Result<()> {
+        // Flush, then merge every segment into one (major compaction), then let the
+        // compaction checks that the flush queued run out.
+        self.table.compact()?;
+        self.store.tables().wait_idle();
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        let s = self.table.stats();
+        let log = self.store.tables().commit_log().stats();
+        format!(
+            "{} segment(s), {} flushes, {} compactions; commit log {}: {} appends, {} fsyncs ({:.1} appends per fsync)",
+            s.segments,
+            s.flushes,
+            s.compactions,
+            self.sync(),
+            log.appends,
+            log.syncs,
+            log.appends as f64 / log.syncs.max(1) as f64
+        )
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        let TableTarget { table, store } = *self;
+        // Our table must let go of its segments before the store reports leaks.
+        drop(table);
+        let report = store.close()?;
+        if !report.is_clean() {
+            return Err(format!("store closed unclean: {report:?}").into());
+        }
+        Ok(())
+    }
+}
 
 /// The write buffer: the part taking writes, and the part being flushed (still read).
 #[derive(Default)]
@@ -470,6 +578,7 @@ mod tests {
         let opts = Options {
             flush_every: 7,
             compact_every: 3,
+            sync: None,
         };
         let t = open(
             TargetKind::Segment,
@@ -494,5 +603,69 @@ mod tests {
         let t = open(TargetKind::Segment, dir.path(), DiskAccessMode::Mmap, opts).unwrap();
         assert!(t.read(b"late").unwrap() && t.read(b"k0123").unwrap());
         t.close().unwrap();
+    }
+
+    fn table_opts(sync: &str) -> Options {
+        Options {
+            flush_every: 1,
+            compact_every: 2,
+            sync: Some(sync.parse().unwrap()),
+        }
+    }
+
+    #[test]
+    fn table_target_reads_its_writes_through_flushes_and_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = table_opts("periodic:50ms");
+        let t = open(
+            TargetKind::Table,
+            dir.path(),
+            DiskAccessMode::Standard,
+            opts,
+        )
+        .unwrap();
+        let pairs: Vec<_> = (0..100u32)
+            .map(|i| (format!("k{i:04}").into_bytes(), b"v".to_vec()))
+            .collect();
+        t.write_all(&pairs).unwrap();
+        for i in 100..200u32 {
+            t.write(format!("k{i:04}").as_bytes(), b"v").unwrap();
+            assert!(t.read(format!("k{i:04}").as_bytes()).unwrap());
+        }
+        t.flush().unwrap();
+        assert!(t.describe().starts_with("1 segment(s)"), "{}", t.describe());
+        assert!(t.describe().contains("periodic:50ms"), "{}", t.describe());
+        for i in 0..200u32 {
+            assert!(t.read(format!("k{i:04}").as_bytes()).unwrap(), "k{i:04}");
+        }
+        assert!(!t.read(b"k9999").unwrap());
+        t.write(b"late", b"v").unwrap();
+        t.close().unwrap();
+        let t = open(TargetKind::Table, dir.path(), DiskAccessMode::Mmap, opts).unwrap();
+        assert!(t.read(b"late").unwrap() && t.read(b"k0123").unwrap());
+        t.close().unwrap();
+    }
+
+    #[test]
+    fn sync_option_sets_the_commit_log_mode() {
+        let stats = |sync: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let t =
+                TableTarget::open(dir.path(), DiskAccessMode::Standard, table_opts(sync)).unwrap();
+            assert_eq!(t.sync().to_string(), sync);
+            for i in 0..20u32 {
+                t.write(format!("k{i}").as_bytes(), b"v").unwrap();
+            }
+            let s = t.store.tables().commit_log().stats();
+            Box::new(t).close().unwrap();
+            s
+        };
+        // One writer: batch and group fsync once per write, periodic not in between.
+        for sync in ["batch", "group:100us"] {
+            let s = stats(sync);
+            assert!(s.appends == 20 && s.syncs >= 20, "{sync}: {s:?}");
+        }
+        let s = stats("periodic:10000ms");
+        assert!(s.appends == 20 && s.syncs < 5, "{s:?}");
     }
 }

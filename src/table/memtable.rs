@@ -1,28 +1,36 @@
 //! The memtable: a concurrent sorted map from key to the winning cell of that key,
 //! absorbing writes between flushes.
 //!
-//! Built on `crossbeam_skiplist::SkipMap`: lock-free reads and writes, iteration in key
-//! order while writers run.
+//! Built on `crossbeam_skiplist::SkipMap`: lock-free search and insertion of keys,
+//! iteration in key order while writers run. Each key's node holds its cell behind a
+//! small lock of its own, and nodes are never removed: an overwrite replaces the cell in
+//! place. (`SkipMap::compare_insert` would not do: it unlinks the old node *before*
+//! linking the new one, so a concurrent read can find the key missing, and a table read
+//! then falls through to an older segment. `tests/table_concurrency.rs` caught that.)
 //!
 //! # Invariants
 //! 1. A key holds exactly one cell: the winner, under [`crate::table::cell`]'s rule,
 //!    of every cell inserted for it. Inserts are commutative, so concurrent writers and
-//!    commit log replay in any order converge on the same memtable. (Each insert is a
-//!    `compare_insert` that replaces the present cell only if the new one wins; racing
-//!    inserts re-compare against whatever they find.)
+//!    commit log replay in any order converge on the same memtable. (An insert finds or
+//!    creates the key's node, then, under the node's lock, replaces the cell only if the
+//!    new one wins.)
 //! 2. [`Memtable::approx_bytes`] never decreases. It counts every cell stored, including
-//!    versions later overwritten (their memory is reclaimed only when the memtable is
-//!    dropped or by epoch collection), plus a fixed per-cell overhead. It is what the
-//!    flush threshold compares against, like Cassandra's memtable allocator accounting.
+//!    versions later overwritten, plus a fixed per-cell overhead. It is what the flush
+//!    threshold compares against, like Cassandra's memtable allocator accounting (which
+//!    does not give back overwritten space either).
 //! 3. [`Memtable::seq_range`] covers the sequence number of every commit log record
 //!    whose cells were applied with [`Memtable::apply`]: after this memtable is flushed,
 //!    log records in that range are no longer needed for this table.
+//! 4. Once a key is present it stays present, and a read of it returns a cell at least
+//!    as new as any read of it that finished earlier: a key being overwritten is never
+//!    missing, and never goes back to an older cell.
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_skiplist::SkipMap;
+use parking_lot::RwLock;
 
 use crate::format::record::RecordRef;
 use crate::segment::Entry;
@@ -52,7 +60,8 @@ impl Cell {
 /// A concurrent sorted memtable. See the module docs.
 #[derive(Debug)]
 pub struct Memtable {
-    map: SkipMap<Vec<u8>, Cell>,
+    /// Nodes are never removed; a cell is replaced in place (invariant 4).
+    map: SkipMap<Vec<u8>, RwLock<Cell>>,
     bytes: AtomicUsize,
     min_seq: AtomicU64,
     max_seq: AtomicU64,
@@ -81,24 +90,37 @@ impl Memtable {
     /// (invariant 1). Returns whether it was stored. The caller has checked the cell
     /// ([`crate::table::validate_cell`]; the commit log does on append).
     pub fn insert(&self, c: RecordRef<'_>) -> bool {
-        let cell = Cell {
+        let new_cell = || Cell {
             value: c.value.to_vec(),
             ts: c.ts,
             tombstone: c.tombstone,
         };
-        let e = self.map.compare_insert(c.key.to_vec(), cell, |old| {
-            cmp_versions(
+        // An overwrite finds the node without allocating the key again.
+        let e = match self.map.get(c.key) {
+            Some(e) => e,
+            None => self
+                .map
+                .get_or_insert_with(c.key.to_vec(), || RwLock::new(new_cell())),
+        };
+        let stored = {
+            let mut cell = e.value().write();
+            match cmp_versions(
                 c.ts,
                 c.tombstone,
                 c.value,
-                old.ts,
-                old.tombstone,
-                &old.value,
-            )
-            .is_gt()
-        });
-        let v = e.value();
-        let stored = v.ts == c.ts && v.tombstone == c.tombstone && v.value == c.value;
+                cell.ts,
+                cell.tombstone,
+                &cell.value,
+            ) {
+                std::cmp::Ordering::Greater => {
+                    *cell = new_cell();
+                    true
+                }
+                // Our own new node, or an identical cell already there.
+                std::cmp::Ordering::Equal => true,
+                std::cmp::Ordering::Less => false,
+            }
+        };
         if stored {
             self.min_ts.fetch_min(c.ts, Ordering::AcqRel);
             self.bytes.fetch_add(
@@ -147,7 +169,7 @@ impl Memtable {
 
     /// The cell of `key` (a tombstone included: it shadows older segments).
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
-        self.map.get(key).map(|e| e.value().entry(key))
+        self.map.get(key).map(|e| e.value().read().entry(key))
     }
 
     /// Cells with keys in `range`, in key order, borrowing the memtable. Writes that
@@ -209,14 +231,14 @@ type Bounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
 /// Iterator over a key range of a memtable, borrowing it.
 pub struct MemtableIter<'a> {
-    inner: crossbeam_skiplist::map::Range<'a, Vec<u8>, Bounds, Vec<u8>, Cell>,
+    inner: crossbeam_skiplist::map::Range<'a, Vec<u8>, Bounds, Vec<u8>, RwLock<Cell>>,
 }
 
 impl Iterator for MemtableIter<'_> {
     type Item = Entry;
 
     fn next(&mut self) -> Option<Entry> {
-        self.inner.next().map(|e| e.value().entry(e.key()))
+        self.inner.next().map(|e| e.value().read().entry(e.key()))
     }
 }
 
@@ -243,7 +265,7 @@ impl Iterator for OwnedMemtableIter {
                 Bound::Excluded(end) => e.key() < end,
                 Bound::Unbounded => true,
             };
-            in_range.then(|| e.value().entry(e.key()))
+            in_range.then(|| e.value().read().entry(e.key()))
         };
         match found {
             Some(entry) => {
@@ -410,6 +432,43 @@ mod tests {
             .map(|e| (e.key, (e.ts, e.tombstone, e.value)))
             .collect();
         assert_eq!(got, model.into_iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_key_being_overwritten_is_never_missing_or_older() {
+        // A reader must always find the key, with a value at least as new as the last
+        // one it saw, while a writer replaces it (invariant 4).
+        let m = Arc::new(Memtable::new());
+        put(&m, b"k", &0u64.to_be_bytes(), 1);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (m, stop) = (Arc::clone(&m), Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    let mut last = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let e = m.get(b"k").expect("key missing while overwritten");
+                        assert!(e.ts >= last, "went back from ts {last} to {}", e.ts);
+                        last = e.ts;
+                        let scanned = m
+                            .range::<&[u8]>(..)
+                            .next()
+                            .expect("key missing from a scan");
+                        assert!(scanned.ts >= last);
+                        last = scanned.ts;
+                    }
+                })
+            })
+            .collect();
+        for ts in 2..50_000u64 {
+            put(&m, b"k", &ts.to_be_bytes(), ts);
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert_eq!(m.len(), 1);
+        assert_eq!(m.get(b"k").unwrap().ts, 49_999);
     }
 
     proptest! {
