@@ -21,15 +21,19 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::config::{DiskAccessMode, ResolvedModes, SegmentOptions};
+use crate::config::{DiskAccessMode, MemoryOptions, ResolvedModes, SegmentOptions};
 use crate::error::{Error, Result};
+use crate::io::budget::BudgetStats;
+use crate::io::kstats::SmapsSnapshot;
 use crate::io::registry::MappingSite;
+use crate::io::residency::ResidencyTotals;
 use crate::io::{fs, registry, FileRules, MappingStats};
 use crate::lifecycle::set::{manifest_path, open_handle};
 use crate::lifecycle::{
     DeletePolicy, Deleter, DeleterStats, DirLock, HandleSite, LeakTracker, PendingDeletion,
     SegmentHandle, SegmentSet, SetOptions, SnapshotManifest,
 };
+use crate::segment::ReaderOptions;
 use crate::segment::{validate_name, SegmentName};
 use crate::snapshot::{self, SnapshotInfo};
 use crate::table::commitlog::CommitLogConfig;
@@ -52,6 +56,8 @@ pub struct Config {
     pub commitlog: CommitLogConfig,
     /// Memtables, flushing, compaction.
     pub table: TableConfig,
+    /// Memory residency: `lock_memory`, `huge_pages`, `map_budget_percent`.
+    pub memory: MemoryOptions,
     /// File rules (the Windows emulation in tests). Not part of a config file.
     #[serde(skip)]
     pub file_rules: FileRules,
@@ -66,6 +72,7 @@ impl Default for Config {
             track_leaks: cfg!(debug_assertions),
             commitlog: CommitLogConfig::default(),
             table: TableConfig::default(),
+            memory: MemoryOptions::default(),
             file_rules: FileRules::default(),
         }
     }
@@ -103,6 +110,28 @@ pub struct StoreStats {
     pub deletions: DeleterStats,
     /// Live segments per table.
     pub segments: BTreeMap<String, usize>,
+    /// Residency of the live segments' maps, from the kernel: resident, locked and
+    /// huge-page bytes.
+    pub memory: ResidencyTotals,
+    /// The mapping budget: limit, in use, fallbacks.
+    pub budget: Option<BudgetStats>,
+}
+
+/// Per-segment stats (see [`Store::segment_stats`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SegmentStatsView {
+    /// Table.
+    pub table: String,
+    /// Segment id.
+    pub id: u64,
+    /// Effective access mode of the data file.
+    pub data: crate::config::AccessMode,
+    /// Effective access mode of the index file.
+    pub index: crate::config::AccessMode,
+    /// Cells.
+    pub entries: u64,
+    /// Kernel figures per map.
+    pub memory: crate::segment::SegmentMemory,
 }
 
 /// A snapshot opened read-only.
@@ -122,6 +151,7 @@ pub struct Store {
     modes: ResolvedModes,
     deleter: Deleter,
     tracker: Option<Arc<LeakTracker>>,
+    reader: ReaderOptions,
     tables: RwLock<BTreeMap<String, Arc<SegmentSet>>>,
     lsm: Tables,
     closed: AtomicBool,
@@ -146,10 +176,12 @@ impl Store {
         let tracker = config.track_leaks.then(|| Arc::new(LeakTracker::default()));
         let max_ids = recover(&dir, &deleter)?;
         deleter.compact_journal()?;
+        let reader = ReaderOptions::from_config(&config.memory)?;
         let opts = SetOptions {
             modes,
             segment: config.segment.clone(),
             tracker: tracker.clone(),
+            reader: reader.clone(),
         };
         let mut tables = BTreeMap::new();
         for (table, max_id) in max_ids {
@@ -171,6 +203,7 @@ impl Store {
             modes,
             deleter,
             tracker,
+            reader,
             tables,
             lsm,
             closed: AtomicBool::new(false),
@@ -206,6 +239,7 @@ impl Store {
             modes: self.modes,
             segment: self.config.segment.clone(),
             tracker: self.tracker.clone(),
+            reader: self.reader.clone(),
         }
     }
 
@@ -330,8 +364,10 @@ impl Store {
         })
     }
 
-    /// Counts across the store.
+    /// Counts across the store. Memory figures are read from the kernel now
+    /// (`/proc/self/smaps`, `mincore`), once for all segments.
     pub fn stats(&self) -> StoreStats {
+        let per_segment = self.segment_stats();
         StoreStats {
             modes: self.modes,
             mappings: registry().stats_under(&self.dir),
@@ -342,7 +378,30 @@ impl Store {
                 .iter()
                 .map(|(n, s)| (n.clone(), s.view().segments.len()))
                 .collect(),
+            memory: per_segment.iter().map(|s| s.memory.totals).sum(),
+            budget: self.reader.map_budget.as_ref().map(|b| b.stats()),
         }
+    }
+
+    /// One line per live segment: its effective access modes, what was asked and
+    /// granted at open, and the kernel's figures for its maps.
+    pub fn segment_stats(&self) -> Vec<SegmentStatsView> {
+        let smaps = SmapsSnapshot::read();
+        let mut out = Vec::new();
+        for (table, set) in self.tables.read().iter() {
+            for h in &set.view().segments {
+                let (data, index) = h.modes();
+                out.push(SegmentStatsView {
+                    table: table.clone(),
+                    id: h.name().id,
+                    data,
+                    index,
+                    entries: h.stats().entry_count,
+                    memory: h.memory_report_in(smaps.as_ref()),
+                });
+            }
+        }
+        out
     }
 
     /// Close: clear ephemeral snapshots, release views, report leaks, finish deletions.

@@ -19,7 +19,7 @@ use super::manifest::Manifest;
 use super::view::{View, ViewCell};
 use crate::config::{ResolvedModes, SegmentOptions};
 use crate::error::{Error, Result};
-use crate::segment::{SegmentName, SegmentReader, SegmentWriter};
+use crate::segment::{ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
 
 /// Manifest file name of a table.
 pub fn manifest_path(dir: &Path, table: &str) -> PathBuf {
@@ -35,6 +35,8 @@ pub struct SetOptions {
     pub segment: SegmentOptions,
     /// Leak tracking (None: off).
     pub tracker: Option<Arc<LeakTracker>>,
+    /// Memory residency and mapping budget applied at open.
+    pub reader: ReaderOptions,
 }
 
 /// One table's live segments.
@@ -209,7 +211,7 @@ pub fn open_handle(
     opts: &SetOptions,
     deleter: &Deleter,
 ) -> Result<SegmentHandle> {
-    let reader = SegmentReader::open(dir, name, opts.modes)?;
+    let reader = SegmentReader::open_with(dir, name, opts.modes, &opts.reader)?;
     Ok(SegmentHandle::new(
         Segment::new(reader, deleter.clone()),
         opts.tracker.clone(),
