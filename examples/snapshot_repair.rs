@@ -243,7 +243,8 @@ fn main() -> Res<ExitCode> {
     println!("  {}: {}", a.id(), load(a.lsm(), t0, &ops1)?);
     println!("  {}: {}", b.id(), load(b.lsm(), t0, &ops2)?);
 
-    println!("\n2. Sequential repair: ephemeral snapshots, one Merkle tree at a time");
+    println!("\n2. Sequential repair: an ephemeral snapshot of each replica (its memtable");
+    println!("   flushed first), then one Merkle tree at a time from the snapshots");
     let opts = RepairOptions {
         parallelism: Parallelism::Sequential,
         ..RepairOptions::default()
