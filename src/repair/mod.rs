@@ -7,8 +7,9 @@
 //!   network, and [`LocalTransport`] for one process.
 //! - [`session`]: the [`Replica`] trait and [`RepairSession::run`].
 //! - [`report`]: [`RepairReport`], what a session found and did.
-//! - [`segment_replica`]: [`SegmentReplica`], a `Replica` over one table's segments
-//!   (the LSM table implements `Replica` the same way).
+//! - [`table_replica`]: [`TableReplica`], a `Replica` over one LSM table of a store.
+//! - [`segment_replica`]: [`SegmentReplica`], a `Replica` over one table's bare segments
+//!   (for code that writes segments itself).
 //!
 //! Repair sees data only through [`RowSource`] iterators, never segments or files.
 //!
@@ -38,6 +39,7 @@ pub mod message;
 pub mod report;
 pub mod segment_replica;
 pub mod session;
+pub mod table_replica;
 pub mod transport;
 
 pub use merkle::{diff, Digest, MerkleTree, Shape, TokenRange, MAX_DEPTH};
@@ -47,6 +49,7 @@ pub use segment_replica::SegmentReplica;
 pub use session::{
     build_tree, Parallelism, RepairOptions, RepairSession, Replica, RowIter, RowSource,
 };
+pub use table_replica::TableReplica;
 pub use transport::{Envelope, LocalTransport, Transport};
 
 /// A row as repair sees it: one resolved version of a key (a tombstone has an empty

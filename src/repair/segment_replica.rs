@@ -1,5 +1,6 @@
-//! [`SegmentReplica`]: a [`Replica`] over one table's segments in a [`Store`], for tests,
-//! examples and benchmarks until the LSM table implements [`Replica`] itself.
+//! [`SegmentReplica`]: a [`Replica`] over one table's segments in a [`Store`], for code
+//! that writes segments itself (tests, benchmarks). The LSM table's replica is
+//! [`super::TableReplica`], which shares this file's snapshot reader.
 //!
 //! Reads merge every segment of the current view (or of a snapshot) key by key and keep
 //! the winning version ([`super::cmp_versions`]), tombstones included. `apply` writes the
@@ -153,10 +154,11 @@ impl Replica for SegmentReplica<'_> {
     }
 
     fn open_snapshot(&self, tag: &str) -> Result<Box<dyn RowSource + '_>> {
-        Ok(Box::new(SnapshotRows {
-            view: self.store.open_snapshot(tag)?,
-            table: self.set.table().to_string(),
-        }))
+        Ok(Box::new(SnapshotRows::open(
+            self.store,
+            tag,
+            self.set.table(),
+        )?))
     }
 
     fn clear_snapshot(&self, tag: &str) -> Result<()> {
@@ -164,25 +166,41 @@ impl Replica for SegmentReplica<'_> {
     }
 
     fn snapshot_status(&self, tag: &str) -> SnapshotStatus {
-        let dir = snapshot::snapshot_dir(self.store.dir(), tag);
-        let rel = Path::new(snapshot::SNAPSHOTS_DIR).join(tag);
-        SnapshotStatus {
-            mappings: registry().open_under(&dir).len(),
-            pending_deletions: self
-                .store
-                .deleter()
-                .pending()
-                .iter()
-                .filter(|p| p.path.starts_with(&rel))
-                .count(),
-        }
+        snapshot_status(self.store, tag)
     }
 }
 
-/// An open snapshot: its segments stay open (and mapped) while this lives.
-struct SnapshotRows {
+/// Mappings open through snapshot `tag`'s paths in `store`, and its paths still waiting
+/// for deletion.
+pub(super) fn snapshot_status(store: &Store, tag: &str) -> SnapshotStatus {
+    let dir = snapshot::snapshot_dir(store.dir(), tag);
+    let rel = Path::new(snapshot::SNAPSHOTS_DIR).join(tag);
+    SnapshotStatus {
+        mappings: registry().open_under(&dir).len(),
+        pending_deletions: store
+            .deleter()
+            .pending()
+            .iter()
+            .filter(|p| p.path.starts_with(&rel))
+            .count(),
+    }
+}
+
+/// An open snapshot of one table: its segments stay open (and mapped) while this lives.
+/// Rows are resolved across the snapshot's segments, newest wins, tombstones kept.
+pub(super) struct SnapshotRows {
     view: SnapshotView,
     table: String,
+}
+
+impl SnapshotRows {
+    /// Open snapshot `tag` of `store` and read table `table` from it.
+    pub(super) fn open(store: &Store, tag: &str, table: &str) -> Result<SnapshotRows> {
+        Ok(SnapshotRows {
+            view: store.open_snapshot(tag)?,
+            table: table.to_string(),
+        })
+    }
 }
 
 impl RowSource for SnapshotRows {

@@ -174,6 +174,11 @@ impl Table {
         &self.name
     }
 
+    /// The settings of the store's tables.
+    pub fn config(&self) -> &TableConfig {
+        &self.ctx.config
+    }
+
     /// The table's segments (manifest and view).
     pub fn segments(&self) -> &Arc<SegmentSet> {
         &self.set
@@ -278,6 +283,26 @@ impl Table {
     /// Live keys and values in `range`, in key order. The scan sees the memtables and
     /// segments of the moment it starts; it holds segment handles until dropped.
     pub fn scan<K: AsRef<[u8]> + ?Sized>(&self, range: impl RangeBounds<K>) -> Result<Scan> {
+        Ok(Scan {
+            inner: self.merged(range, TombstonePolicy::Hide)?,
+        })
+    }
+
+    /// The winning cell of every key in `range`, in key order, tombstones included
+    /// (what [`Table::get_cell`] answers, for a range: repair and tools). Like
+    /// [`Table::scan`], it sees the memtables and segments of the moment it starts.
+    pub fn scan_cells<K: AsRef<[u8]> + ?Sized>(&self, range: impl RangeBounds<K>) -> Result<Cells> {
+        Ok(Cells {
+            inner: self.merged(range, TombstonePolicy::Keep)?,
+        })
+    }
+
+    /// The merge of the memtables (first, invariant 2) and the view over `range`.
+    fn merged<K: AsRef<[u8]> + ?Sized>(
+        &self,
+        range: impl RangeBounds<K>,
+        policy: TombstonePolicy,
+    ) -> Result<MergeIter<BoxedSource<'static>>> {
         self.ctx.check_open()?;
         let own = |b: Bound<&K>| match b {
             Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
@@ -292,9 +317,7 @@ impl Table {
         for h in &self.set.view().segments {
             sources.push(Box::new(SegmentIter::new(h.clone(), bounds.clone())?));
         }
-        Ok(Scan {
-            inner: MergeIter::new(sources, TombstonePolicy::Hide),
-        })
+        Ok(MergeIter::new(sources, policy))
     }
 
     /// Flush every memtable (the active one included) into segments, then release the
@@ -506,5 +529,18 @@ impl Iterator for Scan {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.inner.next().map(|r| r.map(|e| (e.key, e.value)))
+    }
+}
+
+/// A range scan over a table's winning cells, tombstones included, in key order.
+pub struct Cells {
+    inner: MergeIter<BoxedSource<'static>>,
+}
+
+impl Iterator for Cells {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next()
     }
 }

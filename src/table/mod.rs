@@ -35,7 +35,7 @@ pub use batch::WriteBatch;
 pub use cell::{newer_wins, validate_cell};
 pub use commitlog::{CommitLog, CommitLogConfig, CommitLogSync, LogRecord};
 pub use compaction::{Choice, CompactionConfig, SegmentSummary};
-pub use lsm::{Scan, Table, TableConfig, TableStats};
+pub use lsm::{Cells, Scan, Table, TableConfig, TableStats};
 pub use memtable::Memtable;
 pub use merge::{MergeIter, TombstonePolicy};
 pub use tables::Tables;

@@ -1,0 +1,378 @@
+//! Repair of LSM tables (issue 5): [`TableReplica`] over `Store::table`, under the
+//! Windows emulation with deferred deletion and leak tracking.
+//!
+//! Divergent histories are written through the Table API: puts and deletes stamped by
+//! each store's clock, and explicit timestamps older and newer than those; some reach
+//! a segment (explicit flushes, and background flushes of small memtables), the rest
+//! stay in memtables. After one repair, on 2 and 3 replicas, sequential and parallel,
+//! with `mmap` and `standard` access: every replica answers every key the same, as the
+//! union of all writes says it must (tombstones included); a second repair finds
+//! nothing; every store closes clean and the emulation never refused a deletion. One
+//! test crashes the replicas (drop without close) before repairing them.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::test_config;
+use segstore::io::FileRules;
+use segstore::repair::{
+    newer, LocalTransport, Parallelism, RepairOptions, RepairReport, RepairSession, Replica,
+    ReplicaId, Row, TableReplica,
+};
+use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
+use segstore::table::{TableConfig, WriteBatch};
+use segstore::{Config, DiskAccessMode, Error, Store};
+
+const KEYS: u32 = 60;
+
+fn key(k: u32) -> Vec<u8> {
+    format!("key{k:03}").into_bytes()
+}
+
+fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+/// Small memtables (background flushes while writing) and small commit log files
+/// (released through the deleter), tiny blocks, leak tracking, deferral.
+fn config(mode: DiskAccessMode, rules: FileRules) -> Config {
+    let mut c = test_config(mode, rules);
+    c.commitlog = CommitLogConfig {
+        sync: CommitLogSync::Periodic { period_ms: 10_000 },
+        segment_size: 4096,
+    };
+    c.table = TableConfig {
+        memtable_flush_bytes: 4096,
+        ..TableConfig::default()
+    };
+    c
+}
+
+/// One write: which replicas it reached, its timestamp (`None`: the store's clock;
+/// `Some(d)`: `t0 + d` microseconds, older or newer than the clock's), and whether the
+/// replicas it reached flush afterwards.
+#[derive(Debug, Clone)]
+struct Step {
+    key: u32,
+    delete: bool,
+    value: u32,
+    ts: Option<i64>,
+    reach: u32,
+    flush: bool,
+}
+
+fn history(seed: u64, len: usize) -> Vec<Step> {
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..len)
+        .map(|i| {
+            let r = next();
+            Step {
+                key: (r % KEYS as u64) as u32,
+                delete: (r >> 8) % 4 == 0,
+                value: ((r >> 12) % 5) as u32,
+                ts: match (r >> 16) % 3 {
+                    0 => None,
+                    _ => Some(((r >> 20) % 6_000_000) as i64 - 3_000_000),
+                },
+                reach: 1 + ((r >> 44) % 7) as u32,
+                // The last writes stay in memtables (unless they fill one).
+                flush: (r >> 50) % 10 == 0 && i + 25 < len,
+            }
+        })
+        .collect()
+}
+
+struct Cluster {
+    dirs: Vec<tempfile::TempDir>,
+    stores: Vec<Store>,
+    rules: Vec<FileRules>,
+    mode: DiskAccessMode,
+}
+
+impl Cluster {
+    fn new(n: usize, mode: DiskAccessMode) -> Cluster {
+        let dirs: Vec<_> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
+        let mut c = Cluster {
+            dirs,
+            stores: Vec::new(),
+            rules: Vec::new(),
+            mode,
+        };
+        c.open();
+        c
+    }
+
+    fn open(&mut self) {
+        for d in &self.dirs {
+            let r = FileRules::windows_emulation();
+            self.stores
+                .push(Store::open(d.path(), config(self.mode, r.clone())).unwrap());
+            self.rules.push(r);
+        }
+    }
+
+    /// Drop every store without closing it (a crash: the commit log has every
+    /// acknowledged write), then open them again.
+    fn crash_and_reopen(&mut self) {
+        for r in std::mem::take(&mut self.rules) {
+            assert_eq!(r.counts().refused_mapped, 0);
+        }
+        self.stores.clear();
+        self.open();
+    }
+
+    fn replicas(&self, table: &str) -> Vec<TableReplica<'_>> {
+        self.stores
+            .iter()
+            .enumerate()
+            .map(|(i, s)| TableReplica::new(ReplicaId(i as u64 + 1), s, table).unwrap())
+            .collect()
+    }
+
+    /// Close every store: clean, no snapshot left, no refused deletion.
+    fn close(self) {
+        for (s, r) in self.stores.into_iter().zip(&self.rules) {
+            let dir: PathBuf = s.dir().to_path_buf();
+            assert!(s.list_snapshots().unwrap().is_empty());
+            let report = s.close().unwrap();
+            assert!(report.is_clean(), "{report:?}");
+            let left: Vec<_> = std::fs::read_dir(dir.join("snapshots"))
+                .map(|rd| rd.map(|e| e.unwrap().file_name()).collect())
+                .unwrap_or_default();
+            assert!(left.is_empty(), "snapshot files left: {left:?}");
+            assert_eq!(
+                r.counts().refused_mapped,
+                0,
+                "tried to delete a mapped file"
+            );
+        }
+    }
+}
+
+/// Write `history` through the Table API; returns the model: the winner of every cell
+/// written anywhere.
+fn apply_history(rs: &[TableReplica<'_>], history: &[Step], t0: u64) -> BTreeMap<Vec<u8>, Row> {
+    let mut model: BTreeMap<Vec<u8>, Row> = BTreeMap::new();
+    for s in history {
+        let k = key(s.key);
+        let value = format!("v{}", s.value);
+        for (i, r) in rs.iter().enumerate() {
+            let reach = s.reach & ((1 << rs.len()) - 1);
+            if reach != 0 && reach & (1 << i) == 0 {
+                continue;
+            }
+            let t = r.lsm();
+            match (s.ts, s.delete) {
+                (None, false) => t.put(&k, value.as_bytes()).unwrap(),
+                (None, true) => t.delete(&k).unwrap(),
+                (Some(d), false) => t
+                    .write(WriteBatch::new().put_at(
+                        k.clone(),
+                        value.clone(),
+                        t0.wrapping_add_signed(d),
+                    ))
+                    .unwrap(),
+                (Some(d), true) => t
+                    .write(WriteBatch::new().delete_at(k.clone(), t0.wrapping_add_signed(d)))
+                    .unwrap(),
+            }
+            // The cell just written is the winner here unless something newer was
+            // already present, which the model then holds already.
+            let cell = r.get(&k).unwrap().expect("just written");
+            let w = match model.remove(&k) {
+                Some(old) => newer(old, cell),
+                None => cell,
+            };
+            model.insert(k.clone(), w);
+            if s.flush {
+                t.flush().unwrap();
+            }
+        }
+    }
+    model
+}
+
+fn run(rs: &[TableReplica<'_>], opts: &RepairOptions) -> RepairReport {
+    let dyns: Vec<&dyn Replica> = rs.iter().map(|r| r as &dyn Replica).collect();
+    RepairSession::run(&dyns, &LocalTransport::new(), opts).unwrap()
+}
+
+/// Repair, then check convergence on every key, the snapshots, and a second repair.
+fn repair_and_check(rs: &[TableReplica<'_>], model: &BTreeMap<Vec<u8>, Row>, par: Parallelism) {
+    let before: Vec<Vec<Row>> = rs.iter().map(|r| r.scan().unwrap()).collect();
+    let opts = RepairOptions {
+        depth: 8,
+        parallelism: par,
+        batch_rows: 7, // several batches per stream
+        ..RepairOptions::default()
+    };
+    let report = run(rs, &opts);
+    assert_eq!(
+        report.was_in_sync(),
+        before.iter().all(|b| *b == before[0]),
+        "{report}"
+    );
+    assert!(report.converged(), "{report}");
+
+    for k in 0..KEYS {
+        let want = model.get(&key(k));
+        for r in rs {
+            assert_eq!(
+                r.get(&key(k)).unwrap().as_ref(),
+                want,
+                "key {k} on {}",
+                r.id()
+            );
+        }
+    }
+    let want: Vec<Row> = model.values().cloned().collect();
+    for r in rs {
+        assert_eq!(r.scan().unwrap(), want, "{}", r.id());
+        let live: Vec<(Vec<u8>, Vec<u8>)> = r
+            .lsm()
+            .scan::<[u8]>(..)
+            .unwrap()
+            .map(|c| c.unwrap())
+            .collect();
+        let want_live: Vec<(Vec<u8>, Vec<u8>)> = want
+            .iter()
+            .filter(|c| !c.tombstone)
+            .map(|c| (c.key.clone(), c.value.clone()))
+            .collect();
+        assert_eq!(live, want_live);
+    }
+
+    if par == Parallelism::Sequential {
+        assert_eq!(report.snapshots.len(), rs.len());
+        for s in &report.snapshots {
+            assert_eq!(s.after_close.mappings, 0, "{report}");
+        }
+    } else {
+        assert!(report.snapshots.is_empty());
+    }
+
+    let again = run(rs, &opts);
+    assert!(again.was_in_sync(), "{again}");
+    assert_eq!(again.total_rows_streamed(), 0);
+    assert_eq!(again.roots_before, report.roots_after);
+}
+
+#[test]
+fn divergent_table_histories_converge_in_every_combination() {
+    for seed in [0x2545_F491_4F6C_DD1D, 0x9E37_79B9_7F4A_7C15] {
+        let h = history(seed, 160);
+        for mode in [DiskAccessMode::Mmap, DiskAccessMode::Standard] {
+            for par in [Parallelism::Sequential, Parallelism::Parallel] {
+                for n in [2, 3] {
+                    let cluster = Cluster::new(n, mode);
+                    {
+                        let rs = cluster.replicas("t");
+                        let model = apply_history(&rs, &h, now_micros());
+                        assert!(
+                            rs.iter().any(|r| r.lsm().stats().memtable_keys > 0),
+                            "some writes are only in memtables"
+                        );
+                        assert!(rs.iter().all(|r| r.lsm().stats().segments > 0));
+                        repair_and_check(&rs, &model, par);
+                    }
+                    cluster.close();
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn replicas_reopened_after_a_crash_converge() {
+    for par in [Parallelism::Sequential, Parallelism::Parallel] {
+        let mut cluster = Cluster::new(3, DiskAccessMode::Mmap);
+        let (model, scans) = {
+            let rs = cluster.replicas("t");
+            let model = apply_history(&rs, &history(0xC0FF_EE00_D15E_A5E5, 200), now_micros());
+            // An ephemeral snapshot left behind by the crash goes at the next open.
+            rs[0].snapshot_ephemeral("left_by_crash").unwrap();
+            let scans: Vec<Vec<Row>> = rs.iter().map(|r| r.scan().unwrap()).collect();
+            (model, scans)
+        };
+        cluster.crash_and_reopen();
+        {
+            let rs = cluster.replicas("t");
+            for (r, before) in rs.iter().zip(&scans) {
+                assert_eq!(&r.scan().unwrap(), before, "{} after replay", r.id());
+                assert!(r.store().list_snapshots().unwrap().is_empty());
+            }
+            repair_and_check(&rs, &model, par);
+        }
+        cluster.close();
+    }
+}
+
+/// The sequential snapshot flushes the memtable first, so writes that were only in a
+/// memtable are in the tree and are streamed.
+#[test]
+fn sequential_repair_sees_memtable_only_writes() {
+    let cluster = Cluster::new(2, DiskAccessMode::Mmap);
+    {
+        let rs = cluster.replicas("t");
+        for k in 0..10 {
+            rs[0].lsm().put(&key(k), b"only in a memtable").unwrap();
+        }
+        rs[0].lsm().delete(&key(10)).unwrap();
+        assert_eq!(rs[0].lsm().stats().segments, 0);
+        let opts = RepairOptions {
+            parallelism: Parallelism::Sequential,
+            ..RepairOptions::default()
+        };
+        let report = run(&rs, &opts);
+        assert!(report.converged(), "{report}");
+        assert_eq!(report.rows_hashed[0].1, 11, "{report}");
+        assert_eq!(report.rows_streamed(ReplicaId(1), ReplicaId(2)), 11);
+        assert_eq!(
+            rs[0].lsm().stats().memtable_keys,
+            0,
+            "flushed by the snapshot"
+        );
+        assert_eq!(rs[1].scan().unwrap(), rs[0].scan().unwrap());
+        assert!(rs[1].get(&key(10)).unwrap().unwrap().tombstone);
+    }
+    cluster.close();
+}
+
+#[test]
+fn tables_with_different_gc_grace_are_refused() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let stores: Vec<Store> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let mut c = config(DiskAccessMode::Auto, FileRules::windows_emulation());
+            c.table.gc_grace_secs = 100 + i as u64;
+            Store::open(d.path(), c).unwrap()
+        })
+        .collect();
+    {
+        let a = TableReplica::new(ReplicaId(1), &stores[0], "t").unwrap();
+        let b = TableReplica::new(ReplicaId(2), &stores[1], "t").unwrap();
+        a.lsm().put(b"k", b"v").unwrap();
+        let t = LocalTransport::new();
+        let e = RepairSession::run(&[&a, &b], &t, &RepairOptions::default()).unwrap_err();
+        assert!(matches!(e, Error::RepairMismatch(_)), "{e}");
+        assert_eq!(t.frames_sent(), 0);
+        assert!(b.scan().unwrap().is_empty());
+    }
+    for s in stores {
+        assert!(s.close().unwrap().is_clean());
+    }
+}
