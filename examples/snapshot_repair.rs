@@ -188,6 +188,7 @@ fn print_pending_snapshot_files(r: &TableReplica<'_>) {
             PendingReason::Mapped => "waits for the last mapping of this file to close",
             PendingReason::Refused(_) => "refused by the OS, retried",
             PendingReason::Queued => "queued",
+            PendingReason::NotEmpty => "directory: goes after its files",
         };
         println!("      {:<52} {why}", d.path.display());
     }
@@ -306,9 +307,8 @@ fn main() -> Res<ExitCode> {
             d.requested, d.completed, d.pending, d.deferred_mapped, d.refused
         );
     }
-    println!("  (refused: the OS said no and the deleter retried, e.g. a snapshot directory not");
     println!(
-        "  empty yet; mappings opened in this process: {})",
+        "  (refused: the OS said no and the deleter retried; mappings opened in this process: {})",
         registry().stats().opened_total
     );
 

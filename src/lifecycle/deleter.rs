@@ -65,6 +65,8 @@ pub enum PendingReason {
     Refused(String),
     /// Not attempted yet.
     Queued,
+    /// A directory that still holds files whose deletions are pending.
+    NotEmpty,
 }
 
 /// A deletion not done yet.
@@ -139,6 +141,7 @@ enum Outcome {
     Done,
     Mapped(FileId),
     Refused(String),
+    NotEmpty,
 }
 
 impl Deleter {
@@ -325,6 +328,7 @@ impl Deleter {
                     });
                 }
             }
+            Outcome::NotEmpty => e.reason = PendingReason::NotEmpty,
             Outcome::Refused(msg) => {
                 st.stats.refused += 1;
                 tracing::debug!(path = %full.display(), error = %msg, "deletion refused; will retry");
@@ -341,6 +345,10 @@ impl Deleter {
                 return match fs::remove_empty_dir(full) {
                     Ok(()) => Outcome::Done,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => Outcome::Done,
+                    // Its files go first; retried on their events. Not a refusal.
+                    Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => {
+                        Outcome::NotEmpty
+                    }
                     Err(e) => Outcome::Refused(e.to_string()),
                 };
             }
@@ -376,7 +384,10 @@ impl Deleter {
             st.pending
                 .iter()
                 .filter(|(_, e)| {
-                    matches!(e.reason, PendingReason::Refused(_) | PendingReason::Queued)
+                    matches!(
+                        e.reason,
+                        PendingReason::Refused(_) | PendingReason::Queued | PendingReason::NotEmpty
+                    )
                 })
                 .map(|(p, _)| p.clone())
                 .collect()
