@@ -23,8 +23,7 @@ impl FileId {
 
     /// Identity of the file at `path` (follows symlinks).
     pub fn of_path(path: &Path) -> Result<FileId> {
-        let f = File::open(path).map_err(|e| Error::io("open", path, e))?;
-        Self::of_file(&f, path)
+        super::sys::path_id(path).map_err(|e| Error::io("stat", path, e))
     }
 }
 

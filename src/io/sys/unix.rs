@@ -21,6 +21,15 @@ pub fn file_id(file: &File) -> io::Result<FileId> {
     })
 }
 
+/// Identity of the file at `path`: one `stat`, no open.
+pub fn path_id(path: &std::path::Path) -> io::Result<FileId> {
+    let m = std::fs::metadata(path)?;
+    Ok(FileId {
+        dev: m.dev(),
+        ino: m.ino(),
+    })
+}
+
 /// Read exactly `buf.len()` bytes at `offset`.
 pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
     file.read_exact_at(buf, offset)

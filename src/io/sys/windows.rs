@@ -52,6 +52,11 @@ pub fn file_id(file: &File) -> io::Result<FileId> {
     })
 }
 
+/// Identity of the file at `path` (Windows needs an open handle for the file index).
+pub fn path_id(path: &std::path::Path) -> io::Result<FileId> {
+    file_id(&File::open(path)?)
+}
+
 /// Read exactly `buf.len()` bytes at `offset` (positional, does not move a shared cursor
 /// that matters to us: every read names its offset).
 pub fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
