@@ -2,7 +2,8 @@
 //! maps or positional reads (`disk_access_mode`), with every mapping counted and every
 //! deletion deferred until no mapping of the file is open.
 //!
-//! Start with [`segment::SegmentWriter`] and [`segment::SegmentReader`]. See
+//! Start with [`Store`] (tables, snapshots, stats), or with [`segment::SegmentWriter`]
+//! and [`segment::SegmentReader`] for the segment format alone. See
 //! `ARCHITECTURE.md` for the codemap and the numbered invariants.
 
 #![deny(missing_docs)]
@@ -27,3 +28,8 @@ pub use config::{
 pub use error::{Error, Result};
 pub use lifecycle::DeletePolicy;
 pub use store::{CloseReport, Config, Store};
+
+/// The README's Rust examples, compiled and run as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
