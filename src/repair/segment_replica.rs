@@ -7,8 +7,6 @@
 //! received rows, one winner per key, as one new segment (`set.writer()` + `set.add`).
 //! Snapshots are the store's ephemeral snapshots of this one table.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -18,6 +16,7 @@ use crate::lifecycle::{SegmentHandle, SegmentSet};
 use crate::segment::SegmentIter;
 use crate::snapshot;
 use crate::store::{SnapshotView, Store};
+use crate::table::merge::{BoxedSource, MergeIter, TombstonePolicy};
 
 use super::merkle::{ranges_contain, TokenRange};
 use super::report::SnapshotStatus;
@@ -127,7 +126,7 @@ fn write_segment(set: &SegmentSet, mut rows: Vec<Row>) -> Result<()> {
 impl RowSource for SegmentReplica<'_> {
     fn rows(&self, ranges: &[TokenRange]) -> Result<RowIter<'_>> {
         let handles = self.set.view().segments.clone();
-        Ok(Box::new(Merge::new(handles, ranges)?))
+        Ok(Box::new(merge(handles, ranges)?))
     }
 }
 
@@ -211,98 +210,26 @@ impl RowSource for SnapshotRows {
             .get(&self.table)
             .cloned()
             .unwrap_or_default();
-        Ok(Box::new(Merge::new(handles, ranges)?))
+        Ok(Box::new(merge(handles, ranges)?))
     }
 }
 
-/// The head row of one segment in the merge heap: smallest key on top, then the
-/// lower segment index (any order would do: versions are reconciled, not ranked).
-struct Head {
-    row: Row,
-    src: usize,
-}
-
-impl PartialEq for Head {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
+/// The snapshot's segments merged by the table's k-way merge (`table::merge`, the one
+/// reconciliation rule, tombstones kept), each source first filtered to the ranges.
+/// Holds its segments' handles (and mappings) while it lives.
+fn merge(
+    handles: Vec<SegmentHandle>,
+    ranges: &[TokenRange],
+) -> Result<MergeIter<BoxedSource<'static>>> {
+    let all = ranges == [TokenRange::FULL];
+    let mut sources: Vec<BoxedSource<'static>> = Vec::with_capacity(handles.len());
+    for h in handles {
+        let ranges = ranges.to_vec();
+        let it = SegmentIter::new::<&[u8]>(h, ..)?.filter(move |r| match r {
+            Ok(row) => all || ranges_contain(&ranges, token(&row.key)),
+            Err(_) => true,
+        });
+        sources.push(Box::new(it));
     }
-}
-
-impl Eq for Head {}
-
-impl PartialOrd for Head {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Head {
-    fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .row
-            .key
-            .cmp(&self.row.key)
-            .then(other.src.cmp(&self.src))
-    }
-}
-
-/// K-way merge of segment scans, resolving each key to its winning version and keeping
-/// only keys whose token is in the ranges. Holds its segments' handles (and mappings).
-struct Merge {
-    iters: Vec<SegmentIter<SegmentHandle>>,
-    heap: BinaryHeap<Head>,
-    ranges: Vec<TokenRange>,
-    all: bool,
-}
-
-impl Merge {
-    fn new(handles: Vec<SegmentHandle>, ranges: &[TokenRange]) -> Result<Merge> {
-        let mut m = Merge {
-            iters: Vec::with_capacity(handles.len()),
-            heap: BinaryHeap::with_capacity(handles.len()),
-            ranges: ranges.to_vec(),
-            all: ranges == [TokenRange::FULL],
-        };
-        for h in handles {
-            m.iters.push(SegmentIter::new::<&[u8]>(h, ..)?);
-        }
-        for i in 0..m.iters.len() {
-            m.advance(i)?;
-        }
-        Ok(m)
-    }
-
-    /// Push the next in-range row of segment `src`, if any.
-    fn advance(&mut self, src: usize) -> Result<()> {
-        for row in self.iters[src].by_ref() {
-            let row = row?;
-            if self.all || ranges_contain(&self.ranges, token(&row.key)) {
-                self.heap.push(Head { row, src });
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    fn next_row(&mut self) -> Result<Option<Row>> {
-        let Some(Head { row, src }) = self.heap.pop() else {
-            return Ok(None);
-        };
-        self.advance(src)?;
-        let mut best = row;
-        while self.heap.peek().is_some_and(|h| h.row.key == best.key) {
-            let Some(h) = self.heap.pop() else { break };
-            self.advance(h.src)?;
-            best = newer(best, h.row);
-        }
-        Ok(Some(best))
-    }
-}
-
-impl Iterator for Merge {
-    type Item = Result<Row>;
-
-    fn next(&mut self) -> Option<Result<Row>> {
-        self.next_row().transpose()
-    }
+    Ok(MergeIter::new(sources, TombstonePolicy::Keep))
 }
