@@ -1,0 +1,168 @@
+//! Helpers shared by the segment integration tests: a `BTreeMap` model of a segment,
+//! writing it, and opening it in a mode while checking the mapping count.
+
+#![allow(dead_code)] // each test file uses a different subset
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+
+use proptest::test_runner::Config as ProptestConfig;
+use segstore::format::meta::SegmentStats;
+use segstore::io::FileRules;
+use segstore::segment::{Component, Entry, SegmentName, SegmentReader, SegmentWriter};
+use segstore::{DiskAccessMode, SegmentOptions};
+
+/// One cell of the model (the key is the map key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cell {
+    pub value: Vec<u8>,
+    pub ts: u64,
+    pub tombstone: bool,
+}
+
+impl Cell {
+    pub fn live(value: &[u8], ts: u64) -> Cell {
+        Cell {
+            value: value.to_vec(),
+            ts,
+            tombstone: false,
+        }
+    }
+
+    pub fn tombstone(ts: u64) -> Cell {
+        Cell {
+            value: Vec::new(),
+            ts,
+            tombstone: true,
+        }
+    }
+
+    pub fn entry(&self, key: &[u8]) -> Entry {
+        Entry {
+            key: key.to_vec(),
+            value: self.value.clone(),
+            ts: self.ts,
+            tombstone: self.tombstone,
+        }
+    }
+}
+
+/// What a segment should hold.
+pub type Model = BTreeMap<Vec<u8>, Cell>;
+
+/// Index blocks of 64 bytes, so a few dozen cells already span many blocks.
+pub fn tiny_opts() -> SegmentOptions {
+    SegmentOptions {
+        index_block_size: 64,
+        filter_bits_per_key: 10,
+    }
+}
+
+/// The segment name the tests use.
+pub fn seg_name() -> SegmentName {
+    SegmentName::new("t", 1).unwrap()
+}
+
+/// Proptest settings: 64 cases unless `PROPTEST_CASES` says otherwise (so
+/// `PROPTEST_CASES=5000 cargo test --release` runs deeper).
+pub fn proptest_config(source_file: &'static str) -> ProptestConfig {
+    let mut c = ProptestConfig::default();
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        c.cases = 64;
+    }
+    c.source_file = Some(source_file);
+    c
+}
+
+/// Write `model` as segment `name` in `dir`.
+pub fn write_segment(
+    dir: &Path,
+    name: &SegmentName,
+    opts: &SegmentOptions,
+    model: &Model,
+) -> SegmentStats {
+    let mut w = SegmentWriter::create(dir, name.clone(), opts, &FileRules::posix()).unwrap();
+    for (k, c) in model {
+        w.add(k, &c.value, c.ts, c.tombstone).unwrap();
+    }
+    w.finish().unwrap()
+}
+
+/// Mappings a reader opened in `mode` holds on this platform: data + index in `mmap`,
+/// the index only in `auto` (64-bit) and `mmap_index_only`, none in `standard`.
+pub fn expected_maps(mode: DiskAccessMode) -> usize {
+    match mode {
+        DiskAccessMode::Mmap => 2,
+        DiskAccessMode::Auto if cfg!(target_pointer_width = "64") => 1,
+        DiskAccessMode::Auto => 0,
+        DiskAccessMode::MmapIndexOnly => 1,
+        DiskAccessMode::Standard => 0,
+    }
+}
+
+/// Open in `mode`, checking the effective modes and the mapping count under `dir`
+/// (the caller must hold no other reader of `dir`).
+pub fn open_in(dir: &Path, name: &SegmentName, mode: DiskAccessMode) -> SegmentReader {
+    let r = SegmentReader::open(dir, name, mode.resolve())
+        .unwrap_or_else(|e| panic!("{mode}: open failed: {e}"));
+    let res = mode.resolve();
+    assert_eq!(r.modes(), (res.data, res.index), "{mode}: effective modes");
+    let maps = segstore::io::registry().stats_under(dir);
+    assert_eq!(
+        maps.maps,
+        expected_maps(mode),
+        "{mode}: mappings while open"
+    );
+    assert_eq!(r.mapped_files().count(), expected_maps(mode), "{mode}");
+    r
+}
+
+/// The cells of `model` within the bounds, in order (never panics on inverted ranges,
+/// unlike `BTreeMap::range`).
+pub fn model_scan(model: &Model, start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> Vec<Entry> {
+    model
+        .iter()
+        .filter(|(k, _)| in_bounds(k, start, end))
+        .map(|(k, c)| c.entry(k))
+        .collect()
+}
+
+/// Is `k` within the bounds?
+pub fn in_bounds(k: &[u8], start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
+    let after_start = match start {
+        Bound::Included(s) => k >= s.as_slice(),
+        Bound::Excluded(s) => k > s.as_slice(),
+        Bound::Unbounded => true,
+    };
+    let before_end = match end {
+        Bound::Included(e) => k <= e.as_slice(),
+        Bound::Excluded(e) => k < e.as_slice(),
+        Bound::Unbounded => true,
+    };
+    after_start && before_end
+}
+
+/// Everything a scan over the bounds yields, failing on the first error.
+pub fn scan_all(
+    r: &SegmentReader,
+    start: &Bound<Vec<u8>>,
+    end: &Bound<Vec<u8>>,
+) -> segstore::Result<Vec<Entry>> {
+    r.scan::<Vec<u8>>((start.clone(), end.clone()))?.collect()
+}
+
+/// Names of the files in `dir`, sorted.
+pub fn files_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Path of component `c` of the test segment in `dir`.
+pub fn component_path(dir: &Path, c: Component) -> std::path::PathBuf {
+    seg_name().path(dir, c)
+}
