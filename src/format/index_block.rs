@@ -122,10 +122,17 @@ impl<'a> IndexBlock<'a> {
         self.n == 0
     }
 
+    /// Where entry `i` starts, relative to the block (for error reports).
+    pub fn entry_start(&self, i: usize) -> Result<usize, Malformed> {
+        read_u32(self.offsets, i.saturating_mul(4))
+            .map(|s| s as usize)
+            .ok_or_else(|| Malformed::new(0, "entry index out of range"))
+    }
+
     /// Entry `i` (< len).
     #[inline]
     pub fn entry(&self, i: usize) -> Result<IndexEntry<'a>, Malformed> {
-        let start = read_u32(self.offsets, i * 4)
+        let start = read_u32(self.offsets, i.saturating_mul(4))
             .ok_or_else(|| Malformed::new(0, "entry index out of range"))?
             as usize;
         let bad = |off: usize, why: &str| Malformed::new(off as u64, why.to_string());
