@@ -10,7 +10,7 @@
 
 use std::cmp::Ordering;
 
-use super::{checksum, read_u32, varint, Malformed};
+use super::{checksum, cmp_keys, key_prefix, read_u32, varint, Malformed};
 
 /// Builds one index block.
 #[derive(Debug, Default)]
@@ -157,31 +157,54 @@ impl<'a> IndexBlock<'a> {
         })
     }
 
+    /// The key of entry `i` (< len), decoding nothing else.
+    #[inline]
+    pub fn key_at(&self, i: usize) -> Result<&'a [u8], Malformed> {
+        let start = self.entry_start(i)?;
+        let b = self.entries;
+        let bad = |why: &str| Malformed::new(start as u64, why.to_string());
+        let rest = b
+            .get(start..)
+            .ok_or_else(|| bad("entry offset past entries"))?;
+        let (klen, n1) = varint::get(rest).ok_or_else(|| bad("bad key length"))?;
+        usize::try_from(klen)
+            .ok()
+            .and_then(|k| rest.get(n1..n1.checked_add(k)?))
+            .ok_or_else(|| bad("key runs past block"))
+    }
+
     /// Index of the first entry whose key is >= `key` (len if none).
     #[inline]
     pub fn lower_bound(&self, key: &[u8]) -> Result<usize, Malformed> {
+        let prefix = key_prefix(key);
         let (mut lo, mut hi) = (0usize, self.n);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match self.entry(mid)?.key.cmp(key) {
-                Ordering::Less => lo = mid + 1,
+            match cmp_keys(key, prefix, self.key_at(mid)?) {
+                Ordering::Greater => lo = mid + 1,
                 _ => hi = mid,
             }
         }
         Ok(lo)
     }
 
-    /// The entry for exactly `key`, if present.
+    /// The entry for exactly `key`, if present, with its position in the block.
     #[inline]
-    pub fn find(&self, key: &[u8]) -> Result<Option<IndexEntry<'a>>, Malformed> {
+    pub fn find_at(&self, key: &[u8]) -> Result<Option<(usize, IndexEntry<'a>)>, Malformed> {
         let i = self.lower_bound(key)?;
         if i < self.n {
             let e = self.entry(i)?;
             if e.key == key {
-                return Ok(Some(e));
+                return Ok(Some((i, e)));
             }
         }
         Ok(None)
+    }
+
+    /// The entry for exactly `key`, if present.
+    #[inline]
+    pub fn find(&self, key: &[u8]) -> Result<Option<IndexEntry<'a>>, Malformed> {
+        Ok(self.find_at(key)?.map(|(_, e)| e))
     }
 }
 

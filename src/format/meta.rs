@@ -12,7 +12,7 @@
 //! ```
 
 use super::filter::Filter;
-use super::{checksum, read_u32, varint, Malformed};
+use super::{checksum, key_prefix, read_u32, varint, Malformed};
 
 /// Statistics of one segment.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -36,9 +36,11 @@ pub struct SegmentStats {
 }
 
 /// The sparse summary: first key and location of every index block, packed for cache
-/// friendliness.
+/// friendliness. Searches run over a dense array of 8-byte key prefixes (in memory only,
+/// derived from the keys), touching the full keys only when prefixes tie.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
+    prefixes: Vec<u64>,
     keys: Vec<u8>,
     key_ends: Vec<u32>,
     blocks: Vec<(u64, u32)>,
@@ -47,6 +49,7 @@ pub struct Summary {
 impl Summary {
     /// Add a block (in order).
     pub fn push(&mut self, first_key: &[u8], offset: u64, len: u32) {
+        self.prefixes.push(key_prefix(first_key));
         self.keys.extend_from_slice(first_key);
         self.key_ends.push(self.keys.len() as u32);
         self.blocks.push((offset, len));
@@ -82,10 +85,16 @@ impl Summary {
     /// The block that would hold `key`: the last whose first key is <= `key`.
     #[inline]
     pub fn block_for(&self, key: &[u8]) -> Option<usize> {
-        let (mut lo, mut hi) = (0usize, self.blocks.len());
+        let p = key_prefix(key);
+        let (mut lo, mut hi) = (0usize, self.prefixes.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.first_key(mid) <= key {
+            let le = match self.prefixes[mid].cmp(&p) {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Greater => false,
+                std::cmp::Ordering::Equal => self.first_key(mid) <= key,
+            };
+            if le {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -96,7 +105,7 @@ impl Summary {
 
     /// Bytes of memory held.
     pub fn size_bytes(&self) -> usize {
-        self.keys.len() + self.key_ends.len() * 4 + self.blocks.len() * 16
+        self.prefixes.len() * 8 + self.keys.len() + self.key_ends.len() * 4 + self.blocks.len() * 16
     }
 }
 
@@ -251,5 +260,31 @@ impl<'a> Cursor<'a> {
         let s = &self.b[self.pos..end];
         self.pos = end;
         Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn block_for_is_the_last_block_starting_at_or_before_the_key(
+            firsts in proptest::collection::btree_set(
+                proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(0xff)], 0..10), 0..40),
+            probes in proptest::collection::vec(
+                proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(0xff)], 0..10), 0..40),
+        ) {
+            let firsts: Vec<Vec<u8>> = firsts.into_iter().collect();
+            let mut s = Summary::default();
+            for (i, k) in firsts.iter().enumerate() {
+                s.push(k, i as u64 * 10, 10);
+            }
+            for p in probes.iter().chain(&firsts) {
+                let want = firsts.iter().rposition(|f| f <= p);
+                prop_assert_eq!(s.block_for(p), want, "{:?}", p);
+            }
+        }
     }
 }

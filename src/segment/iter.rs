@@ -7,6 +7,7 @@ use std::ops::{Bound, Deref, RangeBounds};
 use super::reader::{SegmentReader, Source};
 use crate::error::{Error, Result};
 use crate::format::record::{self, MAX_HEADER_LEN};
+use crate::format::Malformed;
 
 const CHUNK: usize = 64 * 1024;
 
@@ -110,36 +111,37 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
                 return Ok(None);
             }
             let remaining = (self.end_pos - self.pos) as usize;
-            let path = self.reader.data.path().to_path_buf();
+            let pos = self.pos;
             let entry = match &self.reader.data {
                 Source::Mapped(m) => {
                     let s = m
                         .as_slice()
-                        .get(self.pos as usize..self.end_pos as usize)
+                        .get(pos as usize..self.end_pos as usize)
                         .ok_or_else(|| {
-                            Error::corrupt(&path, self.pos, "scan position past the data")
+                            Error::corrupt(m.path(), pos, "scan position past the data")
                         })?;
                     let (r, used) =
-                        record::decode(s).map_err(|e| e.at(self.pos).into_error(&path))?;
+                        record::decode(s).map_err(|e| e.at(pos).into_error(m.path()))?;
                     self.pos += used as u64;
                     Entry::from(r)
                 }
                 Source::Standard(_) => {
+                    let corrupt =
+                        |this: &Self, e: Malformed| e.at(pos).into_error(this.reader.data.path());
                     self.fill(MAX_HEADER_LEN.min(remaining))?;
-                    let at = (self.pos - self.buf_start) as usize;
-                    let total = record::total_len(&self.buf[at..])
-                        .map_err(|e| e.at(self.pos).into_error(&path))?;
+                    let at = (pos - self.buf_start) as usize;
+                    let total = record::total_len(&self.buf[at..]).map_err(|e| corrupt(self, e))?;
                     if total > remaining {
                         return Err(Error::corrupt(
-                            &path,
-                            self.pos,
+                            self.reader.data.path(),
+                            pos,
                             format!("record of {total} bytes passes the end of the data"),
                         ));
                     }
                     self.fill(total)?;
-                    let at = (self.pos - self.buf_start) as usize;
-                    let (r, used) = record::decode(&self.buf[at..at + total])
-                        .map_err(|e| e.at(self.pos).into_error(&path))?;
+                    let at = (pos - self.buf_start) as usize;
+                    let (r, used) =
+                        record::decode(&self.buf[at..at + total]).map_err(|e| corrupt(self, e))?;
                     self.pos += used as u64;
                     Entry::from(r)
                 }

@@ -263,15 +263,9 @@ impl SegmentReader {
             return Ok(None);
         };
         let block_off = self.meta.summary.block(b).0;
-        self.with_index_block(b, |blk| {
-            let i = blk.lower_bound(key)?;
-            if i < blk.len() {
-                let e = blk.entry(i)?;
-                if e.key == key {
-                    return Ok(Some(Located::new(&e, block_off, blk.entry_start(i)?)));
-                }
-            }
-            Ok(None)
+        self.with_index_block(b, |blk| match blk.find_at(key)? {
+            Some((i, e)) => Ok(Some(Located::new(&e, block_off, blk.entry_start(i)?))),
+            None => Ok(None),
         })
     }
 
