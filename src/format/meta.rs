@@ -86,21 +86,36 @@ impl Summary {
     #[inline]
     pub fn block_for(&self, key: &[u8]) -> Option<usize> {
         let p = key_prefix(key);
-        let (mut lo, mut hi) = (0usize, self.prefixes.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let le = match self.prefixes[mid].cmp(&p) {
-                std::cmp::Ordering::Less => true,
-                std::cmp::Ordering::Greater => false,
-                std::cmp::Ordering::Equal => self.first_key(mid) <= key,
-            };
-            if le {
-                lo = mid + 1;
-            } else {
-                hi = mid;
+        let prefixes = self.prefixes.as_slice();
+        // Branch-free search for the last block whose prefix is <= p.
+        let (mut base, mut size) = (0usize, prefixes.len());
+        if size == 0 {
+            return None;
+        }
+        while size > 1 {
+            let half = size / 2;
+            let mid = base + half;
+            base = if prefixes[mid] <= p { mid } else { base };
+            size -= half;
+        }
+        match prefixes[base].cmp(&p) {
+            std::cmp::Ordering::Less => Some(base),
+            std::cmp::Ordering::Greater => None, // base == 0: every block starts after key
+            std::cmp::Ordering::Equal => {
+                // Prefixes tie (keys sharing their first 8 bytes): among the run of equal
+                // prefixes ending at `base`, compare whole keys.
+                let (mut lo, mut hi) = (prefixes[..=base].partition_point(|&x| x < p), base + 1);
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if self.first_key(mid) <= key {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                lo.checked_sub(1)
             }
         }
-        lo.checked_sub(1)
     }
 
     /// Bytes of memory held.

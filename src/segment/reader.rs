@@ -248,24 +248,30 @@ impl SegmentReader {
     /// every mode. Tombstones are returned (as cells with `tombstone = true`).
     #[inline]
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(RecordRef<'_>) -> R) -> Result<Option<R>> {
-        if !self.may_contain(key) {
+        if key.len() > MAX_KEY_LEN {
             return Ok(None);
         }
-        let Some(loc) = self.find_entry(key)? else {
+        // One hash serves the filter and the index block's hash table.
+        let h = key_hash(key);
+        if !self.meta.filter.may_contain(h) {
+            return Ok(None);
+        }
+        let Some(loc) = self.find_entry(key, h)? else {
             return Ok(None);
         };
         self.read_record(loc, Some(key), f).map(Some)
     }
 
-    /// Where `key`'s record is, from the summary and one index block.
-    fn find_entry(&self, key: &[u8]) -> Result<Option<Located>> {
+    /// Where `key` (with hash `h`) has its record, from the summary and one index block.
+    fn find_entry(&self, key: &[u8], h: u64) -> Result<Option<Located>> {
         let Some(b) = self.meta.summary.block_for(key) else {
             return Ok(None);
         };
         let block_off = self.meta.summary.block(b).0;
-        self.with_index_block(b, |blk| match blk.find_at(key)? {
-            Some((i, e)) => Ok(Some(Located::new(&e, block_off, blk.entry_start(i)?))),
-            None => Ok(None),
+        self.with_index_block(b, |blk| {
+            Ok(blk
+                .find_hashed(key, h)?
+                .map(|(start, e)| Located::new(&e, block_off, start)))
         })
     }
 
@@ -397,6 +403,7 @@ impl SegmentReader {
         for b in 0..self.meta.summary.len() {
             let block_off = self.meta.summary.block(b).0;
             let entries: Vec<(Vec<u8>, Located)> = self.with_index_block(b, |blk| {
+                blk.check_table()?;
                 (0..blk.len())
                     .map(|i| {
                         let e = blk.entry(i)?;

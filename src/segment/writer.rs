@@ -139,10 +139,11 @@ impl SegmentWriter {
             self.block_first_key.clear();
             self.block_first_key.extend_from_slice(key);
         }
+        let h = key_hash(key);
         self.block
-            .add(key, self.data_off, self.rec_buf.len() as u64);
+            .add_hashed(key, h, self.data_off, self.rec_buf.len() as u64);
         self.data_off += self.rec_buf.len() as u64;
-        self.hashes.push(key_hash(key));
+        self.hashes.push(h);
         let s = &mut self.stats;
         if s.entry_count == 0 {
             s.min_key = key.to_vec();
