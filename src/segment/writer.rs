@@ -239,7 +239,13 @@ impl SegmentWriter {
             .and_then(|_| mf.sync_all())
             .map_err(|e| Error::io("write", &self.tmp[2], e))?;
         drop(mf);
+        // Data and index must be durable under their names before meta appears: a crash
+        // must never leave a meta (the mark of a whole segment) without them, and renames
+        // in one directory are not ordered on disk without a directory fsync between.
         for (c, t) in Component::ALL.iter().zip(&self.tmp) {
+            if *c == Component::Meta {
+                fs::fsync_dir(&self.dir)?;
+            }
             fs::rename(t, &self.name.path(&self.dir, *c), &self.rules)?;
         }
         fs::fsync_dir(&self.dir)?;
