@@ -6,6 +6,12 @@
 //! num_blocks  u32 LE
 //! words       num_blocks * 8 u64 LE
 //! ```
+//!
+//! For a key with hash `h = key_hash(key)`: its block is `((h >> 32) * num_blocks) >> 32`;
+//! with `x = h as u32` and `step = (x >> 17) | 1`, probe `j` (0..k) tests bit
+//! `(x + j * step) & 511` of the block (mod 2^32), bit `b` being bit `b % 64` of the
+//! block's word `b / 64`. Built with `num_blocks = ceil(max(n * bits_per_key, 512) / 512)`
+//! and `k = round(bits_per_key * ln 2)` clamped to 1..=16.
 
 use super::{read_u32, read_u64, Malformed};
 

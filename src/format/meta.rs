@@ -8,8 +8,13 @@
 //!   block_count varint; per block: first_key (varint len + bytes), offset varint, len varint
 //!   filter_len varint, filter bytes (see filter.rs)
 //!   crc u32 LE of the body above
-//! footer (kind 3)
+//! footer (kind 3, count 0)
 //! ```
+//!
+//! `data_len` and `index_len` are the lengths of the data and index files, footers
+//! included. The summary's blocks follow each other from offset 0 and cover the index
+//! body exactly; their first keys are strictly ascending. With no cells, `min_ts`,
+//! `max_ts` and both keys are zero or empty and there are no blocks.
 
 use super::filter::Filter;
 use super::{checksum, key_prefix, read_u32, varint, Malformed};

@@ -2,7 +2,8 @@
 //!
 //! Every decoder here is total: any input gives a value or a [`Malformed`] carrying the
 //! offset of the bad bytes, never a panic (invariant 6). `docs/format.md` documents the
-//! layouts.
+//! layouts. All integers are little-endian; checksums are crc32c (Castagnoli); a key's
+//! hash is xxh3-64 of its bytes ([`key_hash`]); lengths and offsets are [`varint`]s.
 
 pub mod filter;
 pub mod footer;

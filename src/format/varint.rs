@@ -1,4 +1,5 @@
-//! LEB128 unsigned varints.
+//! LEB128 unsigned varints: 7 bits per byte, least significant group first, the high bit
+//! set on every byte but the last; at most 10 bytes for a u64.
 
 /// Append `v` as a varint.
 #[inline]
