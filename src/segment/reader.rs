@@ -2,11 +2,14 @@
 //!
 //! Open reads the meta component whole (statistics, summary, filter), checks both other
 //! components' footers and lengths against it, and only then maps what the modes say to
-//! map (invariant 6: lengths are validated before mapping). A point lookup costs: the
-//! filter (one cache line), a binary search of the in-memory summary, one index block,
-//! one record. Standard mode reads through a per-thread reused buffer, so a warm `get`
-//! allocates nothing. Index block checksums are verified on first use and remembered in a
-//! bitset; records are verified on every read.
+//! map (invariant 6: lengths are validated before mapping). A point lookup hashes the key
+//! once and costs: the filter (one cache line), a search of the in-memory summary, one
+//! index block (its trailer, one or two hash slots, one entry), one record. Standard mode
+//! reads the index block and the record with one positional read each, through a
+//! per-thread reused buffer, so a warm `get` allocates nothing. Index block checksums are
+//! verified on first use and remembered in a bitset; records are verified on every read.
+//! Corruption errors name the file holding the bad bytes: a sound record that disagrees
+//! with its index entry is the index's fault.
 
 use std::cell::Cell;
 use std::fs::File;
