@@ -6,7 +6,7 @@ use std::ops::{Bound, Deref, RangeBounds};
 
 use super::reader::{SegmentReader, Source};
 use crate::error::{Error, Result};
-use crate::format::record::{self, MAX_HEADER_LEN};
+use crate::format::record::{self, RecordRef, MAX_HEADER_LEN};
 use crate::format::Malformed;
 
 const CHUNK: usize = 64 * 1024;
@@ -105,14 +105,34 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         Ok(())
     }
 
-    fn next_entry(&mut self) -> Result<Option<Entry>> {
+    /// The next cell, handed to `f` borrowed from the map or from the iterator's buffer:
+    /// the allocation-free form of [`Iterator::next`], as [`SegmentReader::get_with`] is
+    /// of `get`. `None` at the end; after an error the iterator is done.
+    pub fn next_with<T>(&mut self, f: impl FnOnce(RecordRef<'_>) -> T) -> Option<Result<T>> {
+        if self.done {
+            return None;
+        }
+        match self.next_record(f) {
+            Ok(Some(t)) => Some(Ok(t)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+
+    fn next_record<T>(&mut self, f: impl FnOnce(RecordRef<'_>) -> T) -> Result<Option<T>> {
         loop {
             if self.pos >= self.end_pos {
                 return Ok(None);
             }
             let remaining = (self.end_pos - self.pos) as usize;
             let pos = self.pos;
-            let entry = match &self.reader.data {
+            let (r, used) = match &self.reader.data {
                 Source::Mapped(m) => {
                     let s = m
                         .as_slice()
@@ -120,10 +140,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
                         .ok_or_else(|| {
                             Error::corrupt(m.path(), pos, "scan position past the data")
                         })?;
-                    let (r, used) =
-                        record::decode(s).map_err(|e| e.at(pos).into_error(m.path()))?;
-                    self.pos += used as u64;
-                    Entry::from(r)
+                    record::decode(s).map_err(|e| e.at(pos).into_error(m.path()))?
                 }
                 Source::Standard(_) => {
                     let corrupt =
@@ -140,27 +157,25 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
                     }
                     self.fill(total)?;
                     let at = (pos - self.buf_start) as usize;
-                    let (r, used) =
-                        record::decode(&self.buf[at..at + total]).map_err(|e| corrupt(self, e))?;
-                    self.pos += used as u64;
-                    Entry::from(r)
+                    record::decode(&self.buf[at..at + total]).map_err(|e| corrupt(self, e))?
                 }
             };
+            self.pos += used as u64;
             if let Some(k) = self.skip_equal.take() {
-                if entry.key == k {
+                if r.key == k.as_slice() {
                     continue;
                 }
             }
             let past_end = match &self.end {
                 Bound::Unbounded => false,
-                Bound::Included(e) => entry.key > *e,
-                Bound::Excluded(e) => entry.key >= *e,
+                Bound::Included(e) => r.key > e.as_slice(),
+                Bound::Excluded(e) => r.key >= e.as_slice(),
             };
             if past_end {
                 self.pos = self.end_pos;
                 return Ok(None);
             }
-            return Ok(Some(entry));
+            return Ok(Some(f(r)));
         }
     }
 }
@@ -169,19 +184,6 @@ impl<R: Deref<Target = SegmentReader>> Iterator for SegmentIter<R> {
     type Item = Result<Entry>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.next_entry() {
-            Ok(Some(e)) => Some(Ok(e)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        self.next_with(|r| Entry::from(r))
     }
 }

@@ -143,13 +143,32 @@ pub fn in_bounds(k: &[u8], start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool
     after_start && before_end
 }
 
-/// Everything a scan over the bounds yields, failing on the first error.
+/// Everything a scan over the bounds yields, failing on the first error. Also walks the
+/// same range with the allocation-free `next_with` and checks it sees the same cells.
 pub fn scan_all(
     r: &SegmentReader,
     start: &Bound<Vec<u8>>,
     end: &Bound<Vec<u8>>,
 ) -> segstore::Result<Vec<Entry>> {
-    r.scan::<Vec<u8>>((start.clone(), end.clone()))?.collect()
+    let owned: Vec<Entry> = r
+        .scan::<Vec<u8>>((start.clone(), end.clone()))?
+        .collect::<segstore::Result<_>>()?;
+    let mut it = r.scan::<Vec<u8>>((start.clone(), end.clone()))?;
+    let mut borrowed = Vec::new();
+    while let Some(e) = it.next_with(|rec| Entry {
+        key: rec.key.to_vec(),
+        value: rec.value.to_vec(),
+        ts: rec.ts,
+        tombstone: rec.tombstone,
+    }) {
+        borrowed.push(e?);
+    }
+    assert_eq!(borrowed, owned, "next_with and next disagree");
+    assert!(
+        it.next_with(|_| ()).is_none(),
+        "a finished scan stays finished"
+    );
+    Ok(owned)
 }
 
 /// Names of the files in `dir`, sorted.
