@@ -10,7 +10,7 @@
 //! Group `scan_100`: each iteration runs 20 scans of 100 cells from random start keys;
 //! the per-element time is one scan. Before the groups, the bench prints how many random
 //! misses the filter answers alone, and an interleaved table (every row taking turns on
-//! 2,000-key chunks) whose ratios to the baseline hold up when other processes load the
+//! 25,000-key chunks) whose ratios to the baseline hold up when other processes load the
 //! machine, which sequential criterion rows do not.
 //!
 //! `cargo bench --bench point_lookup` (about a minute; medians are in
@@ -326,17 +326,19 @@ fn scans(c: &mut Criterion, f: &Fixture) {
 }
 
 /// The same lookups as the criterion groups, but with every reader and the baseline
-/// taking turns on 2,000-key chunks of one pass over the keys, so that load from other
-/// processes drifting during the run falls on all rows alike. Prints ns per lookup and
+/// taking turns on chunks of the keys, so that load from other processes drifting during
+/// the run falls on all rows alike. Chunks are long enough (25,000 lookups) that a row's
+/// filter and summary are back in cache after its turn starts. Prints ns per lookup and
 /// throughput relative to the baseline (second of two passes).
 fn interleaved(f: &Fixture, what: &str, keys: &[Key]) {
+    const CHUNK: usize = 25_000;
     let rows = f.readers.len() + 1;
     let mut ns = vec![0u128; rows];
     let mut n = vec![0usize; rows];
     let mut sum = 0usize;
     // Two passes; the first warms caches, mappings and page tables and is not counted.
-    let passes = keys.chunks(2000).chain(keys.chunks(2000));
-    let warm = keys.len().div_ceil(2000);
+    let passes = keys.chunks(CHUNK).chain(keys.chunks(CHUNK));
+    let warm = keys.len().div_ceil(CHUNK);
     for (i, chunk) in passes.enumerate() {
         let row = i % rows;
         let t = std::time::Instant::now();
