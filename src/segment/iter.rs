@@ -1,6 +1,6 @@
 //! Range scans over a segment: seek with the index, then walk the data file in order.
-//! Mapped data is decoded in place; standard data is read in 64 KiB chunks into a buffer
-//! owned by the iterator.
+//! Mapped data is decoded in place; standard data is read into a buffer owned by the
+//! iterator, in chunks that grow from 4 KiB to 64 KiB as the scan goes on.
 
 use std::ops::{Bound, Deref, RangeBounds};
 
@@ -9,6 +9,9 @@ use crate::error::{Error, Result};
 use crate::format::record::{self, RecordRef, MAX_HEADER_LEN};
 use crate::format::Malformed;
 
+/// Standard-mode read-ahead: the first read of a scan is `FIRST_CHUNK` bytes (a short scan
+/// should not pay for 64 KiB), each later one twice the last, up to `CHUNK`.
+const FIRST_CHUNK: usize = 4 * 1024;
 const CHUNK: usize = 64 * 1024;
 
 /// An owned cell.
@@ -35,6 +38,7 @@ pub struct SegmentIter<R: Deref<Target = SegmentReader>> {
     end: Bound<Vec<u8>>,
     buf: Vec<u8>,
     buf_start: u64,
+    chunk: usize,
     done: bool,
 }
 
@@ -80,6 +84,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
             end,
             buf: Vec::new(),
             buf_start: 0,
+            chunk: FIRST_CHUNK,
             done: false,
         })
     }
@@ -96,9 +101,10 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
             return Ok(());
         };
         let want = need
-            .max(CHUNK)
+            .max(self.chunk)
             .min((self.end_pos - self.pos) as usize)
             .max(need);
+        self.chunk = (self.chunk * 2).min(CHUNK);
         self.buf.resize(want, 0);
         p.read_at(&mut self.buf, self.pos)?;
         self.buf_start = self.pos;
