@@ -96,17 +96,18 @@ impl Filter {
     pub fn decode(b: &[u8]) -> Result<Filter, Malformed> {
         let k = *b.first().ok_or_else(|| Malformed::new(0, "empty filter"))?;
         let num_blocks = read_u32(b, 1).ok_or_else(|| Malformed::new(1, "truncated filter"))?;
-        let nwords = num_blocks as usize * WORDS_PER_BLOCK;
-        if b.len() != 5 + nwords * 8 {
+        // u64 arithmetic: on 32-bit targets num_blocks * 64 can overflow usize.
+        let need = 5 + num_blocks as u64 * WORDS_PER_BLOCK as u64 * 8;
+        if b.len() as u64 != need {
             return Err(Malformed::new(
                 1,
                 format!(
-                    "filter of {num_blocks} blocks needs {} bytes, has {}",
-                    5 + nwords * 8,
+                    "filter of {num_blocks} blocks needs {need} bytes, has {}",
                     b.len()
                 ),
             ));
         }
+        let nwords = num_blocks as usize * WORDS_PER_BLOCK;
         if (num_blocks == 0) != (k == 0) || k > 16 {
             return Err(Malformed::new(0, format!("bad filter probe count {k}")));
         }

@@ -31,13 +31,22 @@ thread_local! {
     static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
 }
 
+/// Scratch buffers larger than this are freed after use rather than kept by the thread:
+/// the largest index block (`index_block_size` is at most 16 MiB, plus one entry of up
+/// to 64 KiB of key) stays, so standard-mode gets never allocate; a buffer grown by a
+/// larger value (up to 256 MiB) does not.
+const SCRATCH_KEEP: usize = 17 << 20;
+
 /// Borrow this thread's scratch buffer for `f` (re-entrant: a nested call gets a fresh
-/// buffer).
+/// buffer). A buffer grown past [`SCRATCH_KEEP`] is dropped afterwards, so one big read
+/// does not pin that much memory in every thread that ever made one.
 #[inline]
 pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
     let mut buf = SCRATCH.with(|c| c.take());
     let r = f(&mut buf);
-    SCRATCH.with(|c| c.set(buf));
+    if buf.capacity() <= SCRATCH_KEEP {
+        SCRATCH.with(|c| c.set(buf));
+    }
     r
 }
 
