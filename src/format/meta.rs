@@ -42,14 +42,27 @@ pub struct SegmentStats {
 
 /// The sparse summary: first key and location of every index block, packed for cache
 /// friendliness. Searches run over a dense array of 8-byte key prefixes (in memory only,
-/// derived from the keys), touching the full keys only when prefixes tie.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// derived from the keys), touching the full keys only when prefixes tie. Equality
+/// ignores the radix index, which is derived state.
+#[derive(Debug, Clone, Default)]
 pub struct Summary {
     prefixes: Vec<u64>,
     keys: Vec<u8>,
     key_ends: Vec<u32>,
     blocks: Vec<(u64, u32)>,
+    /// Radix index over the prefixes' top `radix_bits` bits: `radix[t]` is the first
+    /// block whose prefix's top bits are >= t (empty until [`Summary::build_radix`]).
+    radix: Vec<u32>,
+    radix_bits: u32,
 }
+
+impl PartialEq for Summary {
+    fn eq(&self, other: &Self) -> bool {
+        self.keys == other.keys && self.key_ends == other.key_ends && self.blocks == other.blocks
+    }
+}
+
+impl Eq for Summary {}
 
 impl Summary {
     /// Add a block (in order).
@@ -87,16 +100,55 @@ impl Summary {
         self.blocks[i]
     }
 
+    /// Build the radix index that narrows [`Self::block_for`] to the blocks sharing the
+    /// key's top prefix bits (about one block per bucket: 2^bits buckets for the next
+    /// power of two at or above the block count, at most 2^16). Call once all blocks are
+    /// pushed; until then searches cover every block.
+    pub fn build_radix(&mut self) {
+        let n = self.prefixes.len();
+        let bits = n.next_power_of_two().trailing_zeros().min(16);
+        let buckets = 1usize << bits;
+        let top = |p: u64| {
+            if bits == 0 {
+                0
+            } else {
+                (p >> (64 - bits)) as usize
+            }
+        };
+        let mut radix = Vec::with_capacity(buckets + 1);
+        let mut i = 0usize;
+        for t in 0..=buckets {
+            while i < n && top(self.prefixes[i]) < t {
+                i += 1;
+            }
+            radix.push(i as u32);
+        }
+        self.radix = radix;
+        self.radix_bits = bits;
+    }
+
     /// The block that would hold `key`: the last whose first key is <= `key`.
     #[inline]
     pub fn block_for(&self, key: &[u8]) -> Option<usize> {
         let p = key_prefix(key);
-        let prefixes = self.prefixes.as_slice();
+        // Blocks whose prefix has smaller top bits start before `key`, those with larger
+        // top bits after it: search only the key's bucket.
+        let (lo, hi) = if self.radix.is_empty() {
+            (0, self.prefixes.len())
+        } else {
+            let t = if self.radix_bits == 0 {
+                0
+            } else {
+                (p >> (64 - self.radix_bits)) as usize
+            };
+            (self.radix[t] as usize, self.radix[t + 1] as usize)
+        };
+        let prefixes = &self.prefixes[lo..hi];
+        if prefixes.is_empty() {
+            return lo.checked_sub(1);
+        }
         // Branch-free search for the last block whose prefix is <= p.
         let (mut base, mut size) = (0usize, prefixes.len());
-        if size == 0 {
-            return None;
-        }
         while size > 1 {
             let half = size / 2;
             let mid = base + half;
@@ -104,28 +156,32 @@ impl Summary {
             size -= half;
         }
         match prefixes[base].cmp(&p) {
-            std::cmp::Ordering::Less => Some(base),
-            std::cmp::Ordering::Greater => None, // base == 0: every block starts after key
+            std::cmp::Ordering::Less => Some(lo + base),
+            std::cmp::Ordering::Greater => (lo + base).checked_sub(1), // base == 0
             std::cmp::Ordering::Equal => {
                 // Prefixes tie (keys sharing their first 8 bytes): among the run of equal
                 // prefixes ending at `base`, compare whole keys.
-                let (mut lo, mut hi) = (prefixes[..=base].partition_point(|&x| x < p), base + 1);
-                while lo < hi {
-                    let mid = lo + (hi - lo) / 2;
-                    if self.first_key(mid) <= key {
-                        lo = mid + 1;
+                let (mut a, mut b) = (prefixes[..=base].partition_point(|&x| x < p), base + 1);
+                while a < b {
+                    let mid = a + (b - a) / 2;
+                    if self.first_key(lo + mid) <= key {
+                        a = mid + 1;
                     } else {
-                        hi = mid;
+                        b = mid;
                     }
                 }
-                lo.checked_sub(1)
+                (lo + a).checked_sub(1)
             }
         }
     }
 
     /// Bytes of memory held.
     pub fn size_bytes(&self) -> usize {
-        self.prefixes.len() * 8 + self.keys.len() + self.key_ends.len() * 4 + self.blocks.len() * 16
+        self.prefixes.len() * 8
+            + self.keys.len()
+            + self.key_ends.len() * 4
+            + self.blocks.len() * 16
+            + self.radix.len() * 4
     }
 }
 
@@ -234,6 +290,7 @@ impl Meta {
                 ),
             ));
         }
+        summary.build_radix();
         let at = c.pos as u64;
         let filter = Filter::decode(c.bytes("filter")?).map_err(|m| m.at(at))?;
         if c.pos != body {
@@ -301,9 +358,12 @@ mod tests {
             for (i, k) in firsts.iter().enumerate() {
                 s.push(k, i as u64 * 10, 10);
             }
+            let mut indexed = s.clone();
+            indexed.build_radix();
             for p in probes.iter().chain(&firsts) {
                 let want = firsts.iter().rposition(|f| f <= p);
                 prop_assert_eq!(s.block_for(p), want, "{:?}", p);
+                prop_assert_eq!(indexed.block_for(p), want, "radix: {:?}", p);
             }
         }
     }
