@@ -6,6 +6,12 @@
 //! num_blocks  u32 LE
 //! words       num_blocks * 8 u64 LE
 //! ```
+//!
+//! For a key with hash `h = key_hash(key)`: its block is `((h >> 32) * num_blocks) >> 32`;
+//! with `x = h as u32` and `step = (x >> 17) | 1`, probe `j` (0..k) tests bit
+//! `(x + j * step) & 511` of the block (mod 2^32), bit `b` being bit `b % 64` of the
+//! block's word `b / 64`. Built with `num_blocks = ceil(max(n * bits_per_key, 512) / 512)`
+//! and `k = round(bits_per_key * ln 2)` clamped to 1..=16.
 
 use super::{read_u32, read_u64, Malformed};
 
@@ -90,17 +96,18 @@ impl Filter {
     pub fn decode(b: &[u8]) -> Result<Filter, Malformed> {
         let k = *b.first().ok_or_else(|| Malformed::new(0, "empty filter"))?;
         let num_blocks = read_u32(b, 1).ok_or_else(|| Malformed::new(1, "truncated filter"))?;
-        let nwords = num_blocks as usize * WORDS_PER_BLOCK;
-        if b.len() != 5 + nwords * 8 {
+        // u64 arithmetic: on 32-bit targets num_blocks * 64 can overflow usize.
+        let need = 5 + num_blocks as u64 * WORDS_PER_BLOCK as u64 * 8;
+        if b.len() as u64 != need {
             return Err(Malformed::new(
                 1,
                 format!(
-                    "filter of {num_blocks} blocks needs {} bytes, has {}",
-                    5 + nwords * 8,
+                    "filter of {num_blocks} blocks needs {need} bytes, has {}",
                     b.len()
                 ),
             ));
         }
+        let nwords = num_blocks as usize * WORDS_PER_BLOCK;
         if (num_blocks == 0) != (k == 0) || k > 16 {
             return Err(Malformed::new(0, format!("bad filter probe count {k}")));
         }

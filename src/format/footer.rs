@@ -16,7 +16,7 @@ pub const FOOTER_LEN: usize = 32;
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"SEGSTORE";
 /// Current format version.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 
 /// Which component a footer ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,11 +8,16 @@
 //!   block_count varint; per block: first_key (varint len + bytes), offset varint, len varint
 //!   filter_len varint, filter bytes (see filter.rs)
 //!   crc u32 LE of the body above
-//! footer (kind 3)
+//! footer (kind 3, count 0)
 //! ```
+//!
+//! `data_len` and `index_len` are the lengths of the data and index files, footers
+//! included. The summary's blocks follow each other from offset 0 and cover the index
+//! body exactly; their first keys are strictly ascending. With no cells, `min_ts`,
+//! `max_ts` and both keys are zero or empty and there are no blocks.
 
 use super::filter::Filter;
-use super::{checksum, read_u32, varint, Malformed};
+use super::{checksum, key_prefix, read_u32, varint, Malformed};
 
 /// Statistics of one segment.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -36,17 +41,33 @@ pub struct SegmentStats {
 }
 
 /// The sparse summary: first key and location of every index block, packed for cache
-/// friendliness.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// friendliness. Searches run over a dense array of 8-byte key prefixes (in memory only,
+/// derived from the keys), touching the full keys only when prefixes tie. Equality
+/// ignores the radix index, which is derived state.
+#[derive(Debug, Clone, Default)]
 pub struct Summary {
+    prefixes: Vec<u64>,
     keys: Vec<u8>,
     key_ends: Vec<u32>,
     blocks: Vec<(u64, u32)>,
+    /// Radix index over the prefixes' top `radix_bits` bits: `radix[t]` is the first
+    /// block whose prefix's top bits are >= t (empty until [`Summary::build_radix`]).
+    radix: Vec<u32>,
+    radix_bits: u32,
 }
+
+impl PartialEq for Summary {
+    fn eq(&self, other: &Self) -> bool {
+        self.keys == other.keys && self.key_ends == other.key_ends && self.blocks == other.blocks
+    }
+}
+
+impl Eq for Summary {}
 
 impl Summary {
     /// Add a block (in order).
     pub fn push(&mut self, first_key: &[u8], offset: u64, len: u32) {
+        self.prefixes.push(key_prefix(first_key));
         self.keys.extend_from_slice(first_key);
         self.key_ends.push(self.keys.len() as u32);
         self.blocks.push((offset, len));
@@ -79,24 +100,88 @@ impl Summary {
         self.blocks[i]
     }
 
+    /// Build the radix index that narrows [`Self::block_for`] to the blocks sharing the
+    /// key's top prefix bits (about one block per bucket: 2^bits buckets for the next
+    /// power of two at or above the block count, at most 2^16). Call once all blocks are
+    /// pushed; until then searches cover every block.
+    pub fn build_radix(&mut self) {
+        let n = self.prefixes.len();
+        let bits = n.next_power_of_two().trailing_zeros().min(16);
+        let buckets = 1usize << bits;
+        let top = |p: u64| {
+            if bits == 0 {
+                0
+            } else {
+                (p >> (64 - bits)) as usize
+            }
+        };
+        let mut radix = Vec::with_capacity(buckets + 1);
+        let mut i = 0usize;
+        for t in 0..=buckets {
+            while i < n && top(self.prefixes[i]) < t {
+                i += 1;
+            }
+            radix.push(i as u32);
+        }
+        self.radix = radix;
+        self.radix_bits = bits;
+    }
+
     /// The block that would hold `key`: the last whose first key is <= `key`.
     #[inline]
     pub fn block_for(&self, key: &[u8]) -> Option<usize> {
-        let (mut lo, mut hi) = (0usize, self.blocks.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.first_key(mid) <= key {
-                lo = mid + 1;
+        let p = key_prefix(key);
+        // Blocks whose prefix has smaller top bits start before `key`, those with larger
+        // top bits after it: search only the key's bucket.
+        let (lo, hi) = if self.radix.is_empty() {
+            (0, self.prefixes.len())
+        } else {
+            let t = if self.radix_bits == 0 {
+                0
             } else {
-                hi = mid;
+                (p >> (64 - self.radix_bits)) as usize
+            };
+            (self.radix[t] as usize, self.radix[t + 1] as usize)
+        };
+        let prefixes = &self.prefixes[lo..hi];
+        if prefixes.is_empty() {
+            return lo.checked_sub(1);
+        }
+        // Branch-free search for the last block whose prefix is <= p.
+        let (mut base, mut size) = (0usize, prefixes.len());
+        while size > 1 {
+            let half = size / 2;
+            let mid = base + half;
+            base = if prefixes[mid] <= p { mid } else { base };
+            size -= half;
+        }
+        match prefixes[base].cmp(&p) {
+            std::cmp::Ordering::Less => Some(lo + base),
+            std::cmp::Ordering::Greater => (lo + base).checked_sub(1), // base == 0
+            std::cmp::Ordering::Equal => {
+                // Prefixes tie (keys sharing their first 8 bytes): among the run of equal
+                // prefixes ending at `base`, compare whole keys.
+                let (mut a, mut b) = (prefixes[..=base].partition_point(|&x| x < p), base + 1);
+                while a < b {
+                    let mid = a + (b - a) / 2;
+                    if self.first_key(lo + mid) <= key {
+                        a = mid + 1;
+                    } else {
+                        b = mid;
+                    }
+                }
+                (lo + a).checked_sub(1)
             }
         }
-        lo.checked_sub(1)
     }
 
     /// Bytes of memory held.
     pub fn size_bytes(&self) -> usize {
-        self.keys.len() + self.key_ends.len() * 4 + self.blocks.len() * 16
+        self.prefixes.len() * 8
+            + self.keys.len()
+            + self.key_ends.len() * 4
+            + self.blocks.len() * 16
+            + self.radix.len() * 4
     }
 }
 
@@ -205,6 +290,7 @@ impl Meta {
                 ),
             ));
         }
+        summary.build_radix();
         let at = c.pos as u64;
         let filter = Filter::decode(c.bytes("filter")?).map_err(|m| m.at(at))?;
         if c.pos != body {
@@ -251,5 +337,34 @@ impl<'a> Cursor<'a> {
         let s = &self.b[self.pos..end];
         self.pos = end;
         Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn block_for_is_the_last_block_starting_at_or_before_the_key(
+            firsts in proptest::collection::btree_set(
+                proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(0xff)], 0..10), 0..40),
+            probes in proptest::collection::vec(
+                proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(0xff)], 0..10), 0..40),
+        ) {
+            let firsts: Vec<Vec<u8>> = firsts.into_iter().collect();
+            let mut s = Summary::default();
+            for (i, k) in firsts.iter().enumerate() {
+                s.push(k, i as u64 * 10, 10);
+            }
+            let mut indexed = s.clone();
+            indexed.build_radix();
+            for p in probes.iter().chain(&firsts) {
+                let want = firsts.iter().rposition(|f| f <= p);
+                prop_assert_eq!(s.block_for(p), want, "{:?}", p);
+                prop_assert_eq!(indexed.block_for(p), want, "radix: {:?}", p);
+            }
+        }
     }
 }

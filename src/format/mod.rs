@@ -2,7 +2,8 @@
 //!
 //! Every decoder here is total: any input gives a value or a [`Malformed`] carrying the
 //! offset of the bad bytes, never a panic (invariant 6). `docs/format.md` documents the
-//! layouts.
+//! layouts. All integers are little-endian; checksums are crc32c (Castagnoli); a key's
+//! hash is xxh3-64 of its bytes ([`key_hash`]); lengths and offsets are [`varint`]s.
 
 pub mod filter;
 pub mod footer;
@@ -58,6 +59,30 @@ pub fn key_hash(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }
 
+/// The first 8 bytes of `key` as a big-endian integer, zero-padded. Monotone: if
+/// `a < b` byte-wise then `key_prefix(a) <= key_prefix(b)`, so searches compare prefixes
+/// first and whole keys only on a tie.
+#[inline]
+pub fn key_prefix(key: &[u8]) -> u64 {
+    match key.first_chunk::<8>() {
+        Some(p) => u64::from_be_bytes(*p),
+        None => {
+            let mut p = [0u8; 8];
+            p[..key.len()].copy_from_slice(key);
+            u64::from_be_bytes(p)
+        }
+    }
+}
+
+/// Byte-wise key order, with `a_prefix = key_prefix(a)` computed once by the caller.
+#[inline]
+pub fn cmp_keys(a: &[u8], a_prefix: u64, b: &[u8]) -> std::cmp::Ordering {
+    match a_prefix.cmp(&key_prefix(b)) {
+        std::cmp::Ordering::Equal => a.cmp(b),
+        o => o,
+    }
+}
+
 /// Read a little-endian u16 at `off`, if in bounds.
 #[inline]
 pub(crate) fn read_u16(b: &[u8], off: usize) -> Option<u16> {
@@ -77,4 +102,27 @@ pub(crate) fn read_u32(b: &[u8], off: usize) -> Option<u32> {
 pub(crate) fn read_u64(b: &[u8], off: usize) -> Option<u64> {
     let s = b.get(off..off.checked_add(8)?)?;
     Some(u64::from_le_bytes(s.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(
+            prop_oneof![Just(0u8), Just(1), Just(0xff), any::<u8>()],
+            0..12,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn prefix_order_agrees_with_key_order(a in key(), b in key()) {
+            prop_assert_eq!(cmp_keys(&a, key_prefix(&a), &b), a.cmp(&b));
+            if a < b {
+                prop_assert!(key_prefix(&a) <= key_prefix(&b));
+            }
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! LEB128 unsigned varints.
+//! LEB128 unsigned varints: 7 bits per byte, least significant group first, the high bit
+//! set on every byte but the last; at most 10 bytes for a u64.
 
 /// Append `v` as a varint.
 #[inline]
@@ -14,6 +15,13 @@ pub fn put(out: &mut Vec<u8>, mut v: u64) {
 /// longer than 10 bytes / overflowing 64 bits.
 #[inline]
 pub fn get(b: &[u8]) -> Option<(u64, usize)> {
+    match b.first() {
+        Some(&byte) if byte < 0x80 => Some((byte as u64, 1)),
+        _ => get_long(b),
+    }
+}
+
+fn get_long(b: &[u8]) -> Option<(u64, usize)> {
     let mut v: u64 = 0;
     for (i, &byte) in b.iter().enumerate().take(10) {
         let part = (byte & 0x7f) as u64;

@@ -1,13 +1,17 @@
 //! Range scans over a segment: seek with the index, then walk the data file in order.
-//! Mapped data is decoded in place; standard data is read in 64 KiB chunks into a buffer
-//! owned by the iterator.
+//! Mapped data is decoded in place; standard data is read into a buffer owned by the
+//! iterator, in chunks that grow from 4 KiB to 64 KiB as the scan goes on.
 
 use std::ops::{Bound, Deref, RangeBounds};
 
 use super::reader::{SegmentReader, Source};
 use crate::error::{Error, Result};
-use crate::format::record::{self, MAX_HEADER_LEN};
+use crate::format::record::{self, RecordRef, MAX_HEADER_LEN};
+use crate::format::Malformed;
 
+/// Standard-mode read-ahead: the first read of a scan is `FIRST_CHUNK` bytes (a short scan
+/// should not pay for 64 KiB), each later one twice the last, up to `CHUNK`.
+const FIRST_CHUNK: usize = 4 * 1024;
 const CHUNK: usize = 64 * 1024;
 
 /// An owned cell.
@@ -34,6 +38,7 @@ pub struct SegmentIter<R: Deref<Target = SegmentReader>> {
     end: Bound<Vec<u8>>,
     buf: Vec<u8>,
     buf_start: u64,
+    chunk: usize,
     done: bool,
 }
 
@@ -79,6 +84,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
             end,
             buf: Vec::new(),
             buf_start: 0,
+            chunk: FIRST_CHUNK,
             done: false,
         })
     }
@@ -95,83 +101,25 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
             return Ok(());
         };
         let want = need
-            .max(CHUNK)
+            .max(self.chunk)
             .min((self.end_pos - self.pos) as usize)
             .max(need);
+        self.chunk = (self.chunk * 2).min(CHUNK);
         self.buf.resize(want, 0);
         p.read_at(&mut self.buf, self.pos)?;
         self.buf_start = self.pos;
         Ok(())
     }
 
-    fn next_entry(&mut self) -> Result<Option<Entry>> {
-        loop {
-            if self.pos >= self.end_pos {
-                return Ok(None);
-            }
-            let remaining = (self.end_pos - self.pos) as usize;
-            let path = self.reader.data.path().to_path_buf();
-            let entry = match &self.reader.data {
-                Source::Mapped(m) => {
-                    let s = m
-                        .as_slice()
-                        .get(self.pos as usize..self.end_pos as usize)
-                        .ok_or_else(|| {
-                            Error::corrupt(&path, self.pos, "scan position past the data")
-                        })?;
-                    let (r, used) =
-                        record::decode(s).map_err(|e| e.at(self.pos).into_error(&path))?;
-                    self.pos += used as u64;
-                    Entry::from(r)
-                }
-                Source::Standard(_) => {
-                    self.fill(MAX_HEADER_LEN.min(remaining))?;
-                    let at = (self.pos - self.buf_start) as usize;
-                    let total = record::total_len(&self.buf[at..])
-                        .map_err(|e| e.at(self.pos).into_error(&path))?;
-                    if total > remaining {
-                        return Err(Error::corrupt(
-                            &path,
-                            self.pos,
-                            format!("record of {total} bytes passes the end of the data"),
-                        ));
-                    }
-                    self.fill(total)?;
-                    let at = (self.pos - self.buf_start) as usize;
-                    let (r, used) = record::decode(&self.buf[at..at + total])
-                        .map_err(|e| e.at(self.pos).into_error(&path))?;
-                    self.pos += used as u64;
-                    Entry::from(r)
-                }
-            };
-            if let Some(k) = self.skip_equal.take() {
-                if entry.key == k {
-                    continue;
-                }
-            }
-            let past_end = match &self.end {
-                Bound::Unbounded => false,
-                Bound::Included(e) => entry.key > *e,
-                Bound::Excluded(e) => entry.key >= *e,
-            };
-            if past_end {
-                self.pos = self.end_pos;
-                return Ok(None);
-            }
-            return Ok(Some(entry));
-        }
-    }
-}
-
-impl<R: Deref<Target = SegmentReader>> Iterator for SegmentIter<R> {
-    type Item = Result<Entry>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+    /// The next cell, handed to `f` borrowed from the map or from the iterator's buffer:
+    /// the allocation-free form of [`Iterator::next`], as [`SegmentReader::get_with`] is
+    /// of `get`. `None` at the end; after an error the iterator is done.
+    pub fn next_with<T>(&mut self, f: impl FnOnce(RecordRef<'_>) -> T) -> Option<Result<T>> {
         if self.done {
             return None;
         }
-        match self.next_entry() {
-            Ok(Some(e)) => Some(Ok(e)),
+        match self.next_record(f) {
+            Ok(Some(t)) => Some(Ok(t)),
             Ok(None) => {
                 self.done = true;
                 None
@@ -181,5 +129,67 @@ impl<R: Deref<Target = SegmentReader>> Iterator for SegmentIter<R> {
                 Some(Err(e))
             }
         }
+    }
+
+    fn next_record<T>(&mut self, f: impl FnOnce(RecordRef<'_>) -> T) -> Result<Option<T>> {
+        loop {
+            if self.pos >= self.end_pos {
+                return Ok(None);
+            }
+            let remaining = (self.end_pos - self.pos) as usize;
+            let pos = self.pos;
+            let (r, used) = match &self.reader.data {
+                Source::Mapped(m) => {
+                    let s = m
+                        .as_slice()
+                        .get(pos as usize..self.end_pos as usize)
+                        .ok_or_else(|| {
+                            Error::corrupt(m.path(), pos, "scan position past the data")
+                        })?;
+                    record::decode(s).map_err(|e| e.at(pos).into_error(m.path()))?
+                }
+                Source::Standard(_) => {
+                    let corrupt =
+                        |this: &Self, e: Malformed| e.at(pos).into_error(this.reader.data.path());
+                    self.fill(MAX_HEADER_LEN.min(remaining))?;
+                    let at = (pos - self.buf_start) as usize;
+                    let total = record::total_len(&self.buf[at..]).map_err(|e| corrupt(self, e))?;
+                    if total > remaining {
+                        return Err(Error::corrupt(
+                            self.reader.data.path(),
+                            pos,
+                            format!("record of {total} bytes passes the end of the data"),
+                        ));
+                    }
+                    self.fill(total)?;
+                    let at = (pos - self.buf_start) as usize;
+                    record::decode(&self.buf[at..at + total]).map_err(|e| corrupt(self, e))?
+                }
+            };
+            self.pos += used as u64;
+            if let Some(k) = self.skip_equal.take() {
+                if r.key == k.as_slice() {
+                    continue;
+                }
+            }
+            let past_end = match &self.end {
+                Bound::Unbounded => false,
+                Bound::Included(e) => r.key > e.as_slice(),
+                Bound::Excluded(e) => r.key >= e.as_slice(),
+            };
+            if past_end {
+                self.pos = self.end_pos;
+                return Ok(None);
+            }
+            return Ok(Some(f(r)));
+        }
+    }
+}
+
+impl<R: Deref<Target = SegmentReader>> Iterator for SegmentIter<R> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_with(|r| Entry::from(r))
     }
 }

@@ -2,11 +2,14 @@
 //!
 //! Open reads the meta component whole (statistics, summary, filter), checks both other
 //! components' footers and lengths against it, and only then maps what the modes say to
-//! map (invariant 6: lengths are validated before mapping). A point lookup costs: the
-//! filter (one cache line), a binary search of the in-memory summary, one index block,
-//! one record. Standard mode reads through a per-thread reused buffer, so a warm `get`
-//! allocates nothing. Index block checksums are verified on first use and remembered in a
-//! bitset; records are verified on every read.
+//! map (invariant 6: lengths are validated before mapping). A point lookup hashes the key
+//! once and costs: the filter (one cache line), a search of the in-memory summary, one
+//! index block (its trailer, one or two hash slots, one entry), one record. Standard mode
+//! reads the index block and the record with one positional read each, through a
+//! per-thread reused buffer, so a warm `get` allocates nothing. Index block checksums are
+//! verified on first use and remembered in a bitset; records are verified on every read.
+//! Corruption errors name the file holding the bad bytes: a sound record that disagrees
+//! with its index entry is the index's fault.
 
 use std::cell::Cell;
 use std::fs::File;
@@ -29,13 +32,22 @@ thread_local! {
     static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
 }
 
+/// Scratch buffers larger than this are freed after use rather than kept by the thread:
+/// the largest index block (`index_block_size` is at most 16 MiB, plus one entry of up
+/// to 64 KiB of key) stays, so standard-mode gets never allocate; a buffer grown by a
+/// larger value (up to 256 MiB) does not.
+const SCRATCH_KEEP: usize = 17 << 20;
+
 /// Borrow this thread's scratch buffer for `f` (re-entrant: a nested call gets a fresh
-/// buffer).
+/// buffer). A buffer grown past [`SCRATCH_KEEP`] is dropped afterwards, so one big read
+/// does not pin that much memory in every thread that ever made one.
 #[inline]
 pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
     let mut buf = SCRATCH.with(|c| c.take());
     let r = f(&mut buf);
-    SCRATCH.with(|c| c.set(buf));
+    if buf.capacity() <= SCRATCH_KEEP {
+        SCRATCH.with(|c| c.set(buf));
+    }
     r
 }
 
@@ -263,22 +275,30 @@ impl SegmentReader {
     /// every mode. Tombstones are returned (as cells with `tombstone = true`).
     #[inline]
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(RecordRef<'_>) -> R) -> Result<Option<R>> {
-        if !self.may_contain(key) {
+        if key.len() > MAX_KEY_LEN {
             return Ok(None);
         }
-        let Some(entry) = self.find_entry(key)? else {
+        // One hash serves the filter and the index block's hash table.
+        let h = key_hash(key);
+        if !self.meta.filter.may_contain(h) {
+            return Ok(None);
+        }
+        let Some(loc) = self.find_entry(key, h)? else {
             return Ok(None);
         };
-        self.read_record(entry.0, entry.1, Some(key), f).map(Some)
+        self.read_record(loc, Some(key), f).map(Some)
     }
 
-    /// (data offset, record length) of `key`, from the summary and one index block.
-    fn find_entry(&self, key: &[u8]) -> Result<Option<(u64, u64)>> {
+    /// Where `key` (with hash `h`) has its record, from the summary and one index block.
+    fn find_entry(&self, key: &[u8], h: u64) -> Result<Option<Located>> {
         let Some(b) = self.meta.summary.block_for(key) else {
             return Ok(None);
         };
+        let block_off = self.meta.summary.block(b).0;
         self.with_index_block(b, |blk| {
-            Ok(blk.find(key)?.map(|e| (e.data_offset, e.record_len)))
+            Ok(blk
+                .find_hashed(key, h)?
+                .map(|(start, e)| Located::new(&e, block_off, start)))
         })
     }
 
@@ -318,113 +338,217 @@ impl SegmentReader {
         })
     }
 
-    /// Read and check the record at `off`; if `expect` is given, its key must match.
+    /// Read and check the record an index entry points at; if `expect` is given, its key
+    /// must match. A sound record (checksum correct) that disagrees with its entry is
+    /// reported against the index file, at the entry: the index holds the bad bytes.
     fn read_record<R>(
         &self,
-        off: u64,
-        len: u64,
+        loc: Located,
         expect: Option<&[u8]>,
         f: impl FnOnce(RecordRef<'_>) -> R,
     ) -> Result<R> {
-        let path = self.data.path();
-        if off
-            .checked_add(len)
-            .is_none_or(|e| e > self.data_body_len())
-            || len > usize::MAX as u64
-        {
-            return Err(Error::corrupt(
-                path,
-                off,
-                format!(
-                    "index points at {len} bytes at {off}, past the data ({} bytes)",
-                    self.data_body_len()
-                ),
+        let (off, len) = (loc.data_offset, loc.record_len);
+        let body = self.data_body_len();
+        if off.checked_add(len).is_none_or(|e| e > body) || len > usize::MAX as u64 {
+            return Err(self.index_error(
+                loc,
+                format!("index entry points at {len} bytes at {off}, past the end of the data ({body} bytes)"),
             ));
         }
-        self.data.with_bytes(off, len as usize, |b| {
-            let (r, used) = record::decode(b).map_err(|m| m.at(off).into_error(path))?;
+        let decoded = self.data.with_bytes(off, len as usize, |b| {
+            let (r, used) = match record::decode(b) {
+                Ok(x) => x,
+                Err(m) => return Ok(Err(m)),
+            };
             if used as u64 != len {
-                return Err(Error::corrupt(
-                    path,
-                    off,
-                    format!("record is {used} bytes, index says {len}"),
+                return Err(self.index_error(
+                    loc,
+                    format!("index entry says the record at {off} is {len} bytes; it is {used}"),
                 ));
             }
-            if let Some(k) = expect {
-                if r.key != k {
-                    return Err(Error::corrupt(
-                        path,
-                        off,
-                        "record key differs from its index entry",
-                    ));
-                }
+            if expect.is_some_and(|k| r.key != k) {
+                return Err(self.index_error(
+                    loc,
+                    format!("the record at {off} has another key than its index entry"),
+                ));
             }
-            Ok(f(r))
-        })
+            Ok(Ok(f(r)))
+        })?;
+        decoded.map_err(|m| self.record_error(loc, m))
     }
 
-    /// Read every index block and every record, checking checksums, key order, and that
-    /// index and data agree (like Cassandra's `sstableverify`). Returns the cell count.
+    fn index_error(&self, loc: Located, reason: String) -> Error {
+        Error::corrupt(self.index.path(), loc.index_at, reason)
+    }
+
+    /// The record at `loc` does not decode in the length the index gives. If it decodes
+    /// soundly in the length its own header gives, the index entry is wrong; else the
+    /// data is.
+    #[cold]
+    fn record_error(&self, loc: Located, m: Malformed) -> Error {
+        let (off, body) = (loc.data_offset, self.data_body_len());
+        let head = (body - off).min(record::MAX_HEADER_LEN as u64) as usize;
+        let own_len = self
+            .data
+            .with_bytes(off, head, |b| Ok(record::total_len(b).ok()))
+            .ok()
+            .flatten()
+            .filter(|&t| t as u64 != loc.record_len && off + t as u64 <= body);
+        if let Some(t) = own_len {
+            let sound = self
+                .data
+                .with_bytes(off, t, |b| {
+                    Ok(record::decode(b).is_ok_and(|(_, used)| used == t))
+                })
+                .unwrap_or(false);
+            if sound {
+                return self.index_error(
+                    loc,
+                    format!(
+                        "index entry says the record at {off} is {} bytes; it is {t}",
+                        loc.record_len
+                    ),
+                );
+            }
+        }
+        m.at(off).into_error(self.data.path())
+    }
+
+    /// Read every index block and every record, checking checksums, key order, that
+    /// index and data agree, and that the meta's statistics and filter match the cells
+    /// (like Cassandra's `sstableverify`). Returns the cell count. Errors name the file
+    /// that holds the bad bytes.
     pub fn verify(&self) -> Result<u64> {
         let mut count = 0u64;
         let mut prev: Option<Vec<u8>> = None;
         let mut expect_off = 0u64;
-        let ipath = self.index.path().to_path_buf();
+        let mut seen = SegmentStats {
+            min_ts: u64::MAX,
+            ..SegmentStats::default()
+        };
+        let ipath = self.index.path();
         for b in 0..self.meta.summary.len() {
-            let entries: Vec<(Vec<u8>, u64, u64)> = self.with_index_block(b, |blk| {
+            let block_off = self.meta.summary.block(b).0;
+            let entries: Vec<(Vec<u8>, Located)> = self.with_index_block(b, |blk| {
+                blk.check_table()?;
                 (0..blk.len())
                     .map(|i| {
-                        blk.entry(i).map(
-                            |IndexEntry {
-                                 key,
-                                 data_offset,
-                                 record_len,
-                             }| {
-                                (key.to_vec(), data_offset, record_len)
-                            },
-                        )
+                        let e = blk.entry(i)?;
+                        Ok((
+                            e.key.to_vec(),
+                            Located::new(&e, block_off, blk.entry_start(i)?),
+                        ))
                     })
                     .collect()
             })?;
             if entries.first().map(|e| e.0.as_slice()) != Some(self.meta.summary.first_key(b)) {
                 return Err(Error::corrupt(
-                    &ipath,
-                    self.meta.summary.block(b).0,
+                    ipath,
+                    block_off,
                     "index block's first key differs from the summary",
                 ));
             }
-            for (key, off, len) in entries {
+            for (key, loc) in entries {
                 if prev
                     .as_ref()
                     .is_some_and(|p| p.as_slice() >= key.as_slice())
                 {
-                    return Err(Error::corrupt(
-                        &ipath,
-                        self.meta.summary.block(b).0,
-                        "index keys out of order",
+                    return Err(self.index_error(loc, "index keys out of order".into()));
+                }
+                if loc.data_offset != expect_off {
+                    return Err(self.index_error(
+                        loc,
+                        format!(
+                            "index entry points at {}, expected {expect_off} (the end of the previous record)",
+                            loc.data_offset
+                        ),
                     ));
                 }
-                if off != expect_off {
+                let (ts, tombstone) = self.read_record(loc, Some(&key), |r| (r.ts, r.tombstone))?;
+                if !self.meta.filter.may_contain(key_hash(&key)) {
                     return Err(Error::corrupt(
-                        self.data.path(),
-                        off,
-                        format!("index entry points at {off}, expected {expect_off}"),
+                        self.meta_path(),
+                        0,
+                        format!(
+                            "filter does not contain the key at data offset {}",
+                            loc.data_offset
+                        ),
                     ));
                 }
-                self.read_record(off, len, Some(&key), |_| ())?;
-                expect_off = off + len;
+                seen.tombstone_count += tombstone as u64;
+                seen.min_ts = seen.min_ts.min(ts);
+                seen.max_ts = seen.max_ts.max(ts);
+                if count == 0 {
+                    seen.min_key = key.clone();
+                }
+                expect_off = loc.data_offset + loc.record_len;
                 count += 1;
                 prev = Some(key);
             }
         }
-        if count != self.meta.stats.entry_count || expect_off != self.data_body_len() {
+        let s = &self.meta.stats;
+        if count != s.entry_count {
+            return Err(Error::corrupt(
+                ipath,
+                s.index_len - FOOTER_LEN as u64,
+                format!(
+                    "index holds {count} entries; its footer and the meta say {}",
+                    s.entry_count
+                ),
+            ));
+        }
+        if expect_off != self.data_body_len() {
             return Err(Error::corrupt(
                 self.data.path(),
                 expect_off,
-                format!("index covers {count} records and {expect_off} bytes; meta says {} records and {} bytes", self.meta.stats.entry_count, self.data_body_len()),
+                format!(
+                    "records end at {expect_off}; the data body is {} bytes",
+                    self.data_body_len()
+                ),
+            ));
+        }
+        if count == 0 {
+            seen.min_ts = 0;
+        }
+        seen.max_key = prev.unwrap_or_default();
+        let stat_fields = [
+            ("tombstone count", seen.tombstone_count == s.tombstone_count),
+            ("min timestamp", seen.min_ts == s.min_ts),
+            ("max timestamp", seen.max_ts == s.max_ts),
+            ("min key", seen.min_key == s.min_key),
+            ("max key", seen.max_key == s.max_key),
+        ];
+        if let Some((field, _)) = stat_fields.iter().find(|(_, ok)| !ok) {
+            return Err(Error::corrupt(
+                self.meta_path(),
+                0,
+                format!("meta statistics: {field} differs from the cells"),
             ));
         }
         Ok(count)
+    }
+
+    fn meta_path(&self) -> PathBuf {
+        self.name.path(&self.dir, Component::Meta)
+    }
+}
+
+/// An index entry: where its record is, and where the entry itself is in the index file.
+#[derive(Debug, Clone, Copy)]
+struct Located {
+    data_offset: u64,
+    record_len: u64,
+    index_at: u64,
+}
+
+impl Located {
+    #[inline]
+    fn new(e: &IndexEntry<'_>, block_off: u64, entry_start: usize) -> Self {
+        Located {
+            data_offset: e.data_offset,
+            record_len: e.record_len,
+            index_at: block_off + entry_start as u64,
+        }
     }
 }
 

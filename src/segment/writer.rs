@@ -139,10 +139,11 @@ impl SegmentWriter {
             self.block_first_key.clear();
             self.block_first_key.extend_from_slice(key);
         }
+        let h = key_hash(key);
         self.block
-            .add(key, self.data_off, self.rec_buf.len() as u64);
+            .add_hashed(key, h, self.data_off, self.rec_buf.len() as u64);
         self.data_off += self.rec_buf.len() as u64;
-        self.hashes.push(key_hash(key));
+        self.hashes.push(h);
         let s = &mut self.stats;
         if s.entry_count == 0 {
             s.min_key = key.to_vec();
@@ -243,7 +244,13 @@ impl SegmentWriter {
             .and_then(|_| mf.sync_all())
             .map_err(|e| Error::io("write", &self.tmp[2], e))?;
         drop(mf);
+        // Data and index must be durable under their names before meta appears: a crash
+        // must never leave a meta (the mark of a whole segment) without them, and renames
+        // in one directory are not ordered on disk without a directory fsync between.
         for (c, t) in Component::ALL.iter().zip(&self.tmp) {
+            if *c == Component::Meta {
+                fs::fsync_dir(&self.dir)?;
+            }
             fs::rename(t, &self.name.path(&self.dir, *c), &self.rules)?;
         }
         fs::fsync_dir(&self.dir)?;

@@ -1,12 +1,18 @@
-//! Helpers shared by integration tests.
-#![allow(dead_code)]
+//! Helpers shared by integration tests: store configs and segment-set helpers for the
+//! lifecycle, table and repair tests; a `BTreeMap` model of a segment, writing it, and
+//! opening it in a mode while checking the mapping count for the segment tests.
+
+#![allow(dead_code)] // each test file uses a different subset
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::path::Path;
 
+use proptest::test_runner::Config as ProptestConfig;
+use segstore::format::meta::SegmentStats;
 use segstore::io::FileRules;
 use segstore::lifecycle::SegmentSet;
-use segstore::segment::SegmentName;
+use segstore::segment::{Component, Entry, SegmentName, SegmentReader, SegmentWriter};
 use segstore::{Config, DeletePolicy, DiskAccessMode, SegmentOptions};
 
 /// A config for tests: tiny blocks, leak tracking, deferral, the given rules and mode.
@@ -37,7 +43,7 @@ pub fn flush(set: &SegmentSet, entries: &BTreeMap<Vec<u8>, (Vec<u8>, u64)>) -> S
 }
 
 /// The name a writer will publish under.
-pub fn writer_name(w: &segstore::segment::SegmentWriter) -> SegmentName {
+pub fn writer_name(w: &SegmentWriter) -> SegmentName {
     w.name().clone()
 }
 
@@ -63,4 +69,167 @@ pub fn files(dir: &Path) -> Vec<String> {
         .collect();
     v.sort();
     v
+}
+
+/// One cell of the model (the key is the map key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cell {
+    pub value: Vec<u8>,
+    pub ts: u64,
+    pub tombstone: bool,
+}
+
+impl Cell {
+    pub fn live(value: &[u8], ts: u64) -> Cell {
+        Cell {
+            value: value.to_vec(),
+            ts,
+            tombstone: false,
+        }
+    }
+
+    pub fn tombstone(ts: u64) -> Cell {
+        Cell {
+            value: Vec::new(),
+            ts,
+            tombstone: true,
+        }
+    }
+
+    pub fn entry(&self, key: &[u8]) -> Entry {
+        Entry {
+            key: key.to_vec(),
+            value: self.value.clone(),
+            ts: self.ts,
+            tombstone: self.tombstone,
+        }
+    }
+}
+
+/// What a segment should hold.
+pub type Model = BTreeMap<Vec<u8>, Cell>;
+
+/// Index blocks of 64 bytes, so a few dozen cells already span many blocks.
+pub fn tiny_opts() -> SegmentOptions {
+    SegmentOptions {
+        index_block_size: 64,
+        filter_bits_per_key: 10,
+    }
+}
+
+/// The segment name the tests use.
+pub fn seg_name() -> SegmentName {
+    SegmentName::new("t", 1).unwrap()
+}
+
+/// Proptest settings: 64 cases unless `PROPTEST_CASES` says otherwise (so
+/// `PROPTEST_CASES=5000 cargo test --release` runs deeper).
+pub fn proptest_config(source_file: &'static str) -> ProptestConfig {
+    let mut c = ProptestConfig::default();
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        c.cases = 64;
+    }
+    c.source_file = Some(source_file);
+    c
+}
+
+/// Write `model` as segment `name` in `dir`.
+pub fn write_segment(
+    dir: &Path,
+    name: &SegmentName,
+    opts: &SegmentOptions,
+    model: &Model,
+) -> SegmentStats {
+    let mut w = SegmentWriter::create(dir, name.clone(), opts, &FileRules::posix()).unwrap();
+    for (k, c) in model {
+        w.add(k, &c.value, c.ts, c.tombstone).unwrap();
+    }
+    w.finish().unwrap()
+}
+
+/// Mappings a reader opened in `mode` holds on this platform: data + index in `mmap`,
+/// the index only in `auto` (64-bit) and `mmap_index_only`, none in `standard`.
+pub fn expected_maps(mode: DiskAccessMode) -> usize {
+    match mode {
+        DiskAccessMode::Mmap => 2,
+        DiskAccessMode::Auto if cfg!(target_pointer_width = "64") => 1,
+        DiskAccessMode::Auto => 0,
+        DiskAccessMode::MmapIndexOnly => 1,
+        DiskAccessMode::Standard => 0,
+    }
+}
+
+/// Open in `mode`, checking the effective modes and the mapping count under `dir`
+/// (the caller must hold no other reader of `dir`).
+pub fn open_in(dir: &Path, name: &SegmentName, mode: DiskAccessMode) -> SegmentReader {
+    let r = SegmentReader::open(dir, name, mode.resolve())
+        .unwrap_or_else(|e| panic!("{mode}: open failed: {e}"));
+    let res = mode.resolve();
+    assert_eq!(r.modes(), (res.data, res.index), "{mode}: effective modes");
+    let maps = segstore::io::registry().stats_under(dir);
+    assert_eq!(
+        maps.maps,
+        expected_maps(mode),
+        "{mode}: mappings while open"
+    );
+    assert_eq!(r.mapped_files().count(), expected_maps(mode), "{mode}");
+    r
+}
+
+/// The cells of `model` within the bounds, in order (never panics on inverted ranges,
+/// unlike `BTreeMap::range`).
+pub fn model_scan(model: &Model, start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> Vec<Entry> {
+    model
+        .iter()
+        .filter(|(k, _)| in_bounds(k, start, end))
+        .map(|(k, c)| c.entry(k))
+        .collect()
+}
+
+/// Is `k` within the bounds?
+pub fn in_bounds(k: &[u8], start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
+    let after_start = match start {
+        Bound::Included(s) => k >= s.as_slice(),
+        Bound::Excluded(s) => k > s.as_slice(),
+        Bound::Unbounded => true,
+    };
+    let before_end = match end {
+        Bound::Included(e) => k <= e.as_slice(),
+        Bound::Excluded(e) => k < e.as_slice(),
+        Bound::Unbounded => true,
+    };
+    after_start && before_end
+}
+
+/// Everything a scan over the bounds yields, failing on the first error. Also walks the
+/// same range with the allocation-free `next_with` and checks it sees the same cells.
+pub fn scan_all(
+    r: &SegmentReader,
+    start: &Bound<Vec<u8>>,
+    end: &Bound<Vec<u8>>,
+) -> segstore::Result<Vec<Entry>> {
+    let owned: Vec<Entry> = r
+        .scan::<Vec<u8>>((start.clone(), end.clone()))?
+        .collect::<segstore::Result<_>>()?;
+    let mut it = r.scan::<Vec<u8>>((start.clone(), end.clone()))?;
+    let mut borrowed = Vec::new();
+    while let Some(e) = it.next_with(|rec| Entry {
+        key: rec.key.to_vec(),
+        value: rec.value.to_vec(),
+        ts: rec.ts,
+        tombstone: rec.tombstone,
+    }) {
+        borrowed.push(e?);
+    }
+    assert_eq!(borrowed, owned, "next_with and next disagree");
+    assert!(
+        it.next_with(|_| ()).is_none(),
+        "a finished scan stays finished"
+    );
+    Ok(owned)
+}
+
+/// Path of component `c` of the test segment in `dir`.
+pub fn component_path(dir: &Path, c: Component) -> std::path::PathBuf {
+    seg_name().path(dir, c)
 }

@@ -1,0 +1,718 @@
+//! One suite of segment reader tests, run against every `disk_access_mode`.
+//!
+//! Each case is a function taking the mode; [`per_mode!`] generates one `#[test]` per
+//! (mode, case), named `<mode>::<case>` (so `cargo test mmap_index_only::` runs one
+//! backend). Segments use 64-byte index blocks so multi-block paths run on small data.
+
+mod common;
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use common::*;
+use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
+use segstore::format::MAX_KEY_LEN;
+use segstore::io::{registry, FileRules};
+use segstore::segment::{Component, SegmentReader, SegmentWriter};
+use segstore::{DiskAccessMode, Error, SegmentOptions};
+
+macro_rules! per_mode {
+    ($($case:ident),* $(,)?) => {
+        per_mode!(@mode auto, Auto, $($case),*);
+        per_mode!(@mode mmap, Mmap, $($case),*);
+        per_mode!(@mode mmap_index_only, MmapIndexOnly, $($case),*);
+        per_mode!(@mode standard, Standard, $($case),*);
+    };
+    (@mode $m:ident, $variant:ident, $($case:ident),*) => {
+        mod $m {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case(segstore::DiskAccessMode::$variant)
+                }
+            )*
+        }
+    };
+}
+
+per_mode!(
+    point_gets_hit_and_miss,
+    tombstones_and_empty_values,
+    max_key_accepted_and_one_more_rejected,
+    out_of_order_and_duplicates_rejected_writer_stays_usable,
+    dropped_unfinished_writer_leaves_no_files,
+    scan_every_bound_combination,
+    verify_and_stats,
+    empty_segment,
+    mappings_counted_while_open_and_released_on_drop,
+    concurrent_gets_on_one_reader,
+    random_datasets_match_btreemap,
+    mode_round_trips_through_toml,
+);
+
+/// 300 cells `key00000, key00002, ...`: every 7th a tombstone, every 11th an empty value,
+/// the rest values of varying length.
+fn standard_model() -> Model {
+    (0..300u32)
+        .map(|i| {
+            let k = format!("key{:05}", i * 2).into_bytes();
+            let c = if i % 7 == 3 {
+                Cell::tombstone(i as u64 * 10)
+            } else if i % 11 == 5 {
+                Cell::live(b"", i as u64 * 10)
+            } else {
+                Cell::live(
+                    format!("value-{i}-{}", "x".repeat(i as usize % 40)).as_bytes(),
+                    i as u64 * 10 + 1,
+                )
+            };
+            (k, c)
+        })
+        .collect()
+}
+
+fn written(model: &Model) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_segment(dir.path(), &seg_name(), &tiny_opts(), model);
+    dir
+}
+
+fn point_gets_hit_and_miss(mode: DiskAccessMode) {
+    let model = standard_model();
+    let dir = written(&model);
+    let r = open_in(dir.path(), &seg_name(), mode);
+    for (k, c) in &model {
+        let got = r.get(k).unwrap();
+        assert_eq!(
+            got,
+            Some(c.entry(k)),
+            "{mode}: get {:?}",
+            String::from_utf8_lossy(k)
+        );
+        // The allocation-free form sees the same cell.
+        let borrowed = r
+            .get_with(k, |rec| {
+                (rec.key.to_vec(), rec.value.to_vec(), rec.ts, rec.tombstone)
+            })
+            .unwrap();
+        assert_eq!(
+            borrowed,
+            Some((k.clone(), c.value.clone(), c.ts, c.tombstone)),
+            "{mode}"
+        );
+        assert!(r.may_contain(k), "{mode}: filter false negative");
+    }
+    let mut misses: Vec<Vec<u8>> = vec![
+        b"".to_vec(),
+        b"\x00".to_vec(),
+        b"a".to_vec(),
+        b"key".to_vec(),          // prefix of every key: before the first
+        b"key0000".to_vec(),      // before the first
+        b"key00000\x00".to_vec(), // just after the first
+        b"key00599".to_vec(),     // after the last (key00598)
+        b"key005980".to_vec(),
+        b"zzz".to_vec(),
+        vec![0xff; 40],
+        vec![b'k'; MAX_KEY_LEN + 1], // longer than any key can be
+    ];
+    // Between every pair of neighbours.
+    misses.extend((0..299u32).map(|i| format!("key{:05}", i * 2 + 1).into_bytes()));
+    for k in &misses {
+        assert_eq!(
+            r.get(k).unwrap(),
+            None,
+            "{mode}: miss {:?}",
+            String::from_utf8_lossy(k)
+        );
+        assert_eq!(r.get_with(k, |_| ()).unwrap(), None, "{mode}");
+    }
+}
+
+fn tombstones_and_empty_values(mode: DiskAccessMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    model.insert(b"a".to_vec(), Cell::live(b"", 1));
+    model.insert(b"b".to_vec(), Cell::tombstone(2));
+    model.insert(b"c".to_vec(), Cell::live(b"v", 3));
+    model.insert(b"d".to_vec(), Cell::tombstone(u64::MAX));
+    write_segment(dir.path(), &seg_name(), &tiny_opts(), &model);
+    let r = open_in(dir.path(), &seg_name(), mode);
+
+    let a = r.get(b"a").unwrap().expect("empty value is a hit");
+    assert!(
+        !a.tombstone && a.value.is_empty() && a.ts == 1,
+        "{mode}: {a:?}"
+    );
+    let b = r
+        .get(b"b")
+        .unwrap()
+        .expect("a tombstone is returned, not hidden");
+    assert!(
+        b.tombstone && b.value.is_empty() && b.ts == 2,
+        "{mode}: {b:?}"
+    );
+    let d = r.get(b"d").unwrap().unwrap();
+    assert!(d.tombstone && d.ts == u64::MAX, "{mode}: {d:?}");
+    assert_eq!(
+        r.get_with(b"b", |rec| rec.tombstone).unwrap(),
+        Some(true),
+        "{mode}"
+    );
+
+    let all: Vec<_> = r.iter().unwrap().collect::<Result<_, _>>().unwrap();
+    let want: Vec<_> = model.iter().map(|(k, c)| c.entry(k)).collect();
+    assert_eq!(
+        all, want,
+        "{mode}: scan returns tombstones and empty values"
+    );
+    assert_eq!(r.stats().tombstone_count, 2, "{mode}");
+    assert_eq!(r.verify().unwrap(), 4, "{mode}");
+}
+
+fn max_key_accepted_and_one_more_rejected(mode: DiskAccessMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let name = seg_name();
+    let mut w =
+        SegmentWriter::create(dir.path(), name.clone(), &tiny_opts(), &FileRules::posix()).unwrap();
+    let max = vec![b'm'; MAX_KEY_LEN];
+    let too_long = vec![b'n'; MAX_KEY_LEN + 1];
+    w.add(b"a", b"first", 1, false).unwrap();
+    w.add(&max, b"max", 2, false).unwrap();
+    match w.add(&too_long, b"no", 3, false) {
+        Err(Error::KeyTooLarge { len, max }) => {
+            assert_eq!((len, max), (MAX_KEY_LEN + 1, MAX_KEY_LEN), "{mode}")
+        }
+        other => panic!("{mode}: 64 KiB + 1 key gave {other:?}"),
+    }
+    // Still usable; the rejected key left no trace.
+    w.add(b"z", b"last", 4, false).unwrap();
+    assert_eq!(w.len(), 3, "{mode}");
+    let stats = w.finish().unwrap();
+    assert_eq!(stats.entry_count, 3, "{mode}");
+
+    let r = open_in(dir.path(), &name, mode);
+    assert_eq!(r.get(&max).unwrap().unwrap().value, b"max", "{mode}");
+    assert_eq!(r.get(&too_long).unwrap(), None, "{mode}");
+    assert_eq!(r.get(&max[..MAX_KEY_LEN - 1]).unwrap(), None, "{mode}");
+    let keys: Vec<_> = r.iter().unwrap().map(|e| e.unwrap().key).collect();
+    assert_eq!(
+        keys,
+        vec![b"a".to_vec(), max.clone(), b"z".to_vec()],
+        "{mode}"
+    );
+    let from_max: Vec<_> = r
+        .scan(max.as_slice()..=max.as_slice())
+        .unwrap()
+        .map(|e| e.unwrap().key)
+        .collect();
+    assert_eq!(from_max, vec![max.clone()], "{mode}");
+    let after_max: Vec<_> = r
+        .scan::<&[u8]>((Bound::Excluded(max.as_slice()), Bound::Unbounded))
+        .unwrap()
+        .map(|e| e.unwrap().key)
+        .collect();
+    assert_eq!(after_max, vec![b"z".to_vec()], "{mode}");
+    assert_eq!(r.verify().unwrap(), 3, "{mode}");
+    assert_eq!(r.stats().max_key, b"z", "{mode}");
+}
+
+fn out_of_order_and_duplicates_rejected_writer_stays_usable(mode: DiskAccessMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let name = seg_name();
+    let mut w =
+        SegmentWriter::create(dir.path(), name.clone(), &tiny_opts(), &FileRules::posix()).unwrap();
+    w.add(b"k1", b"1", 1, false).unwrap();
+    w.add(b"k3", b"3", 3, false).unwrap();
+    for (bad, why) in [
+        (&b"k2"[..], "out of order"),
+        (b"k3", "duplicate"),
+        (b"k0", "before first"),
+    ] {
+        match w.add(bad, b"x", 9, false) {
+            Err(Error::OutOfOrder { index }) => assert_eq!(index, 2, "{mode}: {why}"),
+            other => panic!("{mode}: {why} key gave {other:?}"),
+        }
+    }
+    assert!(
+        matches!(w.add(b"", b"x", 9, false), Err(Error::InvalidArgument(_))),
+        "{mode}"
+    );
+    assert!(
+        matches!(w.add(b"k9", b"x", 9, true), Err(Error::InvalidArgument(_))),
+        "{mode}: a tombstone with a value"
+    );
+    w.add(b"k4", b"4", 4, false).unwrap();
+    w.add(b"k5", b"", 5, true).unwrap();
+    assert_eq!(w.len(), 4, "{mode}");
+    w.finish().unwrap();
+
+    let r = open_in(dir.path(), &name, mode);
+    let keys: Vec<_> = r.iter().unwrap().map(|e| e.unwrap().key).collect();
+    assert_eq!(
+        keys,
+        [&b"k1"[..], b"k3", b"k4", b"k5"].map(|k| k.to_vec()),
+        "{mode}"
+    );
+    assert_eq!(
+        r.get(b"k3").unwrap().unwrap().value,
+        b"3",
+        "{mode}: duplicate did not replace"
+    );
+    assert_eq!(r.get(b"k2").unwrap(), None, "{mode}");
+    assert_eq!(r.verify().unwrap(), 4, "{mode}");
+}
+
+fn dropped_unfinished_writer_leaves_no_files(mode: DiskAccessMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let name = seg_name();
+    // Dropped at once.
+    drop(
+        SegmentWriter::create(dir.path(), name.clone(), &tiny_opts(), &FileRules::posix()).unwrap(),
+    );
+    assert_eq!(files(dir.path()), Vec::<String>::new(), "{mode}");
+
+    // Dropped after enough cells that the buffered writers spilled to their temp files,
+    // and after a rejected cell.
+    let mut w =
+        SegmentWriter::create(dir.path(), name.clone(), &tiny_opts(), &FileRules::posix()).unwrap();
+    for i in 0..2_000u32 {
+        w.add(format!("key{i:06}").as_bytes(), &[7u8; 100], 1, false)
+            .unwrap();
+    }
+    assert!(w.add(b"a", b"", 1, false).is_err());
+    assert!(
+        files(dir.path()).iter().all(|f| f.ends_with(".tmp")),
+        "{mode}: only temp files while writing: {:?}",
+        files(dir.path())
+    );
+    drop(w);
+    assert_eq!(
+        files(dir.path()),
+        Vec::<String>::new(),
+        "{mode}: nothing left behind"
+    );
+    match SegmentReader::open(dir.path(), &name, mode.resolve()) {
+        Err(Error::Io { path, .. }) => {
+            assert_eq!(path, name.path(dir.path(), Component::Meta), "{mode}")
+        }
+        other => panic!("{mode}: opening an unwritten segment gave {other:?}"),
+    }
+
+    // The name is free again.
+    let mut model = Model::new();
+    model.insert(b"k".to_vec(), Cell::live(b"v", 1));
+    write_segment(dir.path(), &name, &tiny_opts(), &model);
+    let r = open_in(dir.path(), &name, mode);
+    assert_eq!(
+        r.get(b"k").unwrap(),
+        Some(model[&b"k".to_vec()].entry(b"k")),
+        "{mode}"
+    );
+}
+
+fn scan_every_bound_combination(mode: DiskAccessMode) {
+    // k0000, k0010, ..., k0990: 100 cells over many 64-byte index blocks.
+    let model: Model = (0..100u32)
+        .map(|i| {
+            (
+                format!("k{:04}", i * 10).into_bytes(),
+                Cell::live(&i.to_le_bytes(), i as u64),
+            )
+        })
+        .collect();
+    let dir = written(&model);
+    let r = open_in(dir.path(), &seg_name(), mode);
+    let points: Vec<Vec<u8>> = [
+        "", "a", "k", "k0000", "k0001", "k0005", "k0010", "k0015", "k0300", "k0305", "k0310",
+        "k0500", "k0985", "k0990", "k0991", "k1", "z",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let bounds = |k: &Vec<u8>| [Bound::Included(k.clone()), Bound::Excluded(k.clone())];
+    let mut all: Vec<Bound<Vec<u8>>> = vec![Bound::Unbounded];
+    all.extend(points.iter().flat_map(bounds));
+    let mut nonempty = 0;
+    for start in &all {
+        for end in &all {
+            let want = model_scan(&model, start, end);
+            let got = scan_all(&r, start, end)
+                .unwrap_or_else(|e| panic!("{mode}: scan {start:?}..{end:?}: {e}"));
+            assert_eq!(got, want, "{mode}: scan {start:?}..{end:?}");
+            nonempty += !want.is_empty() as usize;
+        }
+    }
+    assert!(
+        nonempty > 100 && nonempty < all.len() * all.len(),
+        "{mode}: {nonempty}"
+    );
+    // The RangeBounds forms callers write.
+    let n = |it: segstore::Result<segstore::segment::SegmentIter<&SegmentReader>>| {
+        it.unwrap()
+            .collect::<segstore::Result<Vec<_>>>()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(
+        n(r.scan(b"k0100".as_slice()..b"k0200".as_slice())),
+        10,
+        "{mode}"
+    );
+    assert_eq!(
+        n(r.scan(b"k0100".as_slice()..=b"k0200".as_slice())),
+        11,
+        "{mode}"
+    );
+    assert_eq!(n(r.scan(..b"k0200".as_slice())), 20, "{mode}");
+    assert_eq!(n(r.scan(b"k0955".as_slice()..)), 4, "{mode}");
+    assert_eq!(n(r.scan::<&[u8]>(..)), 100, "{mode}");
+    assert_eq!(
+        n(r.scan(b"k0200".as_slice()..b"k0100".as_slice())),
+        0,
+        "{mode}: inverted"
+    );
+    assert_eq!(
+        n(r.scan(b"k0200".as_slice()..b"k0200".as_slice())),
+        0,
+        "{mode}: empty"
+    );
+    assert_eq!(
+        n(r.scan(b"k0201".as_slice()..b"k0209".as_slice())),
+        0,
+        "{mode}: between keys"
+    );
+}
+
+fn verify_and_stats(mode: DiskAccessMode) {
+    let model = standard_model();
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_segment(dir.path(), &seg_name(), &tiny_opts(), &model);
+    let r = open_in(dir.path(), &seg_name(), mode);
+    let s = r.stats();
+    assert_eq!(s, &written, "{mode}: stats read back equal the writer's");
+    assert_eq!(s.entry_count, 300, "{mode}");
+    assert_eq!(
+        s.tombstone_count,
+        model.values().filter(|c| c.tombstone).count() as u64,
+        "{mode}"
+    );
+    assert_eq!(
+        s.min_ts,
+        model.values().map(|c| c.ts).min().unwrap(),
+        "{mode}"
+    );
+    assert_eq!(
+        s.max_ts,
+        model.values().map(|c| c.ts).max().unwrap(),
+        "{mode}"
+    );
+    assert_eq!(&s.min_key, model.keys().next().unwrap(), "{mode}");
+    assert_eq!(&s.max_key, model.keys().next_back().unwrap(), "{mode}");
+    let len = |c| {
+        std::fs::metadata(component_path(dir.path(), c))
+            .unwrap()
+            .len()
+    };
+    assert_eq!(s.data_len, len(Component::Data), "{mode}");
+    assert_eq!(s.index_len, len(Component::Index), "{mode}");
+    assert!(s.index_len > 64 * 10, "{mode}: expected many index blocks");
+    assert_eq!(r.verify().unwrap(), 300, "{mode}");
+    // verify() twice (index blocks are remembered as checked; records are not).
+    assert_eq!(r.verify().unwrap(), 300, "{mode}");
+    assert!(r.memory_bytes() > 0, "{mode}");
+    assert_eq!(r.name(), &seg_name(), "{mode}");
+    assert_eq!(r.dir(), dir.path(), "{mode}");
+}
+
+fn empty_segment(mode: DiskAccessMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = write_segment(dir.path(), &seg_name(), &tiny_opts(), &Model::new());
+    assert_eq!(stats.entry_count, 0, "{mode}");
+    let r = open_in(dir.path(), &seg_name(), mode);
+    let s = r.stats();
+    assert_eq!(
+        (s.entry_count, s.tombstone_count, s.min_ts, s.max_ts),
+        (0, 0, 0, 0),
+        "{mode}"
+    );
+    assert!(s.min_key.is_empty() && s.max_key.is_empty(), "{mode}");
+    assert_eq!((s.data_len, s.index_len), (32, 32), "{mode}: footers only");
+    for k in [&b""[..], b"a", b"\xff\xff"] {
+        assert_eq!(r.get(k).unwrap(), None, "{mode}");
+    }
+    assert_eq!(r.iter().unwrap().count(), 0, "{mode}");
+    assert_eq!(
+        r.scan(b"a".as_slice()..=b"z".as_slice()).unwrap().count(),
+        0,
+        "{mode}"
+    );
+    assert_eq!(r.verify().unwrap(), 0, "{mode}");
+}
+
+fn mappings_counted_while_open_and_released_on_drop(mode: DiskAccessMode) {
+    let model = standard_model();
+    let dir = written(&model);
+    let under = |d: &std::path::Path| registry().stats_under(d);
+    assert_eq!(
+        under(dir.path()).maps,
+        0,
+        "{mode}: nothing mapped before open"
+    );
+    let r1 = open_in(dir.path(), &seg_name(), mode);
+    let want = expected_maps(mode);
+    let s = under(dir.path());
+    assert_eq!((s.maps, s.files), (want, want), "{mode}: {s:?}");
+    let mapped_bytes: u64 = r1.mapped_files().map(|m| m.as_slice().len() as u64).sum();
+    assert_eq!(s.bytes, mapped_bytes, "{mode}");
+    for m in r1.mapped_files() {
+        assert_eq!(
+            registry().map_count(m.id()),
+            1,
+            "{mode}: {}",
+            m.path().display()
+        );
+    }
+    // A second reader maps again: counted per mapping, same file identities.
+    let r2 = SegmentReader::open(dir.path(), &seg_name(), mode.resolve()).unwrap();
+    let s = under(dir.path());
+    assert_eq!((s.maps, s.files), (2 * want, want), "{mode}: {s:?}");
+    // Reading does not map anything more.
+    r2.verify().unwrap();
+    r2.iter().unwrap().for_each(|e| drop(e.unwrap()));
+    assert_eq!(under(dir.path()).maps, 2 * want, "{mode}");
+    drop(r1);
+    assert_eq!(under(dir.path()).maps, want, "{mode}");
+    drop(r2);
+    assert_eq!(
+        under(dir.path()),
+        segstore::io::MappingStats::default(),
+        "{mode}: all released"
+    );
+}
+
+fn concurrent_gets_on_one_reader(mode: DiskAccessMode) {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<SegmentReader>();
+    let model = Arc::new(standard_model());
+    let dir = written(&model);
+    let r = Arc::new(open_in(dir.path(), &seg_name(), mode));
+    let threads: Vec<_> = (0..8usize)
+        .map(|t| {
+            let (r, model) = (Arc::clone(&r), Arc::clone(&model));
+            std::thread::spawn(move || {
+                let keys: Vec<_> = model.keys().collect();
+                for round in 0..3 {
+                    for i in 0..keys.len() {
+                        // Each thread walks the keys from a different place.
+                        let k = keys[(i * 7 + t * 37 + round) % keys.len()];
+                        let got = r.get(k).unwrap();
+                        assert_eq!(got.as_ref(), Some(&model[k].entry(k)), "{mode}: thread {t}");
+                        let miss = [k.as_slice(), b"\x00"].concat();
+                        assert_eq!(r.get(&miss).unwrap(), None, "{mode}: thread {t}");
+                    }
+                    let n = r
+                        .scan(b"key00100".as_slice()..b"key00200".as_slice())
+                        .unwrap()
+                        .count();
+                    assert_eq!(n, 50, "{mode}: thread {t}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(Arc::strong_count(&r), 1);
+    assert_eq!(r.verify().unwrap(), 300, "{mode}");
+}
+
+/// Small alphabet (with the extreme bytes) so random gets and bounds hit stored keys.
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(
+        prop::sample::select(vec![0u8, 1, b'a', b'b', b'c', 0xfe, 0xff]),
+        1..5,
+    )
+}
+
+fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![
+        1 => Just(Bound::Unbounded),
+        3 => key().prop_map(Bound::Included),
+        3 => key().prop_map(Bound::Excluded),
+    ]
+}
+
+fn cell() -> impl Strategy<Value = Cell> {
+    (
+        prop::collection::vec(any::<u8>(), 0..24),
+        any::<u64>(),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(value, ts, tombstone)| {
+            if tombstone {
+                Cell::tombstone(ts)
+            } else {
+                Cell {
+                    value,
+                    ts,
+                    tombstone,
+                }
+            }
+        })
+}
+
+type Case = (
+    Model,
+    SegmentOptions,
+    Vec<Vec<u8>>,
+    Vec<(Bound<Vec<u8>>, Bound<Vec<u8>>)>,
+);
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        prop::collection::btree_map(key(), cell(), 0..120),
+        64usize..200,
+        prop::sample::select(vec![0u32, 1, 10]),
+        prop::collection::vec(key(), 0..40),
+        prop::collection::vec((bound(), bound()), 0..12),
+    )
+        .prop_map(
+            |(model, index_block_size, filter_bits_per_key, gets, scans)| {
+                let opts = SegmentOptions {
+                    index_block_size,
+                    filter_bits_per_key,
+                };
+                (model, opts, gets, scans)
+            },
+        )
+}
+
+fn random_datasets_match_btreemap(mode: DiskAccessMode) {
+    let mut runner = TestRunner::new(proptest_config(file!()));
+    let result = runner.run(&case(), |(model, opts, gets, scans)| {
+        let dir = tempfile::tempdir().unwrap();
+        write_segment(dir.path(), &seg_name(), &opts, &model);
+        let r = open_in(dir.path(), &seg_name(), mode);
+        for k in model.keys().chain(&gets) {
+            let want = model.get(k).map(|c| c.entry(k));
+            prop_assert_eq!(r.get(k).unwrap(), want, "{}: get {:?}", mode, k);
+        }
+        for (start, end) in scans.iter().chain([&(Bound::Unbounded, Bound::Unbounded)]) {
+            let want = model_scan(&model, start, end);
+            prop_assert_eq!(
+                scan_all(&r, start, end).unwrap(),
+                want,
+                "{}: scan {:?}..{:?}",
+                mode,
+                start,
+                end
+            );
+        }
+        prop_assert_eq!(r.verify().unwrap(), model.len() as u64, "{}", mode);
+        prop_assert_eq!(r.stats().entry_count, model.len() as u64, "{}", mode);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{mode}: {e}");
+    }
+}
+
+#[derive(Debug, serde::Deserialize, serde::Serialize, PartialEq)]
+struct StoreConfig {
+    #[serde(default)]
+    disk_access_mode: DiskAccessMode,
+    #[serde(default)]
+    segment: SegmentOptions,
+}
+
+fn mode_round_trips_through_toml(mode: DiskAccessMode) {
+    let text = format!("disk_access_mode = \"{mode}\"\n");
+    let cfg: StoreConfig = toml::from_str(&text).unwrap_or_else(|e| panic!("{mode}: {e}"));
+    assert_eq!(cfg.disk_access_mode, mode);
+    assert_eq!(cfg.segment, SegmentOptions::default(), "{mode}");
+    let back = toml::to_string(&cfg).unwrap();
+    assert!(back.contains(&text), "{mode}: serialized as {back}");
+    assert_eq!(toml::from_str::<StoreConfig>(&back).unwrap(), cfg, "{mode}");
+    assert_eq!(mode.as_str().parse::<DiskAccessMode>().unwrap(), mode);
+    assert_eq!(mode.to_string(), mode.as_str());
+}
+
+#[test]
+fn toml_config_with_mmap_index_only_parses() {
+    let cfg: StoreConfig = toml::from_str(
+        "disk_access_mode = \"mmap_index_only\"\n[segment]\nindex_block_size = 64\n",
+    )
+    .unwrap();
+    assert_eq!(cfg.disk_access_mode, DiskAccessMode::MmapIndexOnly);
+    assert_eq!(cfg.segment.index_block_size, 64);
+    let r = cfg.disk_access_mode.resolve();
+    assert_eq!(
+        (r.data, r.index),
+        (segstore::AccessMode::Standard, segstore::AccessMode::Mmap)
+    );
+    // Absent: the default, auto.
+    let cfg: StoreConfig = toml::from_str("").unwrap();
+    assert_eq!(cfg.disk_access_mode, DiskAccessMode::Auto);
+}
+
+#[test]
+fn bad_mode_errors_and_lists_the_valid_values() {
+    for bad in ["mmap_data", "MMAP", "", "index_only"] {
+        let err = toml::from_str::<StoreConfig>(&format!("disk_access_mode = \"{bad}\""))
+            .unwrap_err()
+            .to_string();
+        for valid in segstore::config::DISK_ACCESS_MODES {
+            assert!(
+                err.contains(valid),
+                "toml error for {bad:?} does not list {valid}: {err}"
+            );
+        }
+        let err = bad.parse::<DiskAccessMode>().unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::InvalidConfig {
+                    setting: "disk_access_mode",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        for valid in segstore::config::DISK_ACCESS_MODES {
+            assert!(err.to_string().contains(valid), "{err}");
+        }
+    }
+    // Not a string at all.
+    assert!(toml::from_str::<StoreConfig>("disk_access_mode = 3").is_err());
+}
+
+#[test]
+fn modes_deserialize_through_plain_serde() {
+    use serde::de::value::{Error as DeError, StrDeserializer};
+    use serde::de::IntoDeserializer;
+    use serde::Deserialize;
+    for mode in DiskAccessMode::all() {
+        let d: StrDeserializer<'_, DeError> = mode.as_str().into_deserializer();
+        assert_eq!(DiskAccessMode::deserialize(d).unwrap(), mode);
+    }
+    let d: StrDeserializer<'_, DeError> = "bogus".into_deserializer();
+    let err = DiskAccessMode::deserialize(d).unwrap_err().to_string();
+    for valid in segstore::config::DISK_ACCESS_MODES {
+        assert!(err.contains(valid), "{err}");
+    }
+}
+
+#[test]
+fn every_mode_has_a_module_in_per_mode() {
+    for m in DiskAccessMode::all() {
+        // A new variant stops this from compiling: add it to `per_mode!` as well.
+        match m {
+            DiskAccessMode::Auto
+            | DiskAccessMode::Mmap
+            | DiskAccessMode::MmapIndexOnly
+            | DiskAccessMode::Standard => {}
+        }
+    }
+    assert_eq!(DiskAccessMode::all().len(), 4);
+}
