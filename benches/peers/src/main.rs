@@ -787,7 +787,10 @@ fn main() {
     let base = ids.iter().position(|id| *id == "seg_mmap");
 
     println!();
-    println!("Median throughput over {} rounds (Mops/s; scans: million scans/s x 1000 = kscans/s shown as Mops/s x 1000)", a.rounds);
+    println!(
+        "Median throughput over {} rounds, all threads together (gets: M ops/s; scans: k 100-key scans/s)",
+        a.rounds
+    );
     print!("{:<22}", "system");
     for op in Op::ALL {
         for t in 1..=2 {
