@@ -800,9 +800,8 @@ fn main() {
     println!();
     for (si, n) in names.iter().enumerate() {
         print!("{n:<22}");
-        for oi in 0..3 {
-            for ti in 0..2 {
-                let v = med[si][oi][ti];
+        for (oi, per_t) in med[si].iter().enumerate() {
+            for &v in per_t {
                 if oi == 2 {
                     print!(" {:>10.1} k/s", v / 1e3);
                 } else {
@@ -824,9 +823,9 @@ fn main() {
         println!();
         for (si, n) in names.iter().enumerate() {
             print!("{n:<22}");
-            for oi in 0..3 {
-                for ti in 0..2 {
-                    print!(" {:>12.2}x", med[b][oi][ti] / med[si][oi][ti]);
+            for (base_op, op) in med[b].iter().zip(&med[si]) {
+                for (base_v, v) in base_op.iter().zip(op) {
+                    print!(" {:>12.2}x", base_v / v);
                 }
             }
             println!();
