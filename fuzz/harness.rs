@@ -175,8 +175,29 @@ pub fn commitlog(data: &[u8]) {
     }
 }
 
-/// Manifest, snapshot manifest and positions parsing.
+/// Manifest, snapshot manifest and positions parsing: the input as is, and as the body
+/// of each format under its own header line with a valid checksum line (random bytes
+/// almost never pass the checksum, so this is what reaches the line parsers).
 pub fn manifests(data: &[u8]) {
+    decode_manifests(data);
+    for valid in [
+        Manifest::default().encode(),
+        SnapshotManifest::default().encode(),
+        Positions::default().encode(),
+    ] {
+        let header_end = valid.iter().position(|&b| b == b'\n').unwrap_or(0) + 1;
+        let mut body = valid[..header_end].to_vec();
+        body.extend_from_slice(data);
+        if body.last() != Some(&b'\n') {
+            body.push(b'\n');
+        }
+        let crc = segstore::format::checksum(&body);
+        body.extend_from_slice(format!("crc32c {crc:08x}\n").as_bytes());
+        decode_manifests(&body);
+    }
+}
+
+fn decode_manifests(data: &[u8]) {
     let p = PathBuf::from("fuzz.manifest");
     if let Ok(m) = Manifest::decode(&p, data) {
         // What decodes re-encodes to something that decodes the same.
@@ -193,8 +214,23 @@ pub fn manifests(data: &[u8]) {
     }
 }
 
-/// Repair message decoding.
+/// Repair message decoding: the input as a frame, and (first byte = kind, the rest
+/// = body) wrapped in a valid frame header and checksum, which reaches the body decoders.
 pub fn message(data: &[u8]) {
+    decode_message(data);
+    if let Some((&kind, body)) = data.split_first() {
+        let mut frame = segstore::repair::message::MAGIC.to_vec();
+        frame.push(segstore::repair::message::VERSION);
+        frame.push(kind % 4);
+        frame.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        frame.extend_from_slice(body);
+        let crc = segstore::format::checksum(&frame);
+        frame.extend_from_slice(&crc.to_le_bytes());
+        decode_message(&frame);
+    }
+}
+
+fn decode_message(data: &[u8]) {
     if let Ok(m) = Message::decode(data) {
         let again = Message::decode(&m.encode()).expect("re-encoded message decodes");
         assert_eq!(again, m);

@@ -399,3 +399,47 @@ fn libc_enospc() -> i32 {
 fn libc_eio() -> i32 {
     5 // EIO
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_target_paths_and_the_nth_operation() {
+        let rules = FileRules::posix().with_faults(
+            Faults::new()
+                .fail(FaultKind::Rename, "-Index.db", 1, 2)
+                .fail(FaultKind::Fsync, "commitlog-", 0, u64::MAX),
+        );
+        let (a, b) = (Path::new("x/t-1-Index.db"), Path::new("x/t-1-Data.db"));
+        assert!(rules.check_rename(b, a).is_ok(), "the first match passes");
+        assert!(rules.check_rename(b, a).is_err());
+        assert!(rules.check_rename(b, a).is_err());
+        assert!(rules.check_rename(b, a).is_ok(), "two failures, then done");
+        assert!(rules.check_rename(a, b).is_ok(), "targets the destination");
+        let log = Path::new("commitlog/commitlog-3.log");
+        let e = rules.check_fsync(log).unwrap_err();
+        assert_eq!(e.raw_os_error(), None);
+        assert!(e.to_string().contains("commitlog-3.log"), "{e}");
+        assert!(rules.check_fsync(b).is_ok());
+        assert!(rules.write_fault(log, 10).is_none());
+        let f = rules.faults().unwrap();
+        f.add(FaultKind::ShortWrite, "", 0, 1);
+        assert_eq!(rules.write_fault(log, 10).map(|(n, _)| n), Some(5));
+        f.set_armed(false);
+        assert!(rules.check_fsync(log).is_ok(), "disarmed");
+        f.set_armed(true);
+        f.add(FaultKind::RefuseDelete, "Data", 0, 1);
+        assert!(rules.check(FileOp::Delete, b).is_err());
+        assert!(rules.check(FileOp::Delete, b).is_ok());
+        assert_eq!(f.count(FaultKind::Rename), 2);
+        assert_eq!(f.count(FaultKind::Fsync), 1);
+        assert_eq!(f.count(FaultKind::ShortWrite), 1);
+        assert_eq!(f.count(FaultKind::RefuseDelete), 1);
+        assert_eq!(f.count(FaultKind::NoSpace), 0);
+        // No faults: nothing to check, nothing injected.
+        let plain = FileRules::posix();
+        assert!(plain.faults().is_none());
+        assert!(plain.check_fsync(log).is_ok() && plain.write_fault(log, 1).is_none());
+    }
+}
