@@ -43,6 +43,9 @@ pub fn rename(from: &Path, to: &Path, rules: &FileRules) -> Result<()> {
             .check(FileOp::Replace, to)
             .map_err(|e| Error::io("replace", to, e))?;
     }
+    rules
+        .check_rename(from, to)
+        .map_err(|e| Error::io("rename", from, e))?;
     fs::rename(from, to).map_err(|e| Error::io("rename", from, e))
 }
 
@@ -57,11 +60,38 @@ pub fn write_atomic(dest: &Path, bytes: &[u8], rules: &FileRules) -> Result<()> 
     let tmp = tmp_path(dest);
     let _ = fs::remove_file(&tmp); // a stale temp file of ours from a crash
     let mut f = create_new(&tmp)?;
-    f.write_all(bytes)
-        .map_err(|e| Error::io("write", &tmp, e))?;
-    f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
+    let r = write_all_checked(&mut f, bytes, &tmp, rules)
+        .and_then(|()| {
+            rules
+                .check_fsync(&tmp)
+                .map_err(|e| Error::io("fsync", &tmp, e))
+        })
+        .and_then(|()| f.sync_all().map_err(|e| Error::io("fsync", &tmp, e)));
     drop(f);
-    publish(&tmp, dest, rules)
+    if let Err(e) = r {
+        // Our own temp file, never mapped: not the deleter's business (like the
+        // segment writer's). If this fails too, the next open removes it.
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    publish(&tmp, dest, rules).inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
+    })
+}
+
+/// `write_all`, through the injected write faults of `rules` (a short write stores a
+/// prefix and fails, as a full disk would).
+pub fn write_all_checked(
+    w: &mut impl Write,
+    bytes: &[u8],
+    path: &Path,
+    rules: &FileRules,
+) -> Result<()> {
+    if let Some((n, e)) = rules.write_fault(path, bytes.len()) {
+        let _ = w.write_all(&bytes[..n.min(bytes.len())]);
+        return Err(Error::io("write", path, e));
+    }
+    w.write_all(bytes).map_err(|e| Error::io("write", path, e))
 }
 
 /// The temp name used while writing `dest`.

@@ -46,6 +46,8 @@ struct Counters {
 pub struct FileRules {
     kind: Kind,
     counters: Arc<Counters>,
+    /// Injected faults (tests only in practice); `None` costs one branch per hook.
+    faults: Option<Arc<Faults>>,
 }
 
 /// How often the emulation said no, and why.
@@ -101,6 +103,47 @@ impl FileRules {
         FileRules {
             kind,
             counters: Arc::new(counters),
+            faults: None,
+        }
+    }
+
+    /// These rules, also injecting `faults` (see [`Faults`]). Clones share them.
+    pub fn with_faults(mut self, faults: Faults) -> Self {
+        self.faults = Some(Arc::new(faults));
+        self
+    }
+
+    /// The injected faults, if any (for their counts).
+    pub fn faults(&self) -> Option<&Faults> {
+        self.faults.as_deref()
+    }
+
+    /// Hook before renaming `from` to `to`: an injected rename fault fails it.
+    #[inline]
+    pub fn check_rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        match &self.faults {
+            None => Ok(()),
+            Some(f) => f.rename(from, to),
+        }
+    }
+
+    /// Hook before fsyncing `path`: an injected fsync fault fails it with `EIO`.
+    #[inline]
+    pub fn check_fsync(&self, path: &Path) -> io::Result<()> {
+        match &self.faults {
+            None => Ok(()),
+            Some(f) => f.fsync(path),
+        }
+    }
+
+    /// Hook before writing `len` bytes to `path`: `Some((n, err))` means write only the
+    /// first `n` bytes (a short write; 0 for `ENOSPC` before anything) and then fail with
+    /// `err`.
+    #[inline]
+    pub fn write_fault(&self, path: &Path, len: usize) -> Option<(usize, io::Error)> {
+        match &self.faults {
+            None => None,
+            Some(f) => f.write(path, len),
         }
     }
 
@@ -121,6 +164,11 @@ impl FileRules {
     /// May `op` be applied to `path` now? `Err(PermissionDenied)` when the rules refuse.
     /// A path that does not exist passes (the operation itself will report it).
     pub fn check(&self, op: FileOp, path: &Path) -> io::Result<()> {
+        if let Some(f) = &self.faults {
+            if op == FileOp::Delete {
+                f.delete(path)?;
+            }
+        }
         let Kind::Windows { refuse_fraction } = self.kind else {
             return Ok(());
         };
@@ -175,5 +223,223 @@ impl FileRules {
                 Err(cur) => x = cur,
             }
         }
+    }
+}
+
+/// A kind of injected fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FaultKind {
+    /// `rename` fails (`EIO`), e.g. publishing a segment or replacing a manifest.
+    Rename,
+    /// `fsync` fails with `EIO`.
+    Fsync,
+    /// A write fails with `ENOSPC` before writing anything.
+    NoSpace,
+    /// A write stores only half its bytes, then fails with `ENOSPC`.
+    ShortWrite,
+    /// A delete is refused (`PermissionDenied`), like a scanner holding the file.
+    RefuseDelete,
+}
+
+impl FaultKind {
+    /// Every kind, in a fixed order.
+    pub const ALL: [FaultKind; 5] = [
+        FaultKind::Rename,
+        FaultKind::Fsync,
+        FaultKind::NoSpace,
+        FaultKind::ShortWrite,
+        FaultKind::RefuseDelete,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Debug)]
+struct Fault {
+    kind: FaultKind,
+    /// Only paths containing this (the destination, for a rename) match.
+    path_contains: String,
+    /// Matching operations to let pass before the first failure.
+    skip: u64,
+    /// Failures to inject after the skipped ones (`u64::MAX`: forever).
+    times: u64,
+    seen: AtomicU64,
+}
+
+/// Faults injected through [`FileRules::with_faults`]: each rule targets one
+/// [`FaultKind`], paths containing a substring, and the Nth matching operation on.
+/// The hooks are called by `io::fs` (rename, `write_atomic`, delete), the segment writer
+/// and the commit log. Counts of injected faults by kind: [`Faults::counts`].
+#[derive(Debug, Default)]
+pub struct Faults {
+    rules: parking_lot::Mutex<Vec<Fault>>,
+    injected: [AtomicU64; 5],
+    disarmed: std::sync::atomic::AtomicBool,
+}
+
+impl Faults {
+    /// No faults yet: add them with [`Faults::fail`].
+    pub fn new() -> Self {
+        Faults::default()
+    }
+
+    /// Fail `times` operations of `kind` on paths containing `path_contains`, after
+    /// letting the first `skip` matching ones pass.
+    pub fn fail(self, kind: FaultKind, path_contains: &str, skip: u64, times: u64) -> Self {
+        self.add(kind, path_contains, skip, times);
+        self
+    }
+
+    /// As [`Faults::fail`], on a shared instance (e.g. after the store is open).
+    pub fn add(&self, kind: FaultKind, path_contains: &str, skip: u64, times: u64) {
+        self.rules.lock().push(Fault {
+            kind,
+            path_contains: path_contains.to_string(),
+            skip,
+            times,
+            seen: AtomicU64::new(0),
+        });
+    }
+
+    /// Remove every rule (injected counts stay).
+    pub fn clear(&self) {
+        self.rules.lock().clear();
+    }
+
+    /// Stop or resume injecting without forgetting the rules.
+    pub fn set_armed(&self, armed: bool) {
+        self.disarmed.store(!armed, Ordering::SeqCst);
+    }
+
+    /// Faults injected so far, by kind.
+    pub fn counts(&self) -> Vec<(FaultKind, u64)> {
+        FaultKind::ALL
+            .iter()
+            .map(|k| (*k, self.injected[k.index()].load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// Faults injected so far of `kind`.
+    pub fn count(&self, kind: FaultKind) -> u64 {
+        self.injected[kind.index()].load(Ordering::Relaxed)
+    }
+
+    fn hit(&self, kind: FaultKind, path: &Path) -> bool {
+        if self.disarmed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let p = path.to_string_lossy();
+        let rules = self.rules.lock();
+        for r in rules.iter() {
+            if r.kind != kind || !p.contains(r.path_contains.as_str()) {
+                continue;
+            }
+            let n = r.seen.fetch_add(1, Ordering::Relaxed);
+            if n >= r.skip && n - r.skip < r.times {
+                self.injected[kind.index()].fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn injected_error(kind: FaultKind, path: &Path) -> io::Error {
+        let raw = match kind {
+            FaultKind::NoSpace | FaultKind::ShortWrite => libc_enospc(),
+            _ => libc_eio(),
+        };
+        let e = io::Error::from_raw_os_error(raw);
+        io::Error::new(
+            e.kind(),
+            format!("injected {kind:?} fault on {}: {e}", path.display()),
+        )
+    }
+
+    fn rename(&self, _from: &Path, to: &Path) -> io::Result<()> {
+        if self.hit(FaultKind::Rename, to) {
+            return Err(Self::injected_error(FaultKind::Rename, to));
+        }
+        Ok(())
+    }
+
+    fn fsync(&self, path: &Path) -> io::Result<()> {
+        if self.hit(FaultKind::Fsync, path) {
+            return Err(Self::injected_error(FaultKind::Fsync, path));
+        }
+        Ok(())
+    }
+
+    fn write(&self, path: &Path, len: usize) -> Option<(usize, io::Error)> {
+        if self.hit(FaultKind::NoSpace, path) {
+            return Some((0, Self::injected_error(FaultKind::NoSpace, path)));
+        }
+        if self.hit(FaultKind::ShortWrite, path) {
+            return Some((len / 2, Self::injected_error(FaultKind::ShortWrite, path)));
+        }
+        None
+    }
+
+    fn delete(&self, path: &Path) -> io::Result<()> {
+        if self.hit(FaultKind::RefuseDelete, path) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("injected refusal to delete {}", path.display()),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn libc_enospc() -> i32 {
+    28 // ENOSPC on Linux, macOS and the BSDs
+}
+
+fn libc_eio() -> i32 {
+    5 // EIO
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_target_paths_and_the_nth_operation() {
+        let rules = FileRules::posix().with_faults(
+            Faults::new()
+                .fail(FaultKind::Rename, "-Index.db", 1, 2)
+                .fail(FaultKind::Fsync, "commitlog-", 0, u64::MAX),
+        );
+        let (a, b) = (Path::new("x/t-1-Index.db"), Path::new("x/t-1-Data.db"));
+        assert!(rules.check_rename(b, a).is_ok(), "the first match passes");
+        assert!(rules.check_rename(b, a).is_err());
+        assert!(rules.check_rename(b, a).is_err());
+        assert!(rules.check_rename(b, a).is_ok(), "two failures, then done");
+        assert!(rules.check_rename(a, b).is_ok(), "targets the destination");
+        let log = Path::new("commitlog/commitlog-3.log");
+        let e = rules.check_fsync(log).unwrap_err();
+        assert_eq!(e.raw_os_error(), None);
+        assert!(e.to_string().contains("commitlog-3.log"), "{e}");
+        assert!(rules.check_fsync(b).is_ok());
+        assert!(rules.write_fault(log, 10).is_none());
+        let f = rules.faults().unwrap();
+        f.add(FaultKind::ShortWrite, "", 0, 1);
+        assert_eq!(rules.write_fault(log, 10).map(|(n, _)| n), Some(5));
+        f.set_armed(false);
+        assert!(rules.check_fsync(log).is_ok(), "disarmed");
+        f.set_armed(true);
+        f.add(FaultKind::RefuseDelete, "Data", 0, 1);
+        assert!(rules.check(FileOp::Delete, b).is_err());
+        assert!(rules.check(FileOp::Delete, b).is_ok());
+        assert_eq!(f.count(FaultKind::Rename), 2);
+        assert_eq!(f.count(FaultKind::Fsync), 1);
+        assert_eq!(f.count(FaultKind::ShortWrite), 1);
+        assert_eq!(f.count(FaultKind::RefuseDelete), 1);
+        assert_eq!(f.count(FaultKind::NoSpace), 0);
+        // No faults: nothing to check, nothing injected.
+        let plain = FileRules::posix();
+        assert!(plain.faults().is_none());
+        assert!(plain.check_fsync(log).is_ok() && plain.write_fault(log, 1).is_none());
     }
 }

@@ -119,6 +119,9 @@ struct Inner {
     rules: FileRules,
     policy: DeletePolicy,
     state: Mutex<State>,
+    /// Serialises journal writes: they share one temp file, and a write must not
+    /// replace a newer journal with an older state (taken before `state`).
+    journal_io: Mutex<()>,
     /// Called with each path right after it is unlinked (benchmarks, tests).
     on_complete: Mutex<Option<Callback>>,
 }
@@ -154,6 +157,7 @@ impl Deleter {
                 rules,
                 policy: policy.effective(),
                 state: Mutex::new(State::default()),
+                journal_io: Mutex::new(()),
                 on_complete: Mutex::new(None),
             }),
         };
@@ -493,6 +497,11 @@ impl Deleter {
     }
 
     fn write_journal(&self) -> Result<()> {
+        // Concurrent writers (a flush's obsolete segments, a snapshot clear, the last
+        // unmap of a file) used to race on `deletions.pending.tmp` (one removed or
+        // renamed the other's temp file: a spurious `NotFound` error) and could publish
+        // an older state over a newer one. One at a time, each with the state of now.
+        let _io = self.inner.journal_io.lock();
         let paths: Vec<PathBuf> = {
             let mut st = self.inner.state.lock();
             st.journal_stale = false;

@@ -170,7 +170,20 @@ impl SegmentSet {
             next.segments.insert(n.id);
             next.next_id = next.next_id.max(n.id + 1);
         }
-        next.store(&manifest_path(&self.dir, &self.table), self.deleter.rules())?;
+        if let Err(e) = next.store(&manifest_path(&self.dir, &self.table), self.deleter.rules()) {
+            // The new segments are in no manifest and no view: retire them now (their
+            // files go when these handles drop) rather than leave orphans for the next
+            // open. The durable manifest is still the old one.
+            let mut doomed = Vec::new();
+            for h in &opened {
+                doomed.extend_from_slice(h.segment().component_paths());
+                h.segment().mark_obsolete();
+            }
+            if let Err(e2) = self.deleter.announce(&doomed) {
+                tracing::warn!(error = %e2, "could not journal unpublished segments; the next open's orphan scan will find them");
+            }
+            return Err(e);
+        }
         *m = next;
         let old_view = self.view.replace(|v| {
             let mut segs: Vec<SegmentHandle> = v

@@ -217,8 +217,18 @@ impl SegmentWriter {
             count: n,
             body_len: self.index_off,
         };
-        finish_file(&mut self.data, &data_footer.encode(), &self.tmp[0])?;
-        finish_file(&mut self.index, &index_footer.encode(), &self.tmp[1])?;
+        finish_file(
+            &mut self.data,
+            &data_footer.encode(),
+            &self.tmp[0],
+            &self.rules,
+        )?;
+        finish_file(
+            &mut self.index,
+            &index_footer.encode(),
+            &self.tmp[1],
+            &self.rules,
+        )?;
         let mut stats = std::mem::take(&mut self.stats);
         if n == 0 {
             stats.min_ts = 0;
@@ -240,18 +250,29 @@ impl SegmentWriter {
         };
         body.extend_from_slice(&footer.encode());
         let mut mf = fs::create_new(&self.tmp[2])?;
-        mf.write_all(&body)
-            .and_then(|_| mf.sync_all())
-            .map_err(|e| Error::io("write", &self.tmp[2], e))?;
+        fs::write_all_checked(&mut mf, &body, &self.tmp[2], &self.rules)?;
+        sync_checked(&mf, &self.tmp[2], &self.rules)?;
         drop(mf);
         // Data and index must be durable under their names before meta appears: a crash
         // must never leave a meta (the mark of a whole segment) without them, and renames
         // in one directory are not ordered on disk without a directory fsync between.
-        for (c, t) in Component::ALL.iter().zip(&self.tmp) {
-            if *c == Component::Meta {
-                fs::fsync_dir(&self.dir)?;
+        for (i, (c, t)) in Component::ALL.iter().zip(&self.tmp).enumerate() {
+            let step = if *c == Component::Meta {
+                fs::fsync_dir(&self.dir)
+            } else {
+                Ok(())
             }
-            fs::rename(t, &self.name.path(&self.dir, *c), &self.rules)?;
+            .and_then(|()| fs::rename(t, &self.name.path(&self.dir, *c), &self.rules));
+            if let Err(e) = step {
+                // Take back what was already renamed, so that nothing of a half-published
+                // segment stays under its name; `Drop` then removes the temp files (none
+                // was ever mapped). If a rename back fails, the orphan scan of the next
+                // open removes the file (it is in no manifest).
+                for (c, t) in Component::ALL.iter().zip(&self.tmp).take(i) {
+                    let _ = std::fs::rename(self.name.path(&self.dir, *c), t);
+                }
+                return Err(e);
+            }
         }
         fs::fsync_dir(&self.dir)?;
         self.done = true;
@@ -259,11 +280,23 @@ impl SegmentWriter {
     }
 }
 
-fn finish_file(w: &mut BufWriter<File>, footer: &[u8], path: &Path) -> Result<()> {
-    w.write_all(footer)
-        .and_then(|_| w.flush())
-        .and_then(|_| w.get_ref().sync_all())
-        .map_err(|e| Error::io("write", path, e))
+fn finish_file(
+    w: &mut BufWriter<File>,
+    footer: &[u8],
+    path: &Path,
+    rules: &FileRules,
+) -> Result<()> {
+    w.flush().map_err(|e| Error::io("write", path, e))?;
+    // The footer goes straight to the file, through the injected write faults.
+    fs::write_all_checked(w.get_mut(), footer, path, rules)?;
+    sync_checked(w.get_ref(), path, rules)
+}
+
+fn sync_checked(f: &File, path: &Path, rules: &FileRules) -> Result<()> {
+    rules
+        .check_fsync(path)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| Error::io("fsync", path, e))
 }
 
 impl Drop for SegmentWriter {

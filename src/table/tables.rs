@@ -245,18 +245,24 @@ impl Tables {
         let positions = Positions::load(&log_dir)?;
         let clock = Clock::default();
         let mut replayed: BTreeMap<String, Memtable> = BTreeMap::new();
-        let (log, outcome) = CommitLog::open(&log_dir, log_config, positions.replay_from, |rec| {
-            if rec.seq > positions.flushed.get(&rec.table).copied().unwrap_or(0) {
-                for c in &rec.cells {
-                    clock.observe(c.ts);
+        let (log, outcome) = CommitLog::open_with_rules(
+            &log_dir,
+            log_config,
+            positions.replay_from,
+            rules,
+            |rec| {
+                if rec.seq > positions.flushed.get(&rec.table).copied().unwrap_or(0) {
+                    for c in &rec.cells {
+                        clock.observe(c.ts);
+                    }
+                    replayed
+                        .entry(rec.table.clone())
+                        .or_default()
+                        .apply_entries(rec.seq, &rec.cells);
                 }
-                replayed
-                    .entry(rec.table.clone())
-                    .or_default()
-                    .apply_entries(rec.seq, &rec.cells);
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         if !outcome.stops.is_empty() {
             tracing::warn!(
                 stops = outcome.stops.len(),

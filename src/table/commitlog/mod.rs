@@ -43,7 +43,6 @@ pub mod format;
 pub mod replay;
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -58,7 +57,8 @@ pub use replay::{LogFileInfo, Replay, ReplayOutcome, ReplayStop};
 
 use crate::error::{Error, Result};
 use crate::format::record::RecordRef;
-use crate::io::fs::fsync_dir;
+use crate::io::fs::{self, fsync_dir};
+use crate::io::FileRules;
 use crate::segment::validate_name;
 use crate::table::cell::validate_cell;
 use format::{PreparedRecord, MAX_BODY_LEN};
@@ -111,6 +111,7 @@ struct State {
 
 struct Shared {
     dir: PathBuf,
+    rules: FileRules,
     config: CommitLogConfig,
     state: Mutex<State>,
     /// Signalled when `synced_seq` advances, on poisoning, and on close.
@@ -151,6 +152,18 @@ impl CommitLog {
         dir: &Path,
         config: &CommitLogConfig,
         replay_from: u64,
+        apply: impl FnMut(LogRecord) -> Result<()>,
+    ) -> Result<(CommitLog, ReplayOutcome)> {
+        Self::open_with_rules(dir, config, replay_from, &FileRules::posix(), apply)
+    }
+
+    /// As [`CommitLog::open`], with the file rules whose injected faults (if any) the
+    /// log's writes and fsyncs obey.
+    pub fn open_with_rules(
+        dir: &Path,
+        config: &CommitLogConfig,
+        replay_from: u64,
+        rules: &FileRules,
         mut apply: impl FnMut(LogRecord) -> Result<()>,
     ) -> Result<(CommitLog, ReplayOutcome)> {
         config.validate()?;
@@ -163,7 +176,7 @@ impl CommitLog {
         let outcome = replay.finish();
         let next_seq = outcome.resume_seq.unwrap_or(1).max(replay_from);
         let next_id = outcome.files.last().map_or(1, |f| f.id + 1);
-        let active = create_file(dir, next_id, next_seq)?;
+        let active = create_file(dir, next_id, next_seq, rules)?;
         tracing::info!(
             dir = %dir.display(),
             sync = %config.sync,
@@ -175,6 +188,7 @@ impl CommitLog {
         );
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
+            rules: rules.clone(),
             config: config.clone(),
             state: Mutex::new(State {
                 active,
@@ -244,9 +258,12 @@ impl CommitLog {
         }
         let seq = st.next_seq;
         let bytes = rec.seal(seq);
-        if let Err(e) = (&*st.active.file).write_all(bytes) {
+        let written = {
+            let path = &st.active.path;
+            fs::write_all_checked(&mut &*st.active.file, bytes, path, &s.rules)
+        };
+        if let Err(err) = written {
             // A partial record may be in the file; nothing may follow it (invariant 3).
-            let err = Error::io("write", &st.active.path, e);
             s.poison(&mut st, &err);
             return Err(err);
         }
@@ -406,16 +423,23 @@ fn obsolete_prefix(st: &State, lowest: u64) -> &[LogFileInfo] {
 }
 
 /// Create log file `id` whose first record will be `first_seq`, durably (invariant 4).
-fn create_file(dir: &Path, id: u64, first_seq: u64) -> Result<Active> {
+fn create_file(dir: &Path, id: u64, first_seq: u64, rules: &FileRules) -> Result<Active> {
     let path = dir.join(replay::file_name(id));
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&path)
         .map_err(|e| Error::io("create", &path, e))?;
-    file.write_all(&format::encode_file_header(first_seq))
+    fs::write_all_checked(
+        &mut file,
+        &format::encode_file_header(first_seq),
+        &path,
+        rules,
+    )?;
+    rules
+        .check_fsync(&path)
         .and_then(|()| file.sync_all())
-        .map_err(|e| Error::io("write", &path, e))?;
+        .map_err(|e| Error::io("fsync", &path, e))?;
     fsync_dir(dir)?;
     Ok(Active {
         id,
@@ -455,7 +479,10 @@ impl Shared {
                 std::io::Error::other("injected fsync failure"),
             ));
         }
-        file.sync_data().map_err(|e| Error::io("fsync", path, e))?;
+        self.rules
+            .check_fsync(path)
+            .and_then(|()| file.sync_data())
+            .map_err(|e| Error::io("fsync", path, e))?;
         self.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -469,7 +496,7 @@ impl Shared {
         }
         st.synced_seq = st.written_seq;
         self.synced.notify_all();
-        let next = match create_file(&self.dir, st.active.id + 1, st.next_seq) {
+        let next = match create_file(&self.dir, st.active.id + 1, st.next_seq, &self.rules) {
             Ok(a) => a,
             Err(e) => {
                 self.poison(st, &e);

@@ -197,7 +197,7 @@ impl Replay {
             }
         }
         let Some(stop) = self.pending_stop.take() else {
-            return Ok(());
+            return self.check_clean_end(path, first_seq);
         };
         if stop.expected_seq == Some(first_seq) {
             tracing::info!(
@@ -228,6 +228,31 @@ impl Replay {
             stop.path.display(),
             self.replay_from
         );
+        Ok(())
+    }
+
+    /// The previous file ended cleanly (at a record boundary, no stop): if the next
+    /// file starts beyond where it ended, records were lost from its end (a file
+    /// truncated at a record boundary). Like a stop, an error only if some of the missing
+    /// numbers are not in a flushed segment (a new log starts at `replay_from` when that
+    /// is higher than the last record: no loss).
+    fn check_clean_end(&self, path: &Path, first_seq: u64) -> Result<()> {
+        let (Some(r), Some(prev)) = (self.out.resume_seq, self.out.files.last()) else {
+            return Ok(());
+        };
+        if first_seq > r && first_seq > self.replay_from {
+            let len = std::fs::metadata(&prev.path).map_or(0, |m| m.len());
+            return Err(Error::corrupt(
+                &prev.path,
+                len,
+                format!(
+                    "file ends at sequence number {}, but the next file {} starts at {first_seq}: records {r} to {} are missing (truncated file?)",
+                    r.saturating_sub(1),
+                    path.display(),
+                    first_seq - 1
+                ),
+            ));
+        }
         Ok(())
     }
 

@@ -1,0 +1,293 @@
+//! Corruption of the store's own files beyond segments (issue 8): commit log records
+//! (middle and tail), table manifests, snapshot manifests, the pending-deletion journal
+//! (`deletions.pending`) and the commit log `positions` file. Each bad file gives
+//! `Error::Corrupt` naming it at `Store::open`, never a panic and never a store that
+//! opens with data silently missing; a torn or flipped commit log tail is the one
+//! exception: a warning, and recovery up to the last good record.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use segstore::io::FileRules;
+use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
+use segstore::table::TableConfig;
+use segstore::{Config, DiskAccessMode, Error, Store};
+
+fn cfg(rules: FileRules) -> Config {
+    let mut c = common::test_config(DiskAccessMode::Mmap, rules);
+    c.commitlog = CommitLogConfig {
+        sync: CommitLogSync::Periodic { period_ms: 10_000 },
+        segment_size: 512,
+    };
+    c.table = TableConfig {
+        memtable_flush_bytes: 1 << 20,
+        background_compaction: false,
+        ..TableConfig::default()
+    };
+    c
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+/// A closed store: table `t` with two segments and unflushed records spread over
+/// several commit log files, snapshot `keep`. With `pending`, every deletion was refused,
+/// so `deletions.pending` holds entries.
+fn build(dir: &Path, pending: bool) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let rules = if pending {
+        FileRules::windows_emulation_with_refusals(1.0, 3)
+    } else {
+        FileRules::posix()
+    };
+    let store = Store::open(dir, cfg(rules)).unwrap();
+    let t = store.table("t").unwrap();
+    let mut model = BTreeMap::new();
+    for round in 0..3u32 {
+        for i in round * 20..round * 20 + 30 {
+            let v = format!("v{round}-{i}").into_bytes();
+            t.put(&key(i), &v).unwrap();
+            model.insert(key(i), v);
+        }
+        if round < 2 {
+            t.flush().unwrap();
+        }
+        if round == 0 {
+            store.snapshot("keep", None).unwrap();
+        }
+    }
+    if pending {
+        store.snapshot("gone", None).unwrap();
+        store.clear_snapshot("gone").unwrap();
+    }
+    drop(t);
+    // Close without flushing the last round: abandon, like a crash (the periodic log
+    // has written every record to the OS).
+    store.tables().commit_log().sync().unwrap();
+    drop(store);
+    model
+}
+
+fn open(dir: &Path) -> segstore::Result<Store> {
+    Store::open(dir, cfg(FileRules::posix()))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else if e.file_name() != "LOCK" {
+            std::fs::copy(e.path(), dst).unwrap();
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Mutation {
+    Flip(usize),
+    Truncate(usize),
+    AppendGarbage,
+    Empty,
+}
+
+fn mutations(len: usize) -> Vec<Mutation> {
+    let mut v = vec![Mutation::AppendGarbage, Mutation::Empty];
+    for off in [
+        0,
+        1,
+        len / 3,
+        len / 2,
+        len.saturating_sub(2),
+        len.saturating_sub(1),
+    ] {
+        v.push(Mutation::Flip(off));
+    }
+    // (Cutting only the final newline of a text file loses nothing: not tried.)
+    for cut in [1, len / 2, len.saturating_sub(2)] {
+        v.push(Mutation::Truncate(cut));
+    }
+    v
+}
+
+fn apply(path: &Path, m: Mutation) {
+    let mut b = std::fs::read(path).unwrap();
+    match m {
+        Mutation::Flip(off) => b[off] ^= 0x5a,
+        Mutation::Truncate(n) => b.truncate(n),
+        Mutation::AppendGarbage => b.extend_from_slice(b"\x00garbage\xff\n"),
+        Mutation::Empty => b.clear(),
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+fn assert_corrupt_naming(r: segstore::Result<Store>, file: &Path, what: &str) {
+    match r {
+        Err(Error::Corrupt { path, .. }) => assert_eq!(path, file, "{what}"),
+        Err(e) => panic!(
+            "{what}: expected Corrupt naming {}, got {e}",
+            file.display()
+        ),
+        Ok(_) => panic!("{what}: opened despite a corrupt {}", file.display()),
+    }
+}
+
+/// Each mutation of the file at `rel` (relative to the store) gives `Corrupt` naming it.
+fn each_mutation_is_corrupt(rel: &str, pending: bool) -> usize {
+    let base = tempfile::tempdir().unwrap();
+    build(base.path(), pending);
+    let len = std::fs::metadata(base.path().join(rel)).unwrap().len() as usize;
+    assert!(len > 0, "{rel}");
+    let mut tried = 0;
+    for m in mutations(len) {
+        let tmp = tempfile::tempdir().unwrap();
+        copy_dir(base.path(), tmp.path());
+        let file = tmp.path().canonicalize().unwrap().join(rel);
+        apply(&file, m);
+        assert_corrupt_naming(open(tmp.path()), &file, &format!("{rel} {m:?}"));
+        tried += 1;
+    }
+    eprintln!("{rel}: {tried} corrupt variants, each refused naming the file");
+    tried
+}
+
+#[test]
+fn corrupt_table_manifest_is_refused_naming_it() {
+    each_mutation_is_corrupt("t.manifest", false);
+}
+
+#[test]
+fn corrupt_snapshot_manifest_is_refused_naming_it() {
+    each_mutation_is_corrupt("snapshots/keep/manifest", false);
+}
+
+#[test]
+fn corrupt_positions_file_is_refused_naming_it() {
+    each_mutation_is_corrupt("commitlog/positions", false);
+}
+
+#[test]
+fn corrupt_deletion_journal_is_refused_naming_it() {
+    let base = tempfile::tempdir().unwrap();
+    build(base.path(), true);
+    let journal = std::fs::read_to_string(base.path().join("deletions.pending")).unwrap();
+    assert!(journal.lines().count() > 1, "entries pending: {journal}");
+    each_mutation_is_corrupt("deletions.pending", true);
+}
+
+fn log_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<(u64, PathBuf)> = std::fs::read_dir(dir.join("commitlog"))
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            let n = segstore::table::commitlog::replay::parse_file_name(
+                &e.file_name().to_string_lossy(),
+            )?;
+            Some((n, e.path()))
+        })
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, p)| p).collect()
+}
+
+/// The offset just past the first record of a log file (20-byte file header, then
+/// frames of `len u32 LE | crc u32 LE | body`).
+fn first_record_end(path: &Path) -> usize {
+    let b = std::fs::read(path).unwrap();
+    let body_len = u32::from_le_bytes(b[20..24].try_into().unwrap()) as usize;
+    let frame_header = segstore::table::commitlog::format::FRAME_HEADER_LEN;
+    20 + frame_header + body_len
+}
+
+#[test]
+fn corrupt_record_in_an_older_log_file_is_refused_naming_it() {
+    let base = tempfile::tempdir().unwrap();
+    build(base.path(), false);
+    let files = log_files(base.path());
+    assert!(files.len() >= 3, "{files:?}");
+    // The oldest file still holding unflushed records: the first one left after the
+    // flushes released the older ones. Corrupt a record in its middle, and its tail.
+    let victim_name = files[0].file_name().unwrap().to_owned();
+    let len = std::fs::metadata(&files[0]).unwrap().len() as usize;
+    let mut tried = 0;
+    for m in [
+        Mutation::Flip(len / 2),
+        Mutation::Flip(len - 3),
+        Mutation::Truncate(len - 5),
+        // Cut at the end of the header, and at a record boundary: the file ends cleanly
+        // but the next one starts beyond it.
+        Mutation::Truncate(20),
+        Mutation::Truncate(first_record_end(&files[0])),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        copy_dir(base.path(), tmp.path());
+        let file = tmp
+            .path()
+            .canonicalize()
+            .unwrap()
+            .join("commitlog")
+            .join(&victim_name);
+        apply(&file, m);
+        assert_corrupt_naming(open(tmp.path()), &file, &format!("log {m:?}"));
+        tried += 1;
+    }
+    eprintln!("older commit log file: {tried} corrupt variants refused");
+}
+
+#[test]
+fn torn_or_flipped_log_tail_recovers_up_to_the_last_good_record() {
+    let base = tempfile::tempdir().unwrap();
+    let model = build(base.path(), false);
+    let files = log_files(base.path());
+    let newest = files.last().unwrap().clone();
+    let newest_name = newest.file_name().unwrap().to_owned();
+    let len = std::fs::metadata(&newest).unwrap().len() as usize;
+    assert!(len > 40, "the newest file holds records");
+    let mut tried = 0;
+    for m in [
+        Mutation::Flip(len - 3),
+        Mutation::Flip(len / 2),
+        Mutation::Truncate(len - 1),
+        Mutation::Truncate(len / 2),
+        Mutation::AppendGarbage,
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        copy_dir(base.path(), tmp.path());
+        let file = tmp.path().join("commitlog").join(&newest_name);
+        apply(&file, m);
+        let store = open(tmp.path()).unwrap_or_else(|e| panic!("{m:?}: {e}"));
+        let t = store.table("t").unwrap();
+        // Every key reads either its newest value or nothing/an older one, and the
+        // surviving records are a prefix: once a key of the last round is missing,
+        // every later write of the last round is too.
+        let mut lost = 0;
+        for (k, v) in &model {
+            match t.get(k).unwrap() {
+                Some(got) if &got == v => {}
+                _ => lost += 1,
+            }
+        }
+        if matches!(m, Mutation::AppendGarbage) {
+            assert_eq!(lost, 0, "garbage after the last record loses nothing");
+        } else {
+            assert!(lost > 0 && lost <= 30, "{m:?}: lost {lost}");
+        }
+        // The store works on: writes, flush, reopen.
+        t.put(b"after", b"1").unwrap();
+        t.flush().unwrap();
+        drop(t);
+        assert!(store.close().unwrap().is_clean());
+        let store = open(tmp.path()).unwrap();
+        assert_eq!(
+            store.table("t").unwrap().get(b"after").unwrap().as_deref(),
+            Some(&b"1"[..])
+        );
+        store.close().unwrap();
+        tried += 1;
+    }
+    eprintln!("newest commit log file: {tried} torn/flipped tails recovered");
+}
