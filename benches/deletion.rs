@@ -86,6 +86,7 @@ fn get_handle_cost(c: &mut Criterion) {
             .collect()
     };
     let held = set.view().segments[0].clone();
+    interleaved_handle_cost(&set, &held, &keys);
     let mut g = c.benchmark_group("get_handle_cost_1000_gets");
     g.bench_function("one_handle_held", |b| {
         b.iter(|| {
@@ -135,6 +136,73 @@ fn get_handle_cost(c: &mut Criterion) {
     drop(held);
     drop(set);
     store.close().unwrap();
+}
+
+/// The same four read paths, run in turns of 1,000 gets for 201 rounds so that machine
+/// noise hits all alike; prints each path's median ns per get and its ratio to holding
+/// one handle (criterion's sequential rows disagree by +-30% between runs on a shared VM).
+fn interleaved_handle_cost(
+    set: &SegmentSet,
+    held: &segstore::lifecycle::SegmentHandle,
+    keys: &[Vec<u8>],
+) {
+    type Path<'a> = (&'a str, Box<dyn Fn(&[u8]) -> usize + 'a>);
+    let paths: Vec<Path> = vec![
+        (
+            "one_handle_held",
+            Box::new(|k| held.get_with(k, |r| r.value.len()).unwrap().unwrap_or(0)),
+        ),
+        (
+            "view_loaded_per_get",
+            Box::new(|k| {
+                set.view().segments[0]
+                    .get_with(k, |r| r.value.len())
+                    .unwrap()
+                    .unwrap_or(0)
+            }),
+        ),
+        (
+            "with_view_per_get",
+            Box::new(|k| {
+                set.with_view(|v| v.segments[0].get_with(k, |r| r.value.len()))
+                    .unwrap()
+                    .unwrap_or(0)
+            }),
+        ),
+        (
+            "handle_cloned_per_get",
+            Box::new(|k| {
+                let h = set.view().segments[0].clone();
+                h.get_with(k, |r| r.value.len()).unwrap().unwrap_or(0)
+            }),
+        ),
+    ];
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+    let mut sink = 0usize;
+    for round in 0..201 {
+        for i in 0..paths.len() {
+            let p = &paths[(i + round) % paths.len()];
+            let t = Instant::now();
+            for k in keys {
+                sink += (p.1)(k);
+            }
+            samples[(i + round) % paths.len()]
+                .push(t.elapsed().as_nanos() as f64 / keys.len() as f64);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let base = median(&mut samples[0].clone());
+    for (i, (name, _)) in paths.iter().enumerate() {
+        let m = median(&mut samples[i]);
+        println!(
+            "interleaved {name:<22} {m:7.1} ns/get  {:+5.1}% vs one handle held",
+            (m / base - 1.0) * 100.0
+        );
+    }
+    std::hint::black_box(sink);
 }
 
 criterion_group! {
