@@ -434,11 +434,20 @@ fn a_corrupted_frame_fails_the_session_and_its_snapshots_are_still_cleared() {
         rs[0]
             .write((0..50).map(|k| put(k, "a", 1)).collect())
             .unwrap();
-        rs[1]
-            .write((0..50).map(|k| put(k, "b", 2)).collect())
-            .unwrap();
+        // A failed session may still have applied the batches that arrived before the
+        // corrupted frame, so each attempt starts from a fresh divergence: replica 2
+        // rewrites every key with a newer timestamp, leaving 50 rows to stream.
+        let mut stamp = 1;
+        let mut diverge = || {
+            stamp += 1;
+            rs[1]
+                .write((0..50).map(|k| put(k, "b", stamp)).collect())
+                .unwrap();
+            stamp
+        };
         let dyns: Vec<&dyn Replica> = rs.iter().map(|r| r as &dyn Replica).collect();
         for nth in 1..=4 {
+            diverge();
             let t = LocalTransport::corrupting_frame(nth);
             let opts = RepairOptions {
                 parallelism: Parallelism::Sequential,
@@ -454,6 +463,7 @@ fn a_corrupted_frame_fails_the_session_and_its_snapshots_are_still_cleared() {
         // In parallel mode a replica waiting for a stream that will never come gives up
         // at once when another replica fails, and the root cause is reported.
         for nth in 3..=6 {
+            diverge();
             let t = LocalTransport::corrupting_frame(nth);
             let opts = RepairOptions {
                 batch_rows: 10,
@@ -466,9 +476,10 @@ fn a_corrupted_frame_fails_the_session_and_its_snapshots_are_still_cleared() {
             assert!(start.elapsed() < std::time::Duration::from_secs(10));
         }
         // A clean run still converges afterwards.
+        let last = diverge();
         let report = run(&rs, &RepairOptions::default());
         assert!(report.converged());
-        assert_eq!(rs[0].get(b"k0007").unwrap(), Some(put(7, "b", 2)));
+        assert_eq!(rs[0].get(b"k0007").unwrap(), Some(put(7, "b", last)));
     }
     cluster.close();
 }
