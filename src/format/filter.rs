@@ -61,6 +61,15 @@ impl Filter {
         (block * WORDS_PER_BLOCK, lo, (lo >> 17) | 1)
     }
 
+    /// Start loading the line [`Self::may_contain`] will read for hash `h`, so that miss
+    /// overlaps the caller's other work.
+    #[inline]
+    pub fn prefetch(&self, h: u64) {
+        if self.num_blocks != 0 {
+            crate::io::prefetch::prefetch_read(&self.words, self.probe_start(h).0);
+        }
+    }
+
     /// False only if the key with hash `h` was certainly not added.
     #[inline]
     pub fn may_contain(&self, h: u64) -> bool {

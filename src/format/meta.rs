@@ -50,10 +50,23 @@ pub struct Summary {
     keys: Vec<u8>,
     key_ends: Vec<u32>,
     blocks: Vec<(u64, u32)>,
-    /// Radix index over the prefixes' top `radix_bits` bits: `radix[t]` is the first
-    /// block whose prefix's top bits are >= t (empty until [`Summary::build_radix`]).
+    /// Radix index over `radix_bits` bits of the prefixes, taken just below the
+    /// `radix_shift` leading bits that every block's prefix shares: `radix[t]` is the
+    /// first block whose bucket is >= t (empty until [`Summary::build_radix`]).
     radix: Vec<u32>,
     radix_bits: u32,
+    radix_shift: u32,
+}
+
+/// Bucket of prefix `p` for a radix of `bits` bits below the `shift` shared leading bits.
+#[inline]
+fn radix_bucket(p: u64, shift: u32, bits: u32) -> usize {
+    if bits == 0 {
+        0
+    } else {
+        // bits >= 1 implies shift <= 63.
+        ((p << shift) >> (64 - bits)) as usize
+    }
 }
 
 impl PartialEq for Summary {
@@ -100,48 +113,59 @@ impl Summary {
         self.blocks[i]
     }
 
-    /// Build the radix index that narrows [`Self::block_for`] to the blocks sharing the
-    /// key's top prefix bits (about one block per bucket: 2^bits buckets for the next
-    /// power of two at or above the block count, at most 2^16). Call once all blocks are
-    /// pushed; until then searches cover every block.
+    /// Build the radix index that narrows [`Self::block_for`] to about one block: 2^bits
+    /// buckets (the next power of two at or above the block count, at most 2^16) over the
+    /// bits just below those that the first and last block's prefixes share, so keys with
+    /// a common prefix (big-endian integers, `user:` names) still spread over the
+    /// buckets. Call once all blocks are pushed; until then searches cover every block.
     pub fn build_radix(&mut self) {
         let n = self.prefixes.len();
-        let bits = n.next_power_of_two().trailing_zeros().min(16);
-        let buckets = 1usize << bits;
-        let top = |p: u64| {
-            if bits == 0 {
-                0
-            } else {
-                (p >> (64 - bits)) as usize
-            }
+        let (first, last) = match (self.prefixes.first(), self.prefixes.last()) {
+            (Some(&f), Some(&l)) => (f, l),
+            _ => (0, 0),
         };
-        let mut radix = Vec::with_capacity(buckets + 1);
+        // Every prefix lies in [first, last], so all share these leading bits.
+        let shift = (first ^ last).leading_zeros();
+        let bits = n
+            .next_power_of_two()
+            .trailing_zeros()
+            .min(16)
+            .min(64 - shift);
+        let mut radix = Vec::with_capacity((1usize << bits) + 1);
         let mut i = 0usize;
-        for t in 0..=buckets {
-            while i < n && top(self.prefixes[i]) < t {
+        for t in 0..=(1usize << bits) {
+            while i < n && radix_bucket(self.prefixes[i], shift, bits) < t {
                 i += 1;
             }
             radix.push(i as u32);
         }
         self.radix = radix;
         self.radix_bits = bits;
+        self.radix_shift = shift;
     }
 
     /// The block that would hold `key`: the last whose first key is <= `key`.
     #[inline]
     pub fn block_for(&self, key: &[u8]) -> Option<usize> {
         let p = key_prefix(key);
-        // Blocks whose prefix has smaller top bits start before `key`, those with larger
-        // top bits after it: search only the key's bucket.
-        let (lo, hi) = if self.radix.is_empty() {
-            (0, self.prefixes.len())
-        } else {
-            let t = if self.radix_bits == 0 {
-                0
-            } else {
-                (p >> (64 - self.radix_bits)) as usize
-            };
-            (self.radix[t] as usize, self.radix[t + 1] as usize)
+        let (lo, hi) = match (
+            self.radix.is_empty(),
+            self.prefixes.first(),
+            self.prefixes.last(),
+        ) {
+            (false, Some(&first), Some(&last)) => {
+                if p < first {
+                    // A smaller prefix means a smaller key: before the first block.
+                    return None;
+                }
+                if p > last {
+                    return Some(self.prefixes.len() - 1);
+                }
+                // first <= p <= last: p shares the leading bits the buckets skip.
+                let t = radix_bucket(p, self.radix_shift, self.radix_bits);
+                (self.radix[t] as usize, self.radix[t + 1] as usize)
+            }
+            _ => (0, self.prefixes.len()),
         };
         let prefixes = &self.prefixes[lo..hi];
         if prefixes.is_empty() {
@@ -366,5 +390,54 @@ mod tests {
                 prop_assert_eq!(indexed.block_for(p), want, "radix: {:?}", p);
             }
         }
+
+        #[test]
+        fn block_for_with_integer_keys_sharing_leading_bits(
+            base in any::<u64>(),
+            span_bits in 0u32..40,
+            firsts in proptest::collection::btree_set(any::<u64>(), 1..300),
+            probes in proptest::collection::vec(any::<u64>(), 0..100),
+            tail in proptest::collection::vec(any::<u8>(), 0..4),
+        ) {
+            let mask = if span_bits == 0 { 0 } else { u64::MAX >> (64 - span_bits) };
+            let key = |x: u64| {
+                let mut k = (base & !mask | x & mask).to_be_bytes().to_vec();
+                k.extend_from_slice(&tail);
+                k
+            };
+            let firsts: Vec<Vec<u8>> = firsts
+                .iter()
+                .map(|&x| key(x))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let mut s = Summary::default();
+            for (i, k) in firsts.iter().enumerate() {
+                s.push(k, i as u64 * 10, 10);
+            }
+            s.build_radix();
+            let outside = [0u64.to_be_bytes().to_vec(), u64::MAX.to_be_bytes().to_vec(), vec![], vec![0xff; 9]];
+            for p in probes.iter().map(|&x| key(x)).chain(firsts.iter().cloned()).chain(outside) {
+                let want = firsts.iter().rposition(|f| f <= &p);
+                prop_assert_eq!(s.block_for(&p), want, "{:?}", p);
+            }
+        }
+    }
+
+    /// Keys that share their leading bytes (big-endian integers) still spread over the
+    /// buckets: a lookup searches a handful of blocks, not all of them.
+    #[test]
+    fn radix_spreads_keys_with_a_common_prefix() {
+        let mut s = Summary::default();
+        let n = 7_000u64;
+        for i in 0..n {
+            let mut k = (i * 270).to_be_bytes().to_vec();
+            k.extend_from_slice(&[7; 8]);
+            s.push(&k, i * 4096, 4096);
+        }
+        s.build_radix();
+        let widest = s.radix.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+        assert!(widest <= 2, "a bucket holds {widest} of {n} blocks");
+        assert_eq!(s.block_for(&(270u64 * 5 + 3).to_be_bytes()), Some(5));
     }
 }

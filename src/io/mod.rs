@@ -11,6 +11,7 @@
 //! - [`kstats`]: the kernel's own figures (`/proc/self/smaps`, `/proc/self/status`, THP
 //!   settings), parsed on demand.
 //! - [`budget`]: the mapping budget, a share of `vm.max_map_count`.
+//! - [`prefetch`]: cache-line prefetch hints for the lookup path.
 //! - [`sys`]: the platform differences, behind identical signatures.
 
 #![allow(unsafe_code)]
@@ -21,6 +22,7 @@ pub mod identity;
 pub mod kstats;
 pub mod mapped;
 pub mod pread;
+pub mod prefetch;
 pub mod registry;
 pub mod residency;
 pub mod rules;

@@ -123,6 +123,14 @@ impl Source {
         }
     }
 
+    /// Hint that byte `off` will be read soon (mapped files only; a no-op otherwise).
+    #[inline]
+    pub(crate) fn prefetch(&self, off: u64) {
+        if let Source::Mapped(m) = self {
+            crate::io::prefetch::prefetch_read(m.as_slice(), off as usize);
+        }
+    }
+
     /// Run `f` over bytes `[off, off+len)`, mapped in place or read into scratch.
     #[inline]
     pub(crate) fn with_bytes<R>(
@@ -280,20 +288,28 @@ impl SegmentReader {
         }
         // One hash serves the filter and the index block's hash table.
         let h = key_hash(key);
+        // The filter's line and the index block's trailer do not depend on each other:
+        // start both loads, then wait for them (on a mapped index, two misses overlap).
+        self.meta.filter.prefetch(h);
+        let block = self.meta.summary.block_for(key);
+        if let Some(b) = block {
+            let (off, len) = self.meta.summary.block(b);
+            self.index.prefetch(off + u64::from(len).saturating_sub(12));
+        }
         if !self.meta.filter.may_contain(h) {
             return Ok(None);
         }
-        let Some(loc) = self.find_entry(key, h)? else {
+        let Some(b) = block else {
+            return Ok(None);
+        };
+        let Some(loc) = self.find_entry(b, key, h)? else {
             return Ok(None);
         };
         self.read_record(loc, Some(key), f).map(Some)
     }
 
-    /// Where `key` (with hash `h`) has its record, from the summary and one index block.
-    fn find_entry(&self, key: &[u8], h: u64) -> Result<Option<Located>> {
-        let Some(b) = self.meta.summary.block_for(key) else {
-            return Ok(None);
-        };
+    /// Where `key` (with hash `h`) has its record in index block `b`.
+    fn find_entry(&self, b: usize, key: &[u8], h: u64) -> Result<Option<Located>> {
         let block_off = self.meta.summary.block(b).0;
         self.with_index_block(b, |blk| {
             Ok(blk
