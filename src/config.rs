@@ -285,11 +285,22 @@ pub struct MemoryOptions {
     /// Past it, `auto` falls back to standard access and `mmap` modes fail to open with
     /// `Error::MapBudgetExhausted`.
     pub map_budget_percent: u8,
+    /// MiB of index blocks kept in memory, shared by all segments whose index file is
+    /// read with positional reads (`standard`, or `auto` past the mapping budget), so a
+    /// lookup there costs one read instead of two. 0 keeps none. Blocks stay until their
+    /// segment closes; past the budget, blocks are read per lookup.
+    pub index_cache_mb: u64,
 }
 
 /// Default share of `vm.max_map_count` for segment maps (the rest is left to the
 /// allocator, thread stacks, libraries and whatever else shares the process).
 pub const DEFAULT_MAP_BUDGET_PERCENT: u8 = 50;
+
+/// Largest accepted `index_cache_mb` (1 PiB), so the byte count cannot overflow.
+pub const MAX_INDEX_CACHE_MB: u64 = 1 << 30;
+
+/// Default index cache budget in MiB: the index of about 4 million 16-byte keys.
+pub const DEFAULT_INDEX_CACHE_MB: u64 = 128;
 
 impl Default for MemoryOptions {
     fn default() -> Self {
@@ -297,6 +308,7 @@ impl Default for MemoryOptions {
             lock_memory: LockMemory::None,
             huge_pages: HugePages::Off,
             map_budget_percent: DEFAULT_MAP_BUDGET_PERCENT,
+            index_cache_mb: DEFAULT_INDEX_CACHE_MB,
         }
     }
 }
@@ -309,6 +321,13 @@ impl MemoryOptions {
                 setting: "map_budget_percent",
                 value: self.map_budget_percent.to_string(),
                 reason: "must be between 1 and 100".into(),
+            });
+        }
+        if self.index_cache_mb > MAX_INDEX_CACHE_MB {
+            return Err(Error::InvalidConfig {
+                setting: "index_cache_mb",
+                value: self.index_cache_mb.to_string(),
+                reason: format!("must be at most {MAX_INDEX_CACHE_MB} (1 PiB)"),
             });
         }
         Ok(())

@@ -33,8 +33,8 @@ use crate::lifecycle::{
     DeletePolicy, Deleter, DeleterStats, DirLock, HandleSite, LeakTracker, PendingDeletion,
     SegmentHandle, SegmentSet, SetOptions, SnapshotManifest,
 };
-use crate::segment::ReaderOptions;
 use crate::segment::{validate_name, SegmentName};
+use crate::segment::{IndexCacheStats, ReaderOptions};
 use crate::snapshot::{self, SnapshotInfo};
 use crate::table::commitlog::CommitLogConfig;
 use crate::table::{Table, TableConfig, Tables};
@@ -115,6 +115,9 @@ pub struct StoreStats {
     pub memory: ResidencyTotals,
     /// The mapping budget: limit, in use, fallbacks.
     pub budget: Option<BudgetStats>,
+    /// Index blocks kept in memory for segments whose index is read with positional
+    /// reads (`memory.index_cache_mb`): budget, bytes and blocks held, refusals.
+    pub index_cache: Option<IndexCacheStats>,
 }
 
 /// Per-segment stats (see [`Store::segment_stats`]).
@@ -132,6 +135,8 @@ pub struct SegmentStatsView {
     pub entries: u64,
     /// Kernel figures per map.
     pub memory: crate::segment::SegmentMemory,
+    /// Bytes of this segment's index blocks held in the index cache.
+    pub index_cache_bytes: u64,
 }
 
 /// A snapshot opened read-only.
@@ -380,6 +385,7 @@ impl Store {
                 .collect(),
             memory: per_segment.iter().map(|s| s.memory.totals).sum(),
             budget: self.reader.map_budget.as_ref().map(|b| b.stats()),
+            index_cache: self.reader.index_cache.as_ref().map(|c| c.stats()),
         }
     }
 
@@ -398,6 +404,7 @@ impl Store {
                     index,
                     entries: h.stats().entry_count,
                     memory: h.memory_report_in(smaps.as_ref()),
+                    index_cache_bytes: h.index_cache_bytes(),
                 });
             }
         }

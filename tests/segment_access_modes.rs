@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use segstore::format::MAX_KEY_LEN;
 use segstore::io::{registry, FileRules};
-use segstore::segment::{Component, SegmentReader, SegmentWriter};
+use segstore::segment::{Component, IndexCache, ReaderOptions, SegmentReader, SegmentWriter};
 use segstore::{DiskAccessMode, Error, SegmentOptions};
 
 macro_rules! per_mode {
@@ -715,4 +715,122 @@ fn every_mode_has_a_module_in_per_mode() {
         }
     }
     assert_eq!(DiskAccessMode::all().len(), 4);
+}
+
+// ------------------------------------------------------------------ index cache
+
+fn open_cached(
+    dir: &std::path::Path,
+    mode: DiskAccessMode,
+    budget: &Arc<IndexCache>,
+) -> SegmentReader {
+    let opts = ReaderOptions {
+        index_cache: Some(budget.clone()),
+        ..ReaderOptions::default()
+    };
+    SegmentReader::open_with(dir, &seg_name(), mode.resolve(), &opts).unwrap()
+}
+
+fn check_all_gets(r: &SegmentReader, model: &Model, what: &str) {
+    for (k, c) in model {
+        assert_eq!(r.get(k).unwrap(), Some(c.entry(k)), "{what}");
+    }
+    assert_eq!(r.get(b"key00001").unwrap(), None, "{what}");
+}
+
+/// Once warm, a standard-mode reader with an index cache answers from memory: damaging
+/// the whole index file on disk changes nothing for it, while a reader without the cache
+/// reports the damage. Dropping the reader returns the budget.
+#[test]
+fn standard_index_cache_serves_lookups_from_memory() {
+    let model = standard_model();
+    let dir = written(&model);
+    let budget = Arc::new(IndexCache::new(1 << 20));
+    let r = open_cached(dir.path(), DiskAccessMode::Standard, &budget);
+    check_all_gets(&r, &model, "cold");
+    let index = component_path(dir.path(), Component::Index);
+    let index_len = std::fs::metadata(&index).unwrap().len();
+    let s = budget.stats();
+    assert!(s.blocks > 10, "tiny blocks: many of them, got {}", s.blocks);
+    assert_eq!(s.used_bytes, r.index_cache_bytes());
+    assert!(
+        s.used_bytes > index_len / 2 && s.used_bytes < index_len,
+        "{s:?}"
+    );
+    assert_eq!(s.refused, 0);
+
+    // Overwrite every byte of the index but its footer, in place.
+    let body = index_len as usize - segstore::format::footer::FOOTER_LEN;
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&index)
+            .unwrap();
+        f.write_all_at(&vec![0xAA; body], 0).unwrap();
+        f.sync_all().unwrap();
+    }
+    check_all_gets(&r, &model, "warm, index damaged on disk");
+    let all = scan_all(&r, &Bound::Unbounded, &Bound::Unbounded).unwrap();
+    assert_eq!(all.len(), model.len());
+    let mid = model.keys().nth(100).unwrap().clone();
+    let tail = scan_all(&r, &Bound::Included(mid), &Bound::Unbounded).unwrap();
+    assert_eq!(tail.len(), model.len() - 100);
+    let uncached =
+        SegmentReader::open(dir.path(), &seg_name(), DiskAccessMode::Standard.resolve()).unwrap();
+    let k = model.keys().nth(150).unwrap();
+    match uncached.get(k) {
+        Err(Error::Corrupt { path, .. }) => assert_eq!(path, index),
+        other => panic!("expected the damaged index to be reported, got {other:?}"),
+    }
+    drop(r);
+    assert_eq!((budget.stats().used_bytes, budget.stats().blocks), (0, 0));
+}
+
+/// Past the budget, blocks are read per lookup; answers do not change. Mapped indexes
+/// never use the cache.
+#[test]
+fn index_cache_budget_is_a_ceiling_and_mapped_indexes_skip_it() {
+    let model = standard_model();
+    let dir = written(&model);
+    let budget = Arc::new(IndexCache::new(300));
+    let r = open_cached(dir.path(), DiskAccessMode::Standard, &budget);
+    check_all_gets(&r, &model, "small budget");
+    check_all_gets(&r, &model, "small budget, again");
+    let s = budget.stats();
+    assert!(s.used_bytes <= 300 && s.blocks >= 1, "{s:?}");
+    assert!(s.refused > 0, "{s:?}");
+    drop(r);
+
+    for mode in [DiskAccessMode::Mmap, DiskAccessMode::MmapIndexOnly] {
+        let budget = Arc::new(IndexCache::new(1 << 20));
+        let r = open_cached(dir.path(), mode, &budget);
+        check_all_gets(&r, &model, mode.as_str());
+        assert_eq!(budget.stats().used_bytes, 0, "{mode}");
+        assert_eq!(r.index_cache_bytes(), 0, "{mode}");
+    }
+}
+
+/// A damaged index block is reported the first time it is read and never cached.
+#[test]
+fn index_cache_never_keeps_a_damaged_block() {
+    let model = standard_model();
+    let dir = written(&model);
+    let index = component_path(dir.path(), Component::Index);
+    let mut bytes = std::fs::read(&index).unwrap();
+    bytes[10] ^= 0x40;
+    std::fs::write(&index, &bytes).unwrap();
+    let budget = Arc::new(IndexCache::new(1 << 20));
+    let r = open_cached(dir.path(), DiskAccessMode::Standard, &budget);
+    let first = model.keys().next().unwrap();
+    for _ in 0..2 {
+        match r.get(first) {
+            Err(Error::Corrupt { path, .. }) => assert_eq!(path, index),
+            other => panic!("expected Corrupt, got {other:?}"),
+        }
+    }
+    // The other blocks are fine and cached.
+    let last = model.keys().last().unwrap();
+    assert_eq!(r.get(last).unwrap(), Some(model[last].entry(last)));
+    assert_eq!(budget.stats().blocks, 1);
 }

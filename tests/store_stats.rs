@@ -59,3 +59,47 @@ fn locked_index_maps_show_in_store_stats_from_the_kernel() {
     drop(t);
     assert!(store.close().unwrap().is_clean());
 }
+
+/// In `standard` mode the store keeps index blocks in memory up to
+/// `memory.index_cache_mb`, and says so in its stats; compaction's obsolete segments
+/// give their share back.
+#[test]
+fn standard_mode_index_cache_shows_in_store_stats() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = common::test_config(DiskAccessMode::Standard, FileRules::posix());
+    cfg.memory = MemoryOptions {
+        index_cache_mb: 1,
+        ..MemoryOptions::default()
+    };
+    let store = Store::open(tmp.path(), cfg).unwrap();
+    let t = store.table("t").unwrap();
+    for round in 0..2u32 {
+        for i in 0..5000u32 {
+            t.put(format!("key{i:06}").as_bytes(), &round.to_le_bytes())
+                .unwrap();
+        }
+        t.flush().unwrap();
+    }
+    let s = store.stats();
+    assert_eq!(
+        s.index_cache.map(|c| (c.limit_bytes, c.used_bytes)),
+        Some((1 << 20, 0))
+    );
+    for i in 0..5000u32 {
+        let v = t.get(format!("key{i:06}").as_bytes()).unwrap();
+        assert_eq!(v.as_deref(), Some(&1u32.to_le_bytes()[..]));
+    }
+    let c = store.stats().index_cache.unwrap();
+    let per_segment: u64 = store
+        .segment_stats()
+        .iter()
+        .map(|s| s.index_cache_bytes)
+        .sum();
+    assert!(c.used_bytes > 0 && c.blocks > 0, "{c:?}");
+    assert_eq!(c.used_bytes, per_segment);
+    t.compact().unwrap();
+    // The two flushed segments are gone; the compacted one has read nothing yet.
+    assert_eq!(store.stats().index_cache.unwrap().used_bytes, 0);
+    drop(t);
+    assert!(store.close().unwrap().is_clean());
+}

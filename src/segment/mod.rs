@@ -5,6 +5,7 @@
 //! `<table>-<id>-Data.db`, `<table>-<id>-Index.db` and `<table>-<id>-Meta.db`.
 //! The byte formats are in `format` and `docs/format.md`.
 
+mod index_cache;
 mod iter;
 mod reader;
 mod residency;
@@ -13,6 +14,7 @@ mod writer;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use index_cache::{IndexCache, IndexCacheStats};
 pub use iter::{Entry, SegmentIter};
 pub use reader::SegmentReader;
 pub use residency::{ReaderOptions, SegmentMemory, SegmentResidency};

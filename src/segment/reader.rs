@@ -16,6 +16,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::index_cache::CachedIndex;
 use super::residency::{OpenPlan, ReaderOptions, SegmentResidency};
 use super::{Component, SegmentName};
 use crate::config::{AccessMode, ResolvedModes};
@@ -173,6 +174,8 @@ pub struct SegmentReader {
     index: Source,
     meta: Meta,
     verified: Box<[AtomicU64]>,
+    /// Index blocks kept in memory when the index is read with positional reads.
+    cached_index: Option<CachedIndex>,
     pub(crate) residency: SegmentResidency,
 }
 
@@ -216,6 +219,10 @@ impl SegmentReader {
         let verified = (0..meta.summary.len().div_ceil(64))
             .map(|_| AtomicU64::new(0))
             .collect();
+        let cached_index = match (&index, &opts.index_cache) {
+            (Source::Standard(_), Some(budget)) => CachedIndex::new(meta.summary.len(), budget),
+            _ => None,
+        };
         Ok(SegmentReader {
             name: name.clone(),
             dir: dir.to_path_buf(),
@@ -223,6 +230,7 @@ impl SegmentReader {
             index,
             meta,
             verified,
+            cached_index,
             residency,
         })
     }
@@ -343,15 +351,52 @@ impl SegmentReader {
     ) -> Result<R> {
         let (off, len) = self.meta.summary.block(i);
         let path = self.index.path();
+        let refused: Box<[u8]>;
+        let held = match (&self.cached_index, &self.index) {
+            (Some(c), Source::Standard(p)) => match c.get(i) {
+                // Verified when it was inserted.
+                Some(b) => Some(b),
+                None if c.has_room(len as usize) => {
+                    let mut b = vec![0u8; len as usize].into_boxed_slice();
+                    p.read_at(&mut b, off)?;
+                    IndexBlock::verify(&b).map_err(|m| m.at(off).into_error(path))?;
+                    self.mark_verified(i);
+                    match c.insert(i, b) {
+                        Ok(cached) => Some(cached),
+                        Err(back) => {
+                            refused = back;
+                            Some(&refused[..])
+                        }
+                    }
+                }
+                None => None,
+            },
+            _ => None,
+        };
+        if let Some(b) = held {
+            let blk = IndexBlock::parse(b).map_err(|m| m.at(off).into_error(path))?;
+            return f(blk).map_err(|m| m.at(off).into_error(path));
+        }
         self.index.with_bytes(off, len as usize, |b| {
             let (word, bit) = (i / 64, 1u64 << (i % 64));
             if self.verified[word].load(Ordering::Relaxed) & bit == 0 {
                 IndexBlock::verify(b).map_err(|m| m.at(off).into_error(path))?;
-                self.verified[word].fetch_or(bit, Ordering::Relaxed);
+                self.mark_verified(i);
             }
             let blk = IndexBlock::parse(b).map_err(|m| m.at(off).into_error(path))?;
             f(blk).map_err(|m| m.at(off).into_error(path))
         })
+    }
+
+    fn mark_verified(&self, i: usize) {
+        self.verified[i / 64].fetch_or(1u64 << (i % 64), Ordering::Relaxed);
+    }
+
+    /// Bytes of index blocks this reader keeps in memory (standard-mode index only).
+    pub fn index_cache_bytes(&self) -> u64 {
+        self.cached_index
+            .as_ref()
+            .map_or(0, CachedIndex::held_bytes)
     }
 
     /// Read and check the record an index entry points at; if `expect` is given, its key

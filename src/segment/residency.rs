@@ -23,6 +23,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::reader::Source;
+use super::IndexCache;
 use super::SegmentReader;
 use crate::config::{AccessMode, HugePages, LockMemory, MemoryOptions, ResolvedModes};
 use crate::error::{Error, Result};
@@ -41,6 +42,9 @@ pub struct ReaderOptions {
     pub huge_pages: HugePages,
     /// The mapping budget shared by the store's readers; `None`: unlimited.
     pub map_budget: Option<Arc<MapBudget>>,
+    /// The byte budget for index blocks kept in memory by readers whose index is read
+    /// with positional reads, shared by the store's readers; `None`: none are kept.
+    pub index_cache: Option<Arc<IndexCache>>,
 }
 
 impl ReaderOptions {
@@ -52,6 +56,9 @@ impl ReaderOptions {
             lock_memory: m.lock_memory,
             huge_pages: m.huge_pages,
             map_budget: Some(Arc::new(MapBudget::from_system(m.map_budget_percent))),
+            index_cache: Some(Arc::new(IndexCache::new(
+                m.index_cache_mb.saturating_mul(1 << 20),
+            ))),
         })
     }
 }
