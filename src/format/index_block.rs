@@ -138,6 +138,18 @@ pub struct IndexBlock<'a> {
 
 const TRAILER: usize = 12;
 
+/// Where, within a block of `block_len` bytes with `m` hash slots, the home slot of a key
+/// with hash `h` lies (`None` without a table or if the block is too short): lets a
+/// reader that remembers `m` start loading the slot before it has read the trailer.
+#[inline]
+pub fn home_slot_offset(block_len: usize, m: usize, h: u64) -> Option<usize> {
+    if m == 0 {
+        return None;
+    }
+    let slots_start = block_len.checked_sub(TRAILER + m.checked_mul(4)?)?;
+    Some(slots_start + 4 * home_slot(h, m))
+}
+
 impl<'a> IndexBlock<'a> {
     /// Check the block's checksum.
     pub fn verify(b: &[u8]) -> Result<(), Malformed> {
@@ -363,6 +375,33 @@ mod tests {
     use super::*;
     use crate::format::key_hash;
     use proptest::prelude::*;
+
+    /// The slot a reader prefetches is the one the lookup starts from: the home slot of
+    /// every key in the block is occupied and lies in the slot array.
+    #[test]
+    fn home_slot_offset_points_into_the_slot_array() {
+        let mut bld = IndexBlockBuilder::default();
+        let keys: Vec<Vec<u8>> = (0..200u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        for (i, k) in keys.iter().enumerate() {
+            bld.add(k, i as u64 * 10, 10);
+        }
+        let mut out = Vec::new();
+        bld.finish_into(&mut out);
+        let blk = IndexBlock::parse(&out).unwrap();
+        let m = blk.slots();
+        let slots_start = out.len() - TRAILER - 4 * m;
+        for k in &keys {
+            let at = home_slot_offset(out.len(), m, key_hash(k)).unwrap();
+            assert!((slots_start..out.len() - TRAILER).contains(&at) && at % 4 == slots_start % 4);
+            assert_ne!(
+                read_u32(&out, at),
+                Some(0),
+                "a present key's home slot is occupied"
+            );
+        }
+        assert_eq!(home_slot_offset(out.len(), 0, 1), None);
+        assert_eq!(home_slot_offset(20, 5, 1), None, "too short for its table");
+    }
 
     #[test]
     fn build_and_search() {

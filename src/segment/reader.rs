@@ -6,15 +6,18 @@
 //! once and costs: the filter (one cache line), a search of the in-memory summary, one
 //! index block (its trailer, one or two hash slots, one entry), one record. Standard mode
 //! reads the index block and the record with one positional read each, through a
-//! per-thread reused buffer, so a warm `get` allocates nothing. Index block checksums are
-//! verified on first use and remembered in a bitset; records are verified on every read.
+//! per-thread reused buffer, so a warm `get` allocates nothing (or, with an index cache,
+//! reads the index block from memory). Index block checksums are verified on first use
+//! and remembered per block with the block's hash slot count, so later lookups start
+//! loading the home slot together with the trailer and the filter line (prefetch hints
+//! on mapped files); records are verified on every read.
 //! Corruption errors name the file holding the bad bytes: a sound record that disagrees
 //! with its index entry is the index's fault.
 
 use std::cell::Cell;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::index_cache::CachedIndex;
 use super::residency::{OpenPlan, ReaderOptions, SegmentResidency};
@@ -22,7 +25,7 @@ use super::{Component, SegmentName};
 use crate::config::{AccessMode, ResolvedModes};
 use crate::error::{Error, Result};
 use crate::format::footer::{Footer, Kind, FOOTER_LEN};
-use crate::format::index_block::{IndexBlock, IndexEntry};
+use crate::format::index_block::{home_slot_offset, IndexBlock, IndexEntry};
 use crate::format::meta::{Meta, SegmentStats};
 use crate::format::record::{self, RecordRef};
 use crate::format::{key_hash, Malformed, MAX_KEY_LEN};
@@ -173,7 +176,9 @@ pub struct SegmentReader {
     pub(crate) data: Source,
     index: Source,
     meta: Meta,
-    verified: Box<[AtomicU64]>,
+    /// Per index block: 0 until its checksum has been verified, then 1 + its number of
+    /// hash slots (so later lookups can locate the slot before reading the trailer).
+    checked: Box<[AtomicU32]>,
     /// Index blocks kept in memory when the index is read with positional reads.
     cached_index: Option<CachedIndex>,
     pub(crate) residency: SegmentResidency,
@@ -216,9 +221,7 @@ impl SegmentReader {
             Source::open(&index_path, Kind::Index, s.index_len, s.entry_count, m)
         })?;
         let (data, index, residency) = plan.finish(data, index);
-        let verified = (0..meta.summary.len().div_ceil(64))
-            .map(|_| AtomicU64::new(0))
-            .collect();
+        let checked = (0..meta.summary.len()).map(|_| AtomicU32::new(0)).collect();
         let cached_index = match (&index, &opts.index_cache) {
             (Source::Standard(_), Some(budget)) => CachedIndex::new(meta.summary.len(), budget),
             _ => None,
@@ -229,7 +232,7 @@ impl SegmentReader {
             data,
             index,
             meta,
-            verified,
+            checked,
             cached_index,
             residency,
         })
@@ -303,6 +306,11 @@ impl SegmentReader {
         if let Some(b) = block {
             let (off, len) = self.meta.summary.block(b);
             self.index.prefetch(off + u64::from(len).saturating_sub(12));
+            // A block seen before: its home slot too, without waiting for the trailer.
+            let m = self.checked[b].load(Ordering::Relaxed).saturating_sub(1) as usize;
+            if let Some(s) = home_slot_offset(len as usize, m, h) {
+                self.index.prefetch(off + s as u64);
+            }
         }
         if !self.meta.filter.may_contain(h) {
             return Ok(None);
@@ -360,7 +368,6 @@ impl SegmentReader {
                     let mut b = vec![0u8; len as usize].into_boxed_slice();
                     p.read_at(&mut b, off)?;
                     IndexBlock::verify(&b).map_err(|m| m.at(off).into_error(path))?;
-                    self.mark_verified(i);
                     match c.insert(i, b) {
                         Ok(cached) => Some(cached),
                         Err(back) => {
@@ -375,21 +382,28 @@ impl SegmentReader {
         };
         if let Some(b) = held {
             let blk = IndexBlock::parse(b).map_err(|m| m.at(off).into_error(path))?;
+            if self.checked[i].load(Ordering::Relaxed) == 0 {
+                self.mark_checked(i, &blk);
+            }
             return f(blk).map_err(|m| m.at(off).into_error(path));
         }
         self.index.with_bytes(off, len as usize, |b| {
-            let (word, bit) = (i / 64, 1u64 << (i % 64));
-            if self.verified[word].load(Ordering::Relaxed) & bit == 0 {
+            let first_use = self.checked[i].load(Ordering::Relaxed) == 0;
+            if first_use {
                 IndexBlock::verify(b).map_err(|m| m.at(off).into_error(path))?;
-                self.mark_verified(i);
             }
             let blk = IndexBlock::parse(b).map_err(|m| m.at(off).into_error(path))?;
+            if first_use {
+                self.mark_checked(i, &blk);
+            }
             f(blk).map_err(|m| m.at(off).into_error(path))
         })
     }
 
-    fn mark_verified(&self, i: usize) {
-        self.verified[i / 64].fetch_or(1u64 << (i % 64), Ordering::Relaxed);
+    /// Remember that block `i` passed its checksum, and its slot count.
+    fn mark_checked(&self, i: usize, blk: &IndexBlock<'_>) {
+        let v = u32::try_from(blk.slots()).map_or(0, |m| m.saturating_add(1));
+        self.checked[i].store(v, Ordering::Relaxed);
     }
 
     /// Bytes of index blocks this reader keeps in memory (standard-mode index only).
