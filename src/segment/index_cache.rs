@@ -33,7 +33,8 @@ pub struct IndexCacheStats {
     pub used_bytes: u64,
     /// Index blocks held.
     pub blocks: u64,
-    /// Blocks not kept because the budget was full (each was read and used once).
+    /// Block reads that went to the file, and were not kept, because the budget was
+    /// full (a steady rise means the budget is smaller than the index being read).
     pub refused: u64,
 }
 
