@@ -20,12 +20,13 @@ use std::fs::File;
 use std::hint::black_box;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use segstore::io::mapped::{MapAdvice, MappedFile};
 use segstore::io::FileRules;
-use segstore::segment::{SegmentName, SegmentReader, SegmentWriter};
+use segstore::segment::{IndexCache, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
 use segstore::{DiskAccessMode, SegmentOptions};
 
 const CELLS: usize = 1_000_000;
@@ -181,7 +182,20 @@ fn fixture() -> Fixture {
         .map(|m| {
             (
                 m,
-                SegmentReader::open(dir.path(), &name, m.resolve()).unwrap(),
+                // As a store opens them: with the default index cache (it acts where
+                // the index is read with positional reads, i.e. `standard`).
+                SegmentReader::open_with(
+                    dir.path(),
+                    &name,
+                    m.resolve(),
+                    &ReaderOptions {
+                        index_cache: Some(Arc::new(IndexCache::new(
+                            segstore::config::DEFAULT_INDEX_CACHE_MB << 20,
+                        ))),
+                        ..ReaderOptions::default()
+                    },
+                )
+                .unwrap(),
             )
         })
         .collect();
