@@ -177,7 +177,7 @@ fn open(
         lock_memory: v.lock,
         huge_pages: v.huge,
         map_budget: None,
-        index_cache: None,
+        ..ReaderOptions::default()
     };
     let r = SegmentReader::open_with(dir, name, mode.resolve(), &opts).unwrap();
     r.verify().unwrap(); // every page touched once: no first-fault cost measured

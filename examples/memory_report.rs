@@ -71,7 +71,7 @@ fn run(dir: &Path, name: &SegmentName, c: &Case) -> Result<(), Box<dyn std::erro
         map_budget: c
             .budget
             .map(|b| std::sync::Arc::new(MapBudget::with_limit(b))),
-        index_cache: None,
+        ..ReaderOptions::default()
     };
     let before = vm_lck();
     let r = match SegmentReader::open_with(dir, name, c.mode.resolve(), &opts) {

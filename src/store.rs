@@ -56,8 +56,16 @@ pub struct Config {
     pub commitlog: CommitLogConfig,
     /// Memtables, flushing, compaction.
     pub table: TableConfig,
-    /// Memory residency: `lock_memory`, `huge_pages`, `map_budget_percent`.
+    /// Memory residency: `lock_memory`, `huge_pages`, `map_budget_percent`,
+    /// `index_cache_mb`.
     pub memory: MemoryOptions,
+    /// Probability (0.0 to 1.0, default 1.0) that a point read checks the checksum of the
+    /// record it returns, as Cassandra's `crc_check_chance`. Below 1.0 a damaged value
+    /// can be returned unnoticed by a `get`; the record's structure, lengths and key are
+    /// still checked, and index blocks, scans, compaction, repair and `verify` always
+    /// check. Checking reads the whole record, so on a mapped store whose callers read
+    /// only part of each value it costs memory traffic as well as CPU.
+    pub crc_check_chance: f64,
     /// File rules (the Windows emulation in tests). Not part of a config file.
     #[serde(skip)]
     pub file_rules: FileRules,
@@ -73,6 +81,7 @@ impl Default for Config {
             commitlog: CommitLogConfig::default(),
             table: TableConfig::default(),
             memory: MemoryOptions::default(),
+            crc_check_chance: 1.0,
             file_rules: FileRules::default(),
         }
     }
@@ -170,6 +179,14 @@ impl Store {
         config.segment.validate()?;
         config.commitlog.validate()?;
         config.table.validate()?;
+        config.memory.validate()?;
+        if !(0.0..=1.0).contains(&config.crc_check_chance) {
+            return Err(Error::InvalidConfig {
+                setting: "crc_check_chance",
+                value: config.crc_check_chance.to_string(),
+                reason: "must be a number from 0.0 to 1.0".into(),
+            });
+        }
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create dir", dir, e))?;
         let dir = dir
             .canonicalize()
@@ -181,7 +198,10 @@ impl Store {
         let tracker = config.track_leaks.then(|| Arc::new(LeakTracker::default()));
         let max_ids = recover(&dir, &deleter)?;
         deleter.compact_journal()?;
-        let reader = ReaderOptions::from_config(&config.memory)?;
+        let reader = ReaderOptions {
+            crc_check_chance: config.crc_check_chance,
+            ..ReaderOptions::from_config(&config.memory)?
+        };
         let opts = SetOptions {
             modes,
             segment: config.segment.clone(),

@@ -29,6 +29,41 @@ fn the_readme_config_parses() {
     assert_eq!(cfg.memory.lock_memory, LockMemory::Index);
     assert_eq!(cfg.memory.huge_pages, HugePages::Advise);
     assert_eq!(cfg.table.memtable_flush_bytes, 64 << 20);
+    assert_eq!(cfg.memory.index_cache_mb, 128);
+    assert_eq!(cfg.crc_check_chance, 1.0);
+}
+
+/// `crc_check_chance` outside 0.0..=1.0 (or NaN) is refused by name before the store
+/// touches the directory; `index_cache_mb` past its ceiling likewise.
+#[test]
+fn bad_crc_check_chance_or_index_cache_is_refused_before_anything_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    for bad in [1.5, -0.1, f64::NAN] {
+        let cfg = Config {
+            crc_check_chance: bad,
+            ..Config::default()
+        };
+        match segstore::Store::open(&dir, cfg) {
+            Err(segstore::Error::InvalidConfig { setting, .. }) => {
+                assert_eq!(setting, "crc_check_chance")
+            }
+            other => panic!("{bad}: expected InvalidConfig, got {other:?}"),
+        }
+    }
+    let mut cfg = Config::default();
+    cfg.memory.index_cache_mb = u64::MAX;
+    match segstore::Store::open(&dir, cfg) {
+        Err(segstore::Error::InvalidConfig { setting, .. }) => {
+            assert_eq!(setting, "index_cache_mb")
+        }
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+    assert!(!dir.exists(), "nothing was created");
+    let cfg: Config = toml::from_str("crc_check_chance = 0.25").unwrap();
+    assert_eq!(cfg.crc_check_chance, 0.25);
+    let store = segstore::Store::open(&dir, cfg).unwrap();
+    store.close().unwrap();
 }
 
 #[test]

@@ -834,3 +834,80 @@ fn index_cache_never_keeps_a_damaged_block() {
     assert_eq!(r.get(last).unwrap(), Some(model[last].entry(last)));
     assert_eq!(budget.stats().blocks, 1);
 }
+
+// ------------------------------------------------------------------ crc_check_chance
+
+/// `crc_check_chance` decides whether a point read checks its record's checksum: at 1.0
+/// (the default) a damaged value is reported, at 0.0 it is returned as it is on disk
+/// (the documented trade-off), in between some reads check. `verify` and scans always
+/// check. In every mode.
+#[test]
+fn crc_check_chance_governs_point_reads_only() {
+    let model = standard_model();
+    let (key, cell) = model
+        .iter()
+        .find(|(_, c)| c.value.len() > 20)
+        .map(|(k, c)| (k.clone(), c.clone()))
+        .unwrap();
+    let dir = written(&model);
+    let data = component_path(dir.path(), Component::Data);
+    let mut bytes = std::fs::read(&data).unwrap();
+    let at = bytes
+        .windows(cell.value.len())
+        .position(|w| w == &cell.value[..])
+        .unwrap();
+    bytes[at + 5] ^= 0x20;
+    std::fs::write(&data, &bytes).unwrap();
+    let mut damaged = cell.clone();
+    damaged.value[5] ^= 0x20;
+
+    for mode in DiskAccessMode::all() {
+        let open = |chance: f64| {
+            let opts = ReaderOptions {
+                crc_check_chance: chance,
+                ..ReaderOptions::default()
+            };
+            SegmentReader::open_with(dir.path(), &seg_name(), mode.resolve(), &opts).unwrap()
+        };
+        let corrupt = |r: segstore::Result<_>| match r {
+            Err(Error::Corrupt { path, .. }) => path == data,
+            _ => false,
+        };
+        let always = open(1.0);
+        assert!(corrupt(always.get(&key).map(|_| ())), "{mode}: 1.0 reports");
+        let never = open(0.0);
+        assert_eq!(
+            never.get(&key).unwrap(),
+            Some(damaged.entry(&key)),
+            "{mode}: 0.0"
+        );
+        assert!(
+            corrupt(never.verify().map(|_| ())),
+            "{mode}: verify still checks"
+        );
+        let scanned: segstore::Result<Vec<_>> = never.iter().unwrap().collect();
+        assert!(corrupt(scanned.map(|_| ())), "{mode}: scans still check");
+        // Other cells are unaffected either way.
+        let other = model.keys().find(|k| **k != key).unwrap();
+        assert_eq!(never.get(other).unwrap(), Some(model[other].entry(other)));
+
+        let half = open(0.5);
+        let (mut reported, mut returned) = (0, 0);
+        for _ in 0..400 {
+            match half.get(&key) {
+                Ok(got) => {
+                    assert_eq!(got, Some(damaged.entry(&key)));
+                    returned += 1;
+                }
+                Err(e) => {
+                    assert!(corrupt(Err::<(), _>(e)), "{mode}");
+                    reported += 1;
+                }
+            }
+        }
+        assert!(
+            (100..=300).contains(&reported) && reported + returned == 400,
+            "{mode}: 0.5 checked {reported} of 400 reads"
+        );
+    }
+}

@@ -92,6 +92,14 @@ fn header(b: &[u8]) -> Result<(usize, usize, usize), Malformed> {
 /// encoded length.
 #[inline]
 pub fn decode(b: &[u8]) -> Result<(RecordRef<'_>, usize), Malformed> {
+    decode_with(b, true)
+}
+
+/// [`decode`], checking the checksum only if `check_crc` (the structure, lengths and
+/// flags are always checked, so a damaged record may read wrong but never out of
+/// bounds).
+#[inline]
+pub fn decode_with(b: &[u8], check_crc: bool) -> Result<(RecordRef<'_>, usize), Malformed> {
     let (klen, vlen, hdr) = header(b)?;
     let body = hdr + klen + vlen;
     let total = body + 4;
@@ -101,8 +109,7 @@ pub fn decode(b: &[u8]) -> Result<(RecordRef<'_>, usize), Malformed> {
             format!("record of {total} bytes truncated to {}", b.len()),
         ));
     }
-    let crc = read_u32(b, body).unwrap_or(0);
-    if crc != checksum(&b[..body]) {
+    if check_crc && read_u32(b, body).unwrap_or(0) != checksum(&b[..body]) {
         return Err(Malformed::new(0, "record checksum mismatch"));
     }
     let tombstone = b[0] & TOMBSTONE != 0;

@@ -181,7 +181,61 @@ pub struct SegmentReader {
     checked: Box<[AtomicU32]>,
     /// Index blocks kept in memory when the index is read with positional reads.
     cached_index: Option<CachedIndex>,
+    /// Whether point reads check record checksums (`crc_check_chance`).
+    record_check: RecordCheck,
     pub(crate) residency: SegmentResidency,
+}
+
+/// How often a point read checks its record's checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RecordCheck {
+    Always,
+    Never,
+    /// Check when a per-thread pseudo-random u64 falls below this.
+    Below(u64),
+}
+
+impl RecordCheck {
+    fn from_chance(c: f64) -> RecordCheck {
+        if c.is_nan() || c >= 1.0 {
+            // NaN is refused by config validation; a reader never checks less than asked.
+            RecordCheck::Always
+        } else if c <= 0.0 {
+            RecordCheck::Never
+        } else {
+            RecordCheck::Below((c * u64::MAX as f64) as u64)
+        }
+    }
+
+    #[inline]
+    fn roll(self) -> bool {
+        match self {
+            RecordCheck::Always => true,
+            RecordCheck::Never => false,
+            RecordCheck::Below(t) => next_random() < t,
+        }
+    }
+}
+
+/// A per-thread xorshift64* generator: cheap, and only decides which reads to check.
+fn next_random() -> u64 {
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let here = &0u8 as *const u8 as u64;
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            (here ^ t.rotate_left(17)) | 1
+        });
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        s.set(x);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    })
 }
 
 impl SegmentReader {
@@ -234,6 +288,7 @@ impl SegmentReader {
             meta,
             checked,
             cached_index,
+            record_check: RecordCheck::from_chance(opts.crc_check_chance),
             residency,
         })
     }
@@ -321,7 +376,8 @@ impl SegmentReader {
         let Some(loc) = self.find_entry(b, key, h)? else {
             return Ok(None);
         };
-        self.read_record(loc, Some(key), f).map(Some)
+        self.read_record(loc, Some(key), self.record_check.roll(), f)
+            .map(Some)
     }
 
     /// Where `key` (with hash `h`) has its record in index block `b`.
@@ -413,13 +469,15 @@ impl SegmentReader {
             .map_or(0, CachedIndex::held_bytes)
     }
 
-    /// Read and check the record an index entry points at; if `expect` is given, its key
-    /// must match. A sound record (checksum correct) that disagrees with its entry is
-    /// reported against the index file, at the entry: the index holds the bad bytes.
+    /// Read and check the record an index entry points at (its checksum too if
+    /// `check_crc`); if `expect` is given, its key must match. A sound record (checksum
+    /// correct) that disagrees with its entry is reported against the index file, at the
+    /// entry: the index holds the bad bytes.
     fn read_record<R>(
         &self,
         loc: Located,
         expect: Option<&[u8]>,
+        check_crc: bool,
         f: impl FnOnce(RecordRef<'_>) -> R,
     ) -> Result<R> {
         let (off, len) = (loc.data_offset, loc.record_len);
@@ -431,7 +489,7 @@ impl SegmentReader {
             ));
         }
         let decoded = self.data.with_bytes(off, len as usize, |b| {
-            let (r, used) = match record::decode(b) {
+            let (r, used) = match record::decode_with(b, check_crc) {
                 Ok(x) => x,
                 Err(m) => return Ok(Err(m)),
             };
@@ -539,7 +597,8 @@ impl SegmentReader {
                         ),
                     ));
                 }
-                let (ts, tombstone) = self.read_record(loc, Some(&key), |r| (r.ts, r.tombstone))?;
+                let (ts, tombstone) =
+                    self.read_record(loc, Some(&key), true, |r| (r.ts, r.tombstone))?;
                 if !self.meta.filter.may_contain(key_hash(&key)) {
                     return Err(Error::corrupt(
                         self.meta_path(),

@@ -32,9 +32,10 @@ use crate::io::mapped::MapAdvice;
 use crate::io::residency::{self, AdviceReport, LockReport, MappingResidency, ResidencyTotals};
 use crate::io::{MapBudget, MappedFile};
 
-/// How a reader treats memory. The default (no budget, no locks, no huge pages) is what
+/// How a reader treats memory and checks what it reads. The default (no budget, no
+/// locks, no huge pages, no index cache, every record checked) is what
 /// [`SegmentReader::open`] uses.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ReaderOptions {
     /// What to `mlock`.
     pub lock_memory: LockMemory,
@@ -45,6 +46,21 @@ pub struct ReaderOptions {
     /// The byte budget for index blocks kept in memory by readers whose index is read
     /// with positional reads, shared by the store's readers; `None`: none are kept.
     pub index_cache: Option<Arc<IndexCache>>,
+    /// Probability (0.0 to 1.0) that a point read checks its record's checksum
+    /// (Cassandra's `crc_check_chance`; see [`crate::Config::crc_check_chance`]).
+    pub crc_check_chance: f64,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            lock_memory: LockMemory::default(),
+            huge_pages: HugePages::default(),
+            map_budget: None,
+            index_cache: None,
+            crc_check_chance: 1.0,
+        }
+    }
 }
 
 impl ReaderOptions {
@@ -59,6 +75,7 @@ impl ReaderOptions {
             index_cache: Some(Arc::new(IndexCache::new(
                 m.index_cache_mb.saturating_mul(1 << 20),
             ))),
+            crc_check_chance: 1.0,
         })
     }
 }

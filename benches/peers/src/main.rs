@@ -118,10 +118,24 @@ fn load_segstore(dir: &Path, n: u64) {
     w.finish().unwrap();
 }
 
-fn open_segstore(dir: &Path, mode: DiskAccessMode) -> Seg {
+/// Non-default segstore settings shown by `--variants`.
+#[derive(Clone, Copy, PartialEq)]
+enum Variant {
+    Default,
+    /// `huge_pages: anonymous_index`: the index copied into memory advised for huge pages.
+    AnonIndex,
+    /// `crc_check_chance: 0`: point reads do not check record checksums (like LMDB).
+    NoCrc,
+}
+
+fn open_segstore(dir: &Path, mode: DiskAccessMode, v: Variant) -> Seg {
     let name = SegmentName::new("peers", 1).unwrap();
     Seg {
-        label: mode.as_str(),
+        label: match v {
+            Variant::Default => mode.as_str(),
+            Variant::AnonIndex => "mmap anon_index",
+            Variant::NoCrc => "mmap crc_chance=0",
+        },
         // The store's defaults, except that the index cache gets the same 1 GiB that
         // RocksDB, fjall and redb get for their caches (it only acts where the index
         // is read with positional reads: `standard`).
@@ -131,6 +145,12 @@ fn open_segstore(dir: &Path, mode: DiskAccessMode) -> Seg {
             mode.resolve(),
             &segstore::segment::ReaderOptions {
                 index_cache: Some(Arc::new(segstore::segment::IndexCache::new(1 << 30))),
+                huge_pages: if v == Variant::AnonIndex {
+                    segstore::config::HugePages::AnonymousIndex
+                } else {
+                    segstore::config::HugePages::Off
+                },
+                crc_check_chance: if v == Variant::NoCrc { 0.0 } else { 1.0 },
                 ..Default::default()
             },
         )
@@ -477,6 +497,9 @@ struct Args {
     ops: usize,
     dir: Option<PathBuf>,
     table: bool,
+    /// Also segstore mmap with non-default settings (`seg_mmap_anon`: `huge_pages:
+    /// anonymous_index`; `seg_mmap_nocrc`: `crc_check_chance: 0`).
+    variants: bool,
     only: Option<String>,
     rss: bool,
     child: Option<String>,
@@ -489,6 +512,7 @@ fn parse_args() -> Args {
         ops: 100_000,
         dir: None,
         table: false,
+        variants: false,
         only: None,
         rss: true,
         child: None,
@@ -503,13 +527,14 @@ fn parse_args() -> Args {
             "--ops" => a.ops = val().parse().unwrap(),
             "--dir" => a.dir = Some(PathBuf::from(val())),
             "--table" => a.table = true,
+            "--variants" => a.variants = true,
             "--only" => a.only = Some(val()),
             "--no-rss" => a.rss = false,
             "--rss-child" => a.child = Some(val()),
             "-h" | "--help" => {
                 println!(
                     "usage: segstore-peers [--keys N | --ten-million] [--rounds R] [--ops OPS] \
-                     [--dir DIR] [--table] [--only SUBSTRING] [--no-rss]"
+                     [--dir DIR] [--table] [--variants] [--only SUBSTRING] [--no-rss]"
                 );
                 std::process::exit(0);
             }
@@ -522,6 +547,10 @@ fn parse_args() -> Args {
 /// System ids, in print order. `table` only with `--table`.
 fn system_ids(a: &Args) -> Vec<&'static str> {
     let mut v = vec!["seg_mmap", "seg_standard", "seg_auto"];
+    if a.variants {
+        v.insert(1, "seg_mmap_anon");
+        v.insert(2, "seg_mmap_nocrc");
+    }
     if a.table {
         v.push("seg_table");
     }
@@ -537,7 +566,9 @@ fn system_ids(a: &Args) -> Vec<&'static str> {
 
 fn sub(root: &Path, id: &str) -> PathBuf {
     match id {
-        "seg_mmap" | "seg_standard" | "seg_auto" => root.join("segstore"),
+        "seg_mmap" | "seg_mmap_anon" | "seg_mmap_nocrc" | "seg_standard" | "seg_auto" => {
+            root.join("segstore")
+        }
         "seg_table" => root.join("segstore_table"),
         "rocksdb" | "rocksdb_mmap" => root.join("rocksdb"),
         other => root.join(other),
@@ -547,9 +578,15 @@ fn sub(root: &Path, id: &str) -> PathBuf {
 fn open_system(root: &Path, id: &str) -> Box<dyn System> {
     let d = sub(root, id);
     match id {
-        "seg_mmap" => Box::new(open_segstore(&d, DiskAccessMode::Mmap)),
-        "seg_standard" => Box::new(open_segstore(&d, DiskAccessMode::Standard)),
-        "seg_auto" => Box::new(open_segstore(&d, DiskAccessMode::Auto)),
+        "seg_mmap" => Box::new(open_segstore(&d, DiskAccessMode::Mmap, Variant::Default)),
+        "seg_mmap_anon" => Box::new(open_segstore(&d, DiskAccessMode::Mmap, Variant::AnonIndex)),
+        "seg_mmap_nocrc" => Box::new(open_segstore(&d, DiskAccessMode::Mmap, Variant::NoCrc)),
+        "seg_standard" => Box::new(open_segstore(
+            &d,
+            DiskAccessMode::Standard,
+            Variant::Default,
+        )),
+        "seg_auto" => Box::new(open_segstore(&d, DiskAccessMode::Auto, Variant::Default)),
         "seg_table" => Box::new(open_table(&d)),
         "lmdb" => Box::new(open_lmdb(&d, false)),
         #[cfg(feature = "rocksdb")]
