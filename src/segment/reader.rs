@@ -10,7 +10,9 @@
 //! reads the index block from memory). Index block checksums are verified on first use
 //! and remembered per block with the block's hash slot count, so later lookups start
 //! loading the home slot together with the trailer and the filter line (prefetch hints
-//! on mapped files); records are verified on every read.
+//! on mapped files). Records are verified on every read unless `crc_check_chance` (see
+//! [`ReaderOptions`]) asks for fewer point reads to be checked; scans and
+//! [`SegmentReader::verify`] always check.
 //! Corruption errors name the file holding the bad bytes: a sound record that disagrees
 //! with its index entry is the index's fault.
 
