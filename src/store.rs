@@ -61,10 +61,12 @@ pub struct Config {
     pub memory: MemoryOptions,
     /// Probability (0.0 to 1.0, default 1.0) that a point read checks the checksum of the
     /// record it returns, as Cassandra's `crc_check_chance`. Below 1.0 a damaged value
-    /// can be returned unnoticed by a `get`; the record's structure, lengths and key are
-    /// still checked, and index blocks, scans, compaction, repair and `verify` always
-    /// check. Checking reads the whole record, so on a mapped store whose callers read
-    /// only part of each value it costs memory traffic as well as CPU.
+    /// or deletion flag can reach a `get` unnoticed; the record's structure, lengths,
+    /// key and timestamp range are still checked (a record failing those is checked whole
+    /// and reported against the file at fault). Index blocks are checked when first read
+    /// whatever this is; scans, compaction, repair and `verify` check every record.
+    /// Checking reads the whole record, so on a mapped store whose callers read only part
+    /// of each value it costs memory traffic as well as CPU.
     pub crc_check_chance: f64,
     /// File rules (the Windows emulation in tests). Not part of a config file.
     #[serde(skip)]

@@ -771,6 +771,11 @@ fn standard_index_cache_serves_lookups_from_memory() {
         f.sync_all().unwrap();
     }
     check_all_gets(&r, &model, "warm, index damaged on disk");
+    // `verify` reads the file, not the cache.
+    match r.verify() {
+        Err(Error::Corrupt { path, .. }) => assert_eq!(path, index),
+        other => panic!("verify must read the damaged file, got {other:?}"),
+    }
     let all = scan_all(&r, &Bound::Unbounded, &Bound::Unbounded).unwrap();
     assert_eq!(all.len(), model.len());
     let mid = model.keys().nth(100).unwrap().clone();
@@ -800,6 +805,13 @@ fn index_cache_budget_is_a_ceiling_and_mapped_indexes_skip_it() {
     let s = budget.stats();
     assert!(s.used_bytes <= 300 && s.blocks >= 1, "{s:?}");
     assert!(s.refused > 0, "{s:?}");
+    drop(r);
+
+    // `verify` reads every block but keeps none of them.
+    let budget = Arc::new(IndexCache::new(1 << 20));
+    let r = open_cached(dir.path(), DiskAccessMode::Standard, &budget);
+    assert_eq!(r.verify().unwrap(), model.len() as u64);
+    assert_eq!(budget.stats().used_bytes, 0);
     drop(r);
 
     for mode in [DiskAccessMode::Mmap, DiskAccessMode::MmapIndexOnly] {
@@ -910,4 +922,52 @@ fn crc_check_chance_governs_point_reads_only() {
             "{mode}: 0.5 checked {reported} of 400 reads"
         );
     }
+}
+
+/// Unchecked reads still blame the right file: a damaged key byte or timestamp in the
+/// data is reported against the data file (the record's checksum is consulted before
+/// blaming the index), and a timestamp outside the segment's range is never returned.
+#[test]
+fn unchecked_reads_still_blame_the_data_file_for_damaged_records() {
+    let model = standard_model();
+    let (key, cell) = model
+        .iter()
+        .find(|(_, c)| c.value.len() > 20 && !c.tombstone)
+        .map(|(k, c)| (k.clone(), c.clone()))
+        .unwrap();
+    let dir = written(&model);
+    let data = component_path(dir.path(), Component::Data);
+    let pristine = std::fs::read(&data).unwrap();
+    let key_at = pristine
+        .windows(key.len() + 5)
+        .position(|w| w[..key.len()] == key[..] && w[key.len()..] == cell.value[..5])
+        .unwrap();
+    // The record starts with flags (1 byte) and ts (8 bytes LE); the key follows the two
+    // length varints (1 byte each here).
+    let rec_at = key_at - 11;
+    assert_eq!(
+        u64::from_le_bytes(pristine[rec_at + 1..rec_at + 9].try_into().unwrap()),
+        cell.ts
+    );
+    for (what, at, bit) in [
+        ("a key byte", key_at + 4, 0x01u8),
+        ("the top timestamp byte", rec_at + 8, 0x40),
+    ] {
+        let mut bytes = pristine.clone();
+        bytes[at] ^= bit;
+        std::fs::write(&data, &bytes).unwrap();
+        for mode in DiskAccessMode::all() {
+            let opts = ReaderOptions {
+                crc_check_chance: 0.0,
+                ..ReaderOptions::default()
+            };
+            let r =
+                SegmentReader::open_with(dir.path(), &seg_name(), mode.resolve(), &opts).unwrap();
+            match r.get(&key) {
+                Err(Error::Corrupt { path, .. }) => assert_eq!(path, data, "{mode}: {what}"),
+                other => panic!("{mode}: {what}: expected Corrupt naming the data, got {other:?}"),
+            }
+        }
+    }
+    std::fs::write(&data, &pristine).unwrap();
 }

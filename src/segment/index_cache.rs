@@ -8,7 +8,8 @@
 //! the budget, blocks are read per lookup as before. There is no eviction: a block is
 //! inserted once (`OnceLock`) and read without a lock, so readers never serialise, and
 //! the budget's bytes return when the segment's reader drops (after compaction makes it
-//! obsolete, or at close).
+//! obsolete, or at close). `SegmentReader::verify` reads the file itself and keeps
+//! nothing here.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -89,10 +90,15 @@ impl IndexCache {
     }
 }
 
+/// One cached block, set once.
+type Slot = OnceLock<Box<[u8]>>;
+
 /// One reader's cached index blocks; gives its bytes back to the budget on drop.
 #[derive(Debug)]
 pub(crate) struct CachedIndex {
-    blocks: Box<[OnceLock<Box<[u8]>>]>,
+    /// One slot per index block, allocated when the first block is kept.
+    blocks: OnceLock<Box<[Slot]>>,
+    n: usize,
     budget: Arc<IndexCache>,
     held_bytes: AtomicU64,
     held_blocks: AtomicU64,
@@ -102,7 +108,8 @@ impl CachedIndex {
     /// Room for `n` blocks, none loaded; `None` when the budget is 0.
     pub(crate) fn new(n: usize, budget: &Arc<IndexCache>) -> Option<CachedIndex> {
         (budget.limit > 0).then(|| CachedIndex {
-            blocks: (0..n).map(|_| OnceLock::new()).collect(),
+            blocks: OnceLock::new(),
+            n,
             budget: budget.clone(),
             held_bytes: AtomicU64::new(0),
             held_blocks: AtomicU64::new(0),
@@ -112,7 +119,14 @@ impl CachedIndex {
     /// Block `i`, if cached.
     #[inline]
     pub(crate) fn get(&self, i: usize) -> Option<&[u8]> {
-        self.blocks.get(i)?.get().map(|b| &b[..])
+        self.blocks.get()?.get(i)?.get().map(|b| &b[..])
+    }
+
+    /// Bytes of bookkeeping (the per-block slots, once any block is kept).
+    pub(crate) fn overhead_bytes(&self) -> usize {
+        self.blocks
+            .get()
+            .map_or(0, |b| std::mem::size_of_val(&b[..]))
     }
 
     /// Whether a block of `len` bytes is worth loading into its own buffer.
@@ -123,9 +137,12 @@ impl CachedIndex {
     /// Keep `bytes` (already verified) as block `i` if the budget allows. Returns the
     /// cached copy, or gives `bytes` back when the budget refused it.
     pub(crate) fn insert(&self, i: usize, bytes: Box<[u8]>) -> Result<&[u8], Box<[u8]>> {
-        let Some(slot) = self.blocks.get(i) else {
+        if i >= self.n {
             return Err(bytes);
-        };
+        }
+        let slot = &self
+            .blocks
+            .get_or_init(|| (0..self.n).map(|_| OnceLock::new()).collect())[i];
         let len = bytes.len() as u64;
         if !self.budget.try_reserve(len) {
             return Err(bytes);

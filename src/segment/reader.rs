@@ -222,12 +222,13 @@ impl RecordCheck {
 /// A per-thread xorshift64* generator: cheap, and only decides which reads to check.
 fn next_random() -> u64 {
     thread_local! {
+        // Seeded per thread: `RandomState` keys are random per process and differ
+        // between the states a thread creates, and the thread id is hashed in too.
         static STATE: Cell<u64> = Cell::new({
-            let here = &0u8 as *const u8 as u64;
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
-            (here ^ t.rotate_left(17)) | 1
+            use std::hash::BuildHasher;
+            std::collections::hash_map::RandomState::new()
+                .hash_one(std::thread::current().id())
+                | 1
         });
     }
     STATE.with(|s| {
@@ -315,9 +316,16 @@ impl SegmentReader {
         (self.data.mode(), self.index.mode())
     }
 
-    /// Bytes held in memory for the summary and filter.
+    /// Bytes held in memory for the summary, the filter and per-block state (the index
+    /// cache's blocks are counted separately: [`Self::index_cache_bytes`]).
     pub fn memory_bytes(&self) -> usize {
-        self.meta.summary.size_bytes() + self.meta.filter.size_bytes()
+        self.meta.summary.size_bytes()
+            + self.meta.filter.size_bytes()
+            + self.checked.len() * std::mem::size_of::<AtomicU32>()
+            + self
+                .cached_index
+                .as_ref()
+                .map_or(0, CachedIndex::overhead_bytes)
     }
 
     /// The mapped files of this segment (for residency controls and stats).
@@ -458,6 +466,25 @@ impl SegmentReader {
         })
     }
 
+    /// Run `f` over index block `i` as the file holds it now, its checksum checked every
+    /// time: what `verify` reads (never the index cache, which it leaves alone).
+    fn with_index_block_from_file<R>(
+        &self,
+        i: usize,
+        f: impl FnOnce(IndexBlock<'_>) -> Result<R, Malformed>,
+    ) -> Result<R> {
+        let (off, len) = self.meta.summary.block(i);
+        let path = self.index.path();
+        self.index.with_bytes(off, len as usize, |b| {
+            IndexBlock::verify(b).map_err(|m| m.at(off).into_error(path))?;
+            let blk = IndexBlock::parse(b).map_err(|m| m.at(off).into_error(path))?;
+            if self.checked[i].load(Ordering::Relaxed) == 0 {
+                self.mark_checked(i, &blk);
+            }
+            f(blk).map_err(|m| m.at(off).into_error(path))
+        })
+    }
+
     /// Remember that block `i` passed its checksum, and its slot count.
     fn mark_checked(&self, i: usize, blk: &IndexBlock<'_>) {
         let v = u32::try_from(blk.slots()).map_or(0, |m| m.saturating_add(1));
@@ -495,6 +522,21 @@ impl SegmentReader {
                 Ok(x) => x,
                 Err(m) => return Ok(Err(m)),
             };
+            if !check_crc {
+                // Unchecked, damage in the data can pass for a disagreement with the index
+                // entry, or carry a timestamp this segment never wrote (which would let a
+                // stale cell win a merge). Check the record whole before trusting or
+                // blaming anyone: a bad checksum is the data file's fault.
+                let stats = &self.meta.stats;
+                if used as u64 != len
+                    || expect.is_some_and(|k| r.key != k)
+                    || !(stats.min_ts..=stats.max_ts).contains(&r.ts)
+                {
+                    if let Err(m) = record::decode(b) {
+                        return Ok(Err(m));
+                    }
+                }
+            }
             if used as u64 != len {
                 return Err(self.index_error(
                     loc,
@@ -564,7 +606,7 @@ impl SegmentReader {
         let ipath = self.index.path();
         for b in 0..self.meta.summary.len() {
             let block_off = self.meta.summary.block(b).0;
-            let entries: Vec<(Vec<u8>, Located)> = self.with_index_block(b, |blk| {
+            let entries: Vec<(Vec<u8>, Located)> = self.with_index_block_from_file(b, |blk| {
                 blk.check_table()?;
                 (0..blk.len())
                     .map(|i| {
