@@ -47,10 +47,10 @@ impl Malformed {
     }
 }
 
-/// crc32c of `bytes` (hardware accelerated where available).
+/// crc32c of `bytes` (hardware accelerated where available; see `io::crc`).
 #[inline]
 pub fn checksum(bytes: &[u8]) -> u32 {
-    crc32c::crc32c(bytes)
+    crate::io::crc::crc32c(bytes)
 }
 
 /// 64-bit hash of a key: drives the filter and is the key's token for repair.

@@ -11,12 +11,14 @@
 //! - [`kstats`]: the kernel's own figures (`/proc/self/smaps`, `/proc/self/status`, THP
 //!   settings), parsed on demand.
 //! - [`budget`]: the mapping budget, a share of `vm.max_map_count`.
+//! - [`crc`]: crc32c of short inputs without lookup tables (records on the read path).
 //! - [`prefetch`]: cache-line prefetch hints for the lookup path.
 //! - [`sys`]: the platform differences, behind identical signatures.
 
 #![allow(unsafe_code)]
 
 pub mod budget;
+pub mod crc;
 pub mod fs;
 pub mod identity;
 pub mod kstats;
