@@ -447,23 +447,34 @@ impl SegmentReader {
             _ => None,
         };
         if let Some(b) = held {
-            let blk = IndexBlock::parse(b).map_err(|m| m.at(off).into_error(path))?;
-            if self.checked[i].load(Ordering::Relaxed) == 0 {
-                self.mark_checked(i, &blk);
-            }
-            return f(blk).map_err(|m| m.at(off).into_error(path));
+            return self.on_block(i, off, b, false, f);
         }
         self.index.with_bytes(off, len as usize, |b| {
             let first_use = self.checked[i].load(Ordering::Relaxed) == 0;
-            if first_use {
-                IndexBlock::verify(b).map_err(|m| m.at(off).into_error(path))?;
-            }
-            let blk = IndexBlock::parse(b).map_err(|m| m.at(off).into_error(path))?;
-            if first_use {
-                self.mark_checked(i, &blk);
-            }
-            f(blk).map_err(|m| m.at(off).into_error(path))
+            self.on_block(i, off, b, first_use, f)
         })
+    }
+
+    /// Check the bytes `b` of block `i` (at `off` in the index file) if `verify`, parse
+    /// them, remember that the block passed, and hand it to `f`.
+    #[inline]
+    fn on_block<R>(
+        &self,
+        i: usize,
+        off: u64,
+        b: &[u8],
+        verify: bool,
+        f: impl FnOnce(IndexBlock<'_>) -> Result<R, Malformed>,
+    ) -> Result<R> {
+        let path = self.index.path();
+        if verify {
+            IndexBlock::verify(b).map_err(|m| m.at(off).into_error(path))?;
+        }
+        let blk = IndexBlock::parse(b).map_err(|m| m.at(off).into_error(path))?;
+        if self.checked[i].load(Ordering::Relaxed) == 0 {
+            self.mark_checked(i, &blk);
+        }
+        f(blk).map_err(|m| m.at(off).into_error(path))
     }
 
     /// Run `f` over index block `i` as the file holds it now, its checksum checked every
@@ -474,15 +485,8 @@ impl SegmentReader {
         f: impl FnOnce(IndexBlock<'_>) -> Result<R, Malformed>,
     ) -> Result<R> {
         let (off, len) = self.meta.summary.block(i);
-        let path = self.index.path();
-        self.index.with_bytes(off, len as usize, |b| {
-            IndexBlock::verify(b).map_err(|m| m.at(off).into_error(path))?;
-            let blk = IndexBlock::parse(b).map_err(|m| m.at(off).into_error(path))?;
-            if self.checked[i].load(Ordering::Relaxed) == 0 {
-                self.mark_checked(i, &blk);
-            }
-            f(blk).map_err(|m| m.at(off).into_error(path))
-        })
+        self.index
+            .with_bytes(off, len as usize, |b| self.on_block(i, off, b, true, f))
     }
 
     /// Remember that block `i` passed its checksum, and its slot count.
