@@ -354,14 +354,19 @@ fn rename_failure_while_publishing_a_snapshot() {
     // The manifest is renamed into the staging directory first, then the directory
     // into place (`snapshots/s2` also matches the first: skip it). A failed attempt's
     // staging directory holds hard links of mapped segments, so its deletion waits for
-    // their last unmap (at the latest, close): the tag stays taken until then.
-    for (tag, target, skip) in [("s1", "s1.tmp/manifest", 0), ("s2", "snapshots/s2", 1)] {
+    // their last unmap (at the latest, close), but each attempt stages in a directory of
+    // its own: a retry with the same tag succeeds at once.
+    for (tag, target, skip) in [("s1", ".tmp/manifest", 0), ("s2", "snapshots/s2", 1)] {
         faults(&rules).add(FaultKind::Rename, target, skip, 1);
         let e = store.snapshot(tag, None).unwrap_err();
         assert!(matches!(e, Error::Io { op: "rename", .. }), "{target}: {e}");
         assert!(store.list_snapshots().unwrap().is_empty(), "{target}");
+        store.snapshot(tag, None).unwrap();
+        assert_eq!(store.list_snapshots().unwrap().len(), 1, "{target}");
+        assert_eq!(store.open_snapshot(tag).unwrap().tables["t"].len(), 1);
         let e = store.snapshot(tag, None).unwrap_err();
         assert!(matches!(e, Error::AlreadyExists { .. }), "{target}: {e}");
+        store.clear_snapshot(tag).unwrap();
     }
     store.snapshot("s3", None).unwrap();
     store.clear_snapshot("s3").unwrap();

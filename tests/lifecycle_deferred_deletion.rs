@@ -317,3 +317,43 @@ fn snapshot_of_an_empty_table_is_visible() {
     assert!(d.join("manifest").exists());
     assert_eq!(store.list_snapshots().unwrap().len(), 1);
 }
+
+/// Two threads snapshotting under one tag at once: exactly one publishes, the other gets
+/// `AlreadyExists`, and no staging directory is left once the store closes. (Each round
+/// uses a new tag: a cleared tag stays reserved while its hard links of mapped segments
+/// wait for deletion, which is the Windows rule at work.)
+#[test]
+fn concurrent_snapshots_with_one_tag_publish_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        tmp.path(),
+        test_config(DiskAccessMode::Mmap, FileRules::windows_emulation()),
+    )
+    .unwrap();
+    let set = store.segments("t").unwrap();
+    flush(&set, &entries(0..50, 1));
+    for round in 0..20 {
+        let tag = format!("same{round}");
+        let results: Vec<segstore::Result<()>> = std::thread::scope(|s| {
+            let a = s.spawn(|| store.snapshot(&tag, None));
+            let b = s.spawn(|| store.snapshot(&tag, None));
+            vec![a.join().unwrap(), b.join().unwrap()]
+        });
+        let ok = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(ok, 1, "round {round}: {results:?}");
+        for r in &results {
+            if let Err(e) = r {
+                assert!(
+                    matches!(e, Error::AlreadyExists { .. }),
+                    "round {round}: {e}"
+                );
+            }
+        }
+        assert_eq!(store.list_snapshots().unwrap().len(), 1);
+        store.clear_snapshot(&tag).unwrap();
+    }
+    drop(set);
+    assert!(store.close().unwrap().is_clean());
+    let snaps = tmp.path().join("snapshots");
+    assert!(files(&snaps).is_empty(), "{:?}", files(&snaps));
+}

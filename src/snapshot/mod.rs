@@ -1,5 +1,5 @@
 //! Snapshots: hard links of every live component under `snapshots/<tag>/` plus a
-//! manifest, staged in `snapshots/<tag>.tmp/` and renamed into place, then fsynced (as
+//! manifest, staged in `snapshots/<tag>.<n>.tmp/` (a directory per attempt) and renamed into place, then fsynced (as
 //! RocksDB's checkpoint does). Where hard links fail, components are copied.
 //!
 //! A snapshot is visible exactly when `snapshots/<tag>/manifest` exists and is not
@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
@@ -67,13 +68,18 @@ pub fn create(
     // The tag may have been cleared earlier: make sure no journaled deletion of the old
     // snapshot can ever apply to the new one.
     deleter.reserve(&dest)?;
-    let staging = root.join(format!("{tag}{}", fs::TMP_SUFFIX));
-    if staging.exists() {
-        return Err(Error::AlreadyExists {
-            kind: "snapshot (being created)",
-            name: tag.to_string(),
-        });
-    }
+    // A staging directory of its own per attempt: a failed attempt's directory may wait
+    // for its deletion (its hard links are mapped under the Windows rule), and the tag
+    // must not stay taken meanwhile. Names with '.' are never tags, so listings skip
+    // them and the next open removes any left behind.
+    static ATTEMPT: AtomicU64 = AtomicU64::new(0);
+    let staging = loop {
+        let n = ATTEMPT.fetch_add(1, Ordering::Relaxed);
+        let s = root.join(format!("{tag}.{n}{}", fs::TMP_SUFFIX));
+        if !s.exists() && !deleter.is_pending(&s) {
+            break s;
+        }
+    };
     std::fs::create_dir(&staging).map_err(|e| Error::io("create dir", &staging, e))?;
     let result = (|| {
         let mut manifest = SnapshotManifest {
@@ -96,7 +102,17 @@ pub fn create(
         }
         fs::write_atomic(&staging.join(MANIFEST), &manifest.encode(), deleter.rules())?;
         fs::fsync_dir(&staging)?;
-        fs::rename(&staging, &dest, deleter.rules())?;
+        fs::rename(&staging, &dest, deleter.rules()).map_err(|e| {
+            if dest.exists() {
+                // Another attempt with this tag published first.
+                Error::AlreadyExists {
+                    kind: "snapshot",
+                    name: tag.to_string(),
+                }
+            } else {
+                e
+            }
+        })?;
         fs::fsync_dir(&root)
     })();
     if result.is_err() {
