@@ -1,6 +1,6 @@
 //! Snapshots: hard links of every live component under `snapshots/<tag>/` plus a
-//! manifest, staged in `snapshots/<tag>.<n>.tmp/` (a directory per attempt) and renamed into place, then fsynced (as
-//! RocksDB's checkpoint does). Where hard links fail, components are copied.
+//! manifest, staged in `snapshots/<tag>.<n>.tmp/` (a directory per attempt) and renamed
+//! into place, then fsynced (as RocksDB's checkpoint does). Where hard links fail, components are copied.
 //!
 //! A snapshot is visible exactly when `snapshots/<tag>/manifest` exists and is not
 //! pending deletion. Clearing asks the deleter to remove the manifest first (the
