@@ -15,6 +15,7 @@
 //! it back; after that even maps that were not advised (the `lock all` case) are
 //! PMD-mapped, because the folios stay in the cache. `MADV_COLLAPSE` of a file map needs
 //! `CONFIG_READ_ONLY_THP_FOR_FS`, so it is not used.
+#![allow(clippy::disallowed_methods)] // creates its own directory, outside the store's I/O boundary
 
 use std::path::Path;
 

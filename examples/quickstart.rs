@@ -1,6 +1,7 @@
 //! Quickstart: write a segment, then read it back through every `disk_access_mode`.
 //!
 //! `cargo run --release --example quickstart [DIR]`
+#![allow(clippy::disallowed_methods)] // creates its own directory, outside the store's I/O boundary
 
 use std::time::Instant;
 

@@ -22,6 +22,7 @@
 //! `batch`, `group[:WINDOW]`); or, with `--target segment`, the level below (`Store` +
 //! `SegmentSet` with a write buffer, flushes and compactions written here), which has no
 //! commit log and ignores `--sync`.
+#![allow(clippy::disallowed_methods)] // creates its output directories, outside the store's I/O boundary
 
 // The modules live in `examples/stress/` (a crate root's modules would otherwise be
 // looked up beside it, in `examples/`, where cargo would take each for an example).

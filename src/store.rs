@@ -27,7 +27,7 @@ use crate::io::budget::BudgetStats;
 use crate::io::kstats::SmapsSnapshot;
 use crate::io::registry::MappingSite;
 use crate::io::residency::ResidencyTotals;
-use crate::io::{fs, registry, FileRules, MappingStats};
+use crate::io::{fs, registry, FileRules, MappingStats, StoreFs};
 use crate::lifecycle::set::{manifest_path, open_handle};
 use crate::lifecycle::{
     DeletePolicy, Deleter, DeleterStats, DirLock, HandleSite, LeakTracker, PendingDeletion,
@@ -189,11 +189,11 @@ impl Store {
                 reason: "must be a number from 0.0 to 1.0".into(),
             });
         }
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create dir", dir, e))?;
+        StoreFs::new(dir, &config.file_rules).create_dir_all(dir)?;
         let dir = dir
             .canonicalize()
             .map_err(|e| Error::io("canonicalize", dir, e))?;
-        let lock = DirLock::acquire(&dir)?;
+        let lock = DirLock::acquire(&StoreFs::new(&dir, &config.file_rules))?;
         let modes = config.disk_access_mode.resolve();
         modes.log();
         let deleter = Deleter::open(&dir, config.file_rules.clone(), config.delete_policy)?;

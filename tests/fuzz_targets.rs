@@ -2,6 +2,7 @@
 //! without a fuzzer: the same harnesses (`fuzz/harness.rs`), fed by proptest. Each must
 //! never panic on any input. `PROPTEST_CASES` raises the case count (default 256, or
 //! 64 for the segment and commit log targets, which write files per case).
+#![allow(clippy::disallowed_methods)] // writes fuzz inputs to files, outside the store's I/O boundary
 
 #[path = "../fuzz/harness.rs"]
 mod harness;

@@ -3,6 +3,7 @@
 //! explicit timestamps across memtable and segments, snapshots that include unflushed
 //! writes, a torn commit log tail after a crash, concurrent writers and readers with
 //! background flushes and compactions, and deferred deletion under the Windows rules.
+#![allow(clippy::disallowed_methods)] // damages files on purpose, outside the store's I/O boundary
 
 mod common;
 

@@ -3,8 +3,10 @@
 //! - [`mapped`]: read-only memory maps, each registered with the [`registry`] by file
 //!   identity before it exists and unregistered after it is gone.
 //! - [`pread`]: positional reads into caller buffers.
-//! - [`fs`]: durable helpers (atomic publish, directory fsync, hard links, rename, delete)
-//!   that consult the [`rules`] before any delete, replace or truncate.
+//! - [`fs`]: the I/O boundary, [`StoreFs`]: every create, write, fsync, rename, link and
+//!   unlink of the crate, each asking the [`rules`] (Windows emulation, faults,
+//!   simulator) first; atomic publish.
+//! - [`powerloss`]: the power-loss simulator behind that boundary (tests).
 //! - [`rules`]: POSIX rules or the Windows emulation the tests run under.
 //! - [`residency`]: memory residency controls (`mlock`, `mlockall`, huge pages, page-cache
 //!   advice) and per-mapping reports of what the kernel granted.
@@ -23,6 +25,7 @@ pub mod fs;
 pub mod identity;
 pub mod kstats;
 pub mod mapped;
+pub mod powerloss;
 pub mod pread;
 pub mod prefetch;
 pub mod registry;
@@ -31,8 +34,10 @@ pub mod rules;
 pub mod sys;
 
 pub use budget::MapBudget;
+pub use fs::{FsFile, StoreFs};
 pub use identity::FileId;
 pub use mapped::MappedFile;
+pub use powerloss::PowerLoss;
 pub use pread::PositionalFile;
 pub use registry::{registry, MappingStats};
 pub use rules::FileRules;

@@ -48,6 +48,8 @@ pub struct FileRules {
     counters: Arc<Counters>,
     /// Injected faults (tests only in practice); `None` costs one branch per hook.
     faults: Option<Arc<Faults>>,
+    /// The power-loss simulator (tests only in practice).
+    power_loss: Option<super::powerloss::PowerLoss>,
 }
 
 /// How often the emulation said no, and why.
@@ -104,6 +106,7 @@ impl FileRules {
             kind,
             counters: Arc::new(counters),
             faults: None,
+            power_loss: None,
         }
     }
 
@@ -116,6 +119,27 @@ impl FileRules {
     /// The injected faults, if any (for their counts).
     pub fn faults(&self) -> Option<&Faults> {
         self.faults.as_deref()
+    }
+
+    /// These rules, with every file operation also going through the power-loss
+    /// simulator `sim` (see [`super::powerloss`]).
+    pub fn with_power_loss(mut self, sim: super::powerloss::PowerLoss) -> Self {
+        self.power_loss = Some(sim);
+        self
+    }
+
+    /// The power-loss simulator, if any.
+    pub fn power_loss(&self) -> Option<&super::powerloss::PowerLoss> {
+        self.power_loss.as_ref()
+    }
+
+    /// Hook before fsyncing directory `dir`: an injected `DirFsync` fault fails it.
+    #[inline]
+    pub fn check_dir_fsync(&self, dir: &Path) -> io::Result<()> {
+        match &self.faults {
+            None => Ok(()),
+            Some(f) => f.dir_fsync(dir),
+        }
     }
 
     /// Hook before renaming `from` to `to`: an injected rename fault fails it.
@@ -239,16 +263,19 @@ pub enum FaultKind {
     ShortWrite,
     /// A delete is refused (`PermissionDenied`), like a scanner holding the file.
     RefuseDelete,
+    /// An fsync of a directory fails with `EIO` (after the renames in it took effect).
+    DirFsync,
 }
 
 impl FaultKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [FaultKind; 5] = [
+    pub const ALL: [FaultKind; 6] = [
         FaultKind::Rename,
         FaultKind::Fsync,
         FaultKind::NoSpace,
         FaultKind::ShortWrite,
         FaultKind::RefuseDelete,
+        FaultKind::DirFsync,
     ];
 
     fn index(self) -> usize {
@@ -270,12 +297,12 @@ struct Fault {
 
 /// Faults injected through [`FileRules::with_faults`]: each rule targets one
 /// [`FaultKind`], paths containing a substring, and the Nth matching operation on.
-/// The hooks are called by `io::fs` (rename, `write_atomic`, delete), the segment writer
-/// and the commit log. Counts of injected faults by kind: [`Faults::counts`].
+/// The hooks are called by the I/O boundary (`io::fs::StoreFs`) for every rename, write,
+/// fsync (files and directories) and delete. Counts of injected faults by kind: [`Faults::counts`].
 #[derive(Debug, Default)]
 pub struct Faults {
     rules: parking_lot::Mutex<Vec<Fault>>,
-    injected: [AtomicU64; 5],
+    injected: [AtomicU64; 6],
     disarmed: std::sync::atomic::AtomicBool,
 }
 
@@ -367,6 +394,13 @@ impl Faults {
     fn fsync(&self, path: &Path) -> io::Result<()> {
         if self.hit(FaultKind::Fsync, path) {
             return Err(Self::injected_error(FaultKind::Fsync, path));
+        }
+        Ok(())
+    }
+
+    fn dir_fsync(&self, dir: &Path) -> io::Result<()> {
+        if self.hit(FaultKind::DirFsync, dir) {
+            return Err(Self::injected_error(FaultKind::DirFsync, dir));
         }
         Ok(())
     }

@@ -28,7 +28,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::io::{fs, registry, FileId, FileRules};
+use crate::io::{registry, FileId, FileRules, StoreFs};
 
 /// Name of the journal file in the store directory.
 pub const JOURNAL: &str = "deletions.pending";
@@ -116,7 +116,7 @@ struct State {
 #[derive(Debug)]
 struct Inner {
     dir: PathBuf,
-    rules: FileRules,
+    fs: StoreFs,
     policy: DeletePolicy,
     state: Mutex<State>,
     /// Serialises journal writes: they share one temp file, and a write must not
@@ -154,7 +154,7 @@ impl Deleter {
         let d = Deleter {
             inner: Arc::new(Inner {
                 dir: dir.to_path_buf(),
-                rules,
+                fs: StoreFs::new(dir, &rules),
                 policy: policy.effective(),
                 state: Mutex::new(State::default()),
                 journal_io: Mutex::new(()),
@@ -179,7 +179,12 @@ impl Deleter {
 
     /// The rules file operations obey.
     pub fn rules(&self) -> &FileRules {
-        &self.inner.rules
+        self.inner.fs.rules()
+    }
+
+    /// The store directory's I/O boundary.
+    pub fn fs(&self) -> &StoreFs {
+        &self.inner.fs
     }
 
     /// The store directory.
@@ -346,7 +351,7 @@ impl Deleter {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Outcome::Done,
             Ok(m) if m.is_dir() => {
                 // Directories (cleared snapshots) go once their files have.
-                return match fs::remove_empty_dir(full) {
+                return match self.inner.fs.remove_empty_dir(full) {
                     Ok(()) => Outcome::Done,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => Outcome::Done,
                     // Its files go first; retried on their events. Not a refusal.
@@ -367,12 +372,12 @@ impl Deleter {
         };
         let res = match self.inner.policy {
             DeletePolicy::DeferWhileMapped => {
-                match registry().with_unmapped(id, || fs::remove_file(full, &self.inner.rules)) {
+                match registry().with_unmapped(id, || self.inner.fs.remove_file(full)) {
                     None => return Outcome::Mapped(id),
                     Some(r) => r,
                 }
             }
-            DeletePolicy::Immediate => fs::remove_file(full, &self.inner.rules),
+            DeletePolicy::Immediate => self.inner.fs.remove_file(full),
         };
         match res {
             Ok(()) => Outcome::Done,
@@ -523,7 +528,7 @@ impl Deleter {
         }
         let crc = crate::format::checksum(text.as_bytes());
         text.push_str(&format!("crc32c {crc:08x}\n"));
-        fs::write_atomic(&path, text.as_bytes(), &self.inner.rules)
+        self.inner.fs.write_atomic(&path, text.as_bytes())
     }
 }
 

@@ -1,12 +1,13 @@
 //! One process per store directory (invariant 7): an advisory exclusive lock on
 //! `<dir>/LOCK` through fs2, held for the life of the store.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use fs2::FileExt;
 
 use crate::error::{Error, Result};
+use crate::io::StoreFs;
 
 /// Name of the lock file.
 pub const LOCK_FILE: &str = "LOCK";
@@ -21,15 +22,10 @@ pub struct DirLock {
 impl DirLock {
     /// Lock `dir`, or fail with [`Error::Locked`] naming it. Changes nothing on failure
     /// (the lock file is created once and never removed).
-    pub fn acquire(dir: &Path) -> Result<DirLock> {
+    pub fn acquire(fs: &StoreFs) -> Result<DirLock> {
+        let dir = fs.root();
         let path = dir.join(LOCK_FILE);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| Error::io("open", &path, e))?;
+        let file = fs.open_lock_file(&path)?;
         match file.try_lock_exclusive() {
             Ok(()) => Ok(DirLock {
                 file,

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::io::{fs, FileRules};
+use crate::io::StoreFs;
 use crate::segment::validate_name;
 
 /// The live segments of one table.
@@ -150,8 +150,8 @@ impl Manifest {
     }
 
     /// Replace atomically and durably.
-    pub fn store(&self, path: &Path, rules: &FileRules) -> Result<()> {
-        fs::write_atomic(path, &self.encode(), rules)
+    pub fn store(&self, path: &Path, fs: &StoreFs) -> Result<()> {
+        fs.write_atomic(path, &self.encode())
     }
 }
 

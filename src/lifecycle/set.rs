@@ -78,7 +78,7 @@ impl SegmentSet {
                 next_id: 1,
                 ..Manifest::default()
             };
-            m.store(&mpath, deleter.rules())?;
+            m.store(&mpath, deleter.fs())?;
             m
         };
         manifest.next_id = manifest.next_id.max(min_next_id);
@@ -170,7 +170,7 @@ impl SegmentSet {
             next.segments.insert(n.id);
             next.next_id = next.next_id.max(n.id + 1);
         }
-        if let Err(e) = next.store(&manifest_path(&self.dir, &self.table), self.deleter.rules()) {
+        if let Err(e) = next.store(&manifest_path(&self.dir, &self.table), self.deleter.fs()) {
             // The new segments are in no manifest and no view: retire them now (their
             // files go when these handles drop) rather than leave orphans for the next
             // open. The durable manifest is still the old one.

@@ -3,7 +3,6 @@
 //! before [`SegmentWriter::finish`] removes its temp files; nothing half-written is ever
 //! visible under a segment's name (invariant 2).
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -16,16 +15,16 @@ use crate::format::index_block::IndexBlockBuilder;
 use crate::format::meta::{Meta, SegmentStats, Summary};
 use crate::format::record::{self, RecordRef};
 use crate::format::{key_hash, MAX_KEY_LEN, MAX_VALUE_LEN};
-use crate::io::{fs, FileRules};
+use crate::io::{fs, FileRules, FsFile, StoreFs};
 
 /// Writes one segment. See the module docs.
 pub struct SegmentWriter {
     dir: PathBuf,
     name: SegmentName,
     opts: SegmentOptions,
-    rules: FileRules,
-    data: BufWriter<File>,
-    index: BufWriter<File>,
+    fs: StoreFs,
+    data: BufWriter<FsFile>,
+    index: BufWriter<FsFile>,
     tmp: [PathBuf; 3],
     data_off: u64,
     index_off: u64,
@@ -60,11 +59,12 @@ impl SegmentWriter {
                 });
             }
         }
-        let data = BufWriter::with_capacity(1 << 16, fs::create_new(&tmp[0])?);
-        let index = match fs::create_new(&tmp[1]) {
+        let sfs = StoreFs::new(dir, rules);
+        let data = BufWriter::with_capacity(1 << 16, sfs.create_new(&tmp[0])?);
+        let index = match sfs.create_new(&tmp[1]) {
             Ok(f) => BufWriter::with_capacity(1 << 16, f),
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp[0]);
+                let _ = sfs.discard_temp(&tmp[0]);
                 return Err(e);
             }
         };
@@ -72,7 +72,7 @@ impl SegmentWriter {
             dir: dir.to_path_buf(),
             name,
             opts: opts.clone(),
-            rules: rules.clone(),
+            fs: sfs,
             data,
             index,
             tmp,
@@ -217,18 +217,8 @@ impl SegmentWriter {
             count: n,
             body_len: self.index_off,
         };
-        finish_file(
-            &mut self.data,
-            &data_footer.encode(),
-            &self.tmp[0],
-            &self.rules,
-        )?;
-        finish_file(
-            &mut self.index,
-            &index_footer.encode(),
-            &self.tmp[1],
-            &self.rules,
-        )?;
+        finish_file(&mut self.data, &data_footer.encode(), &self.tmp[0])?;
+        finish_file(&mut self.index, &index_footer.encode(), &self.tmp[1])?;
         let mut stats = std::mem::take(&mut self.stats);
         if n == 0 {
             stats.min_ts = 0;
@@ -249,54 +239,42 @@ impl SegmentWriter {
             body_len: body.len() as u64,
         };
         body.extend_from_slice(&footer.encode());
-        let mut mf = fs::create_new(&self.tmp[2])?;
-        fs::write_all_checked(&mut mf, &body, &self.tmp[2], &self.rules)?;
-        sync_checked(&mf, &self.tmp[2], &self.rules)?;
+        let mf = self.fs.create_new(&self.tmp[2])?;
+        mf.append(&body)?;
+        mf.sync_all()?;
         drop(mf);
         // Data and index must be durable under their names before meta appears: a crash
         // must never leave a meta (the mark of a whole segment) without them, and renames
         // in one directory are not ordered on disk without a directory fsync between.
         for (i, (c, t)) in Component::ALL.iter().zip(&self.tmp).enumerate() {
             let step = if *c == Component::Meta {
-                fs::fsync_dir(&self.dir)
+                self.fs.fsync_dir(&self.dir)
             } else {
                 Ok(())
             }
-            .and_then(|()| fs::rename(t, &self.name.path(&self.dir, *c), &self.rules));
+            .and_then(|()| self.fs.rename(t, &self.name.path(&self.dir, *c)));
             if let Err(e) = step {
                 // Take back what was already renamed, so that nothing of a half-published
                 // segment stays under its name; `Drop` then removes the temp files (none
                 // was ever mapped). If a rename back fails, the orphan scan of the next
                 // open removes the file (it is in no manifest).
                 for (c, t) in Component::ALL.iter().zip(&self.tmp).take(i) {
-                    let _ = std::fs::rename(self.name.path(&self.dir, *c), t);
+                    let _ = self.fs.rename(&self.name.path(&self.dir, *c), t);
                 }
                 return Err(e);
             }
         }
-        fs::fsync_dir(&self.dir)?;
+        self.fs.fsync_dir(&self.dir)?;
         self.done = true;
         Ok(meta.stats)
     }
 }
 
-fn finish_file(
-    w: &mut BufWriter<File>,
-    footer: &[u8],
-    path: &Path,
-    rules: &FileRules,
-) -> Result<()> {
+fn finish_file(w: &mut BufWriter<FsFile>, footer: &[u8], path: &Path) -> Result<()> {
     w.flush().map_err(|e| Error::io("write", path, e))?;
     // The footer goes straight to the file, through the injected write faults.
-    fs::write_all_checked(w.get_mut(), footer, path, rules)?;
-    sync_checked(w.get_ref(), path, rules)
-}
-
-fn sync_checked(f: &File, path: &Path, rules: &FileRules) -> Result<()> {
-    rules
-        .check_fsync(path)
-        .and_then(|()| f.sync_all())
-        .map_err(|e| Error::io("fsync", path, e))
+    w.get_ref().append(footer)?;
+    w.get_ref().sync_all()
 }
 
 impl Drop for SegmentWriter {
@@ -305,7 +283,9 @@ impl Drop for SegmentWriter {
             // Unpublished temp files of our own, never mapped (invariant 2): not subject
             // to the deleter. A failure here leaves a `.tmp` that the next open removes.
             for t in &self.tmp {
-                let _ = std::fs::remove_file(t);
+                if t.exists() {
+                    let _ = self.fs.discard_temp(t);
+                }
             }
         }
     }

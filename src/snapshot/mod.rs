@@ -57,7 +57,8 @@ pub fn create(
 ) -> Result<()> {
     validate_name("snapshot tag", tag)?;
     let root = store.join(SNAPSHOTS_DIR);
-    std::fs::create_dir_all(&root).map_err(|e| Error::io("create dir", &root, e))?;
+    let fs = deleter.fs();
+    fs.create_dir_all(&root)?;
     let dest = root.join(tag);
     if dest.exists() || deleter.is_pending(&dest) {
         return Err(Error::AlreadyExists {
@@ -80,7 +81,7 @@ pub fn create(
             break s;
         }
     };
-    std::fs::create_dir(&staging).map_err(|e| Error::io("create dir", &staging, e))?;
+    fs.create_dir(&staging)?;
     let result = (|| {
         let mut manifest = SnapshotManifest {
             created_micros: now_micros(),
@@ -93,16 +94,16 @@ pub fn create(
                 for c in Component::ALL {
                     let src = h.name().path(h.dir(), c);
                     let dst = staging.join(h.name().file_name(c));
-                    if fs::hard_link(&src, &dst).is_err() {
-                        fs::copy_durable(&src, &dst)?;
+                    if fs.hard_link(&src, &dst).is_err() {
+                        fs.copy_durable(&src, &dst)?;
                     }
                 }
                 ids.insert(h.name().id);
             }
         }
-        fs::write_atomic(&staging.join(MANIFEST), &manifest.encode(), deleter.rules())?;
-        fs::fsync_dir(&staging)?;
-        fs::rename(&staging, &dest, deleter.rules()).map_err(|e| {
+        fs.write_atomic(&staging.join(MANIFEST), &manifest.encode())?;
+        fs.fsync_dir(&staging)?;
+        fs.rename(&staging, &dest).map_err(|e| {
             if dest.exists() {
                 // Another attempt with this tag published first.
                 Error::AlreadyExists {
@@ -113,7 +114,7 @@ pub fn create(
                 e
             }
         })?;
-        fs::fsync_dir(&root)
+        fs.fsync_dir(&root)
     })();
     if result.is_err() {
         // Nothing published: remove what was staged (never mapped).

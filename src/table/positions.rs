@@ -17,7 +17,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::io::{fs, FileRules};
+#[cfg(test)]
+use crate::io::FileRules;
+use crate::io::StoreFs;
 use crate::segment::validate_name;
 
 /// File name, inside the commit log directory.
@@ -113,8 +115,8 @@ impl Positions {
     }
 
     /// Replace `dir/positions` atomically and durably.
-    pub fn store(&self, dir: &Path, rules: &FileRules) -> Result<()> {
-        fs::write_atomic(&dir.join(FILE), &self.encode(), rules)
+    pub fn store(&self, dir: &Path, fs: &StoreFs) -> Result<()> {
+        fs.write_atomic(&dir.join(FILE), &self.encode())
     }
 }
 
@@ -140,7 +142,8 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(Positions::load(dir.path()).unwrap(), Positions::default());
-        p.store(dir.path(), &FileRules::posix()).unwrap();
+        p.store(dir.path(), &StoreFs::new(dir.path(), &FileRules::posix()))
+            .unwrap();
         assert_eq!(Positions::load(dir.path()).unwrap(), p);
     }
 }

@@ -35,7 +35,7 @@ use super::lsm::{Table, TableConfig};
 use super::memtable::Memtable;
 use super::positions::Positions;
 use crate::error::{Error, Result};
-use crate::io::FileRules;
+use crate::io::{FileRules, StoreFs};
 use crate::lifecycle::{Deleter, SegmentSet};
 
 /// Directory of the commit log inside a store directory.
@@ -92,7 +92,7 @@ pub(crate) struct Context {
     pub(crate) config: TableConfig,
     pub(crate) clock: Clock,
     log_dir: PathBuf,
-    rules: FileRules,
+    fs: StoreFs,
     deleter: Deleter,
     tables: RwLock<BTreeMap<String, Arc<Table>>>,
     positions: Mutex<Positions>,
@@ -155,7 +155,7 @@ impl Context {
         }
         next.replay_from = lowest;
         if next != *pos {
-            next.store(&self.log_dir, &self.rules)?;
+            next.store(&self.log_dir, &self.fs)?;
             *pos = next;
         }
         drop(pos);
@@ -275,7 +275,7 @@ impl Tables {
             config: config.clone(),
             clock,
             log_dir,
-            rules: rules.clone(),
+            fs: deleter.fs().clone(),
             deleter: deleter.clone(),
             tables: RwLock::new(BTreeMap::new()),
             positions: Mutex::new(positions),

@@ -42,7 +42,6 @@ pub mod config;
 pub mod format;
 pub mod replay;
 
-use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -57,8 +56,8 @@ pub use replay::{LogFileInfo, Replay, ReplayOutcome, ReplayStop};
 
 use crate::error::{Error, Result};
 use crate::format::record::RecordRef;
-use crate::io::fs::{self, fsync_dir};
 use crate::io::FileRules;
+use crate::io::{FsFile, StoreFs};
 use crate::segment::validate_name;
 use crate::table::cell::validate_cell;
 use format::{PreparedRecord, MAX_BODY_LEN};
@@ -89,7 +88,7 @@ pub struct CommitLogStats {
 struct Active {
     id: u64,
     path: PathBuf,
-    file: Arc<File>,
+    file: Arc<FsFile>,
     len: u64,
     first_seq: u64,
 }
@@ -111,7 +110,7 @@ struct State {
 
 struct Shared {
     dir: PathBuf,
-    rules: FileRules,
+    fs: StoreFs,
     config: CommitLogConfig,
     state: Mutex<State>,
     /// Signalled when `synced_seq` advances, on poisoning, and on close.
@@ -122,8 +121,6 @@ struct Shared {
     bytes: AtomicU64,
     syncs: AtomicU64,
     files_created: AtomicU64,
-    #[cfg(test)]
-    fail_syncs: std::sync::atomic::AtomicBool,
 }
 
 /// A commit log. See the module docs. Shareable across threads (`&self` methods).
@@ -167,7 +164,8 @@ impl CommitLog {
         mut apply: impl FnMut(LogRecord) -> Result<()>,
     ) -> Result<(CommitLog, ReplayOutcome)> {
         config.validate()?;
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create dir", dir, e))?;
+        let fs = StoreFs::new(dir, rules);
+        fs.create_dir_all(dir)?;
         let replay_from = replay_from.max(1);
         let mut replay = Replay::open(dir, replay_from)?;
         for rec in replay.by_ref() {
@@ -176,7 +174,7 @@ impl CommitLog {
         let outcome = replay.finish();
         let next_seq = outcome.resume_seq.unwrap_or(1).max(replay_from);
         let next_id = outcome.files.last().map_or(1, |f| f.id + 1);
-        let active = create_file(dir, next_id, next_seq, rules)?;
+        let active = create_file(&fs, dir, next_id, next_seq)?;
         tracing::info!(
             dir = %dir.display(),
             sync = %config.sync,
@@ -188,7 +186,7 @@ impl CommitLog {
         );
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
-            rules: rules.clone(),
+            fs,
             config: config.clone(),
             state: Mutex::new(State {
                 active,
@@ -206,8 +204,6 @@ impl CommitLog {
             bytes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             files_created: AtomicU64::new(1),
-            #[cfg(test)]
-            fail_syncs: std::sync::atomic::AtomicBool::new(false),
         });
         let periodic = match config.sync {
             CommitLogSync::Periodic { period_ms } => {
@@ -258,10 +254,7 @@ impl CommitLog {
         }
         let seq = st.next_seq;
         let bytes = rec.seal(seq);
-        let written = {
-            let path = &st.active.path;
-            fs::write_all_checked(&mut &*st.active.file, bytes, path, &s.rules)
-        };
+        let written = st.active.file.append(bytes);
         if let Err(err) = written {
             // A partial record may be in the file; nothing may follow it (invariant 3).
             s.poison(&mut st, &err);
@@ -384,12 +377,6 @@ impl CommitLog {
         }
         result
     }
-
-    /// Make every following fsync fail (tests of invariant 3).
-    #[cfg(test)]
-    pub(crate) fn fail_syncs(&self) {
-        self.shared.fail_syncs.store(true, Ordering::SeqCst);
-    }
 }
 
 impl Drop for CommitLog {
@@ -423,24 +410,12 @@ fn obsolete_prefix(st: &State, lowest: u64) -> &[LogFileInfo] {
 }
 
 /// Create log file `id` whose first record will be `first_seq`, durably (invariant 4).
-fn create_file(dir: &Path, id: u64, first_seq: u64, rules: &FileRules) -> Result<Active> {
+fn create_file(fs: &StoreFs, dir: &Path, id: u64, first_seq: u64) -> Result<Active> {
     let path = dir.join(replay::file_name(id));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(|e| Error::io("create", &path, e))?;
-    fs::write_all_checked(
-        &mut file,
-        &format::encode_file_header(first_seq),
-        &path,
-        rules,
-    )?;
-    rules
-        .check_fsync(&path)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| Error::io("fsync", &path, e))?;
-    fsync_dir(dir)?;
+    let file = fs.create_new(&path)?;
+    file.append(&format::encode_file_header(first_seq))?;
+    file.sync_all()?;
+    fs.fsync_dir(dir)?;
     Ok(Active {
         id,
         path,
@@ -470,19 +445,8 @@ impl Shared {
         self.wake.notify_all();
     }
 
-    fn fsync(&self, file: &File, path: &Path) -> Result<()> {
-        #[cfg(test)]
-        if self.fail_syncs.load(Ordering::SeqCst) {
-            return Err(Error::io(
-                "fsync",
-                path,
-                std::io::Error::other("injected fsync failure"),
-            ));
-        }
-        self.rules
-            .check_fsync(path)
-            .and_then(|()| file.sync_data())
-            .map_err(|e| Error::io("fsync", path, e))?;
+    fn fsync(&self, file: &FsFile) -> Result<()> {
+        file.sync_data()?;
         self.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -490,13 +454,13 @@ impl Shared {
     /// Roll to a new file: fsync the active one, then create the next (invariant 4).
     /// Runs under the lock; appends wait for it.
     fn roll(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
-        if let Err(e) = self.fsync(&st.active.file, &st.active.path) {
+        if let Err(e) = self.fsync(&st.active.file) {
             self.poison(st, &e);
             return Err(e);
         }
         st.synced_seq = st.written_seq;
         self.synced.notify_all();
-        let next = match create_file(&self.dir, st.active.id + 1, st.next_seq, &self.rules) {
+        let next = match create_file(&self.fs, &self.dir, st.active.id + 1, st.next_seq) {
             Ok(a) => a,
             Err(e) => {
                 self.poison(st, &e);
@@ -539,8 +503,7 @@ impl Shared {
             }
             let target = st.written_seq;
             let file = Arc::clone(&st.active.file);
-            let path = st.active.path.clone();
-            let r = MutexGuard::unlocked(st, || self.fsync(&file, &path));
+            let r = MutexGuard::unlocked(st, || self.fsync(&file));
             st.leader = false;
             match r {
                 Ok(()) => {
@@ -598,6 +561,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::rules::{FaultKind, Faults};
 
     fn cell<'a>(k: &'a [u8], v: &'a [u8]) -> RecordRef<'a> {
         RecordRef {
@@ -622,9 +586,12 @@ mod tests {
                 sync,
                 segment_size: 1 << 20,
             };
-            let (log, _) = CommitLog::open(dir.path(), &cfg, 1, |_| Ok(())).unwrap();
+            let rules = FileRules::posix().with_faults(Faults::new());
+            let (log, _) =
+                CommitLog::open_with_rules(dir.path(), &cfg, 1, &rules, |_| Ok(())).unwrap();
             log.append("t", &[cell(b"a", b"1")]).unwrap();
-            log.fail_syncs();
+            let faults = rules.faults().unwrap();
+            faults.add(FaultKind::Fsync, "commitlog-", 0, u64::MAX);
             let first = log.append("t", &[cell(b"b", b"2")]);
             if matches!(sync, CommitLogSync::Periodic { .. }) {
                 // Acknowledged at once; the explicit sync sees the failure.
@@ -637,7 +604,7 @@ mod tests {
                 );
             }
             // From now on, poisoned, even though fsync would "work" again.
-            log.shared.fail_syncs.store(false, Ordering::SeqCst);
+            faults.clear();
             let e = log.append("t", &[cell(b"c", b"3")]).unwrap_err();
             assert!(matches!(e, Error::Poisoned(_)), "{e}");
             assert!(matches!(log.sync(), Err(Error::Poisoned(_))));
@@ -652,9 +619,13 @@ mod tests {
             sync: CommitLogSync::Periodic { period_ms: 10_000 },
             segment_size: 64,
         };
-        let (log, _) = CommitLog::open(dir.path(), &cfg, 1, |_| Ok(())).unwrap();
+        let rules = FileRules::posix().with_faults(Faults::new());
+        let (log, _) = CommitLog::open_with_rules(dir.path(), &cfg, 1, &rules, |_| Ok(())).unwrap();
         log.append("t", &[cell(b"a", &[7; 40])]).unwrap();
-        log.fail_syncs();
+        rules
+            .faults()
+            .unwrap()
+            .add(FaultKind::Fsync, "commitlog-", 0, u64::MAX);
         assert!(log.append("t", &[cell(b"b", &[7; 40])]).is_err());
         assert!(matches!(
             log.append("t", &[cell(b"c", b"")]),
