@@ -251,7 +251,19 @@ impl PowerLoss {
         for p in &mut st.pending {
             p.dirs.retain(|d| d != dir);
         }
-        st.pending.retain(|p| !p.dirs.is_empty());
+        // A directory whose removal is durable takes its (already unlinked) entries with
+        // it: those unlinks cannot be undone any more.
+        let gone: Vec<PathBuf> = st
+            .pending
+            .iter()
+            .filter_map(|p| match &p.undo {
+                Undo::Recreate(d) if p.dirs.is_empty() => Some(d.clone()),
+                _ => None,
+            })
+            .collect();
+        st.pending.retain(|p| {
+            !p.dirs.is_empty() && !gone.iter().any(|g| p.dirs.iter().any(|d| d.starts_with(g)))
+        });
     }
 
     fn grave(&self, st: &mut State) -> io::Result<PathBuf> {

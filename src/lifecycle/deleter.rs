@@ -111,6 +111,11 @@ struct State {
     journal_stale: bool,
     /// Announced with [`Deleter::announce`]: in the journal, not requested yet.
     intents: std::collections::BTreeSet<PathBuf>,
+    /// Directories holding completed unlinks not yet made durable by an fsync of the
+    /// directory: the journal keeps naming those deletions until they are.
+    unsynced_dirs: std::collections::BTreeSet<PathBuf>,
+    /// Completed deletions whose directory is not fsynced yet (journaled still).
+    unsynced_done: std::collections::BTreeSet<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -307,6 +312,9 @@ impl Deleter {
                 st.pending.remove(rel);
                 st.stats.completed += 1;
                 st.journal_stale = true;
+                st.unsynced_dirs
+                    .insert(full.parent().map(Path::to_path_buf).unwrap_or_default());
+                st.unsynced_done.insert(rel.to_path_buf());
                 if was_deferred {
                     st.last_deferred_latency = Some(waited);
                 }
@@ -507,10 +515,37 @@ impl Deleter {
         // renamed the other's temp file: a spurious `NotFound` error) and could publish
         // an older state over a newer one. One at a time, each with the state of now.
         let _io = self.inner.journal_io.lock();
+        // A completed unlink leaves the journal only once it is durable: fsync the
+        // directories it happened in first (else a power loss could bring back a file,
+        // e.g. a cleared snapshot, that no journal names any more).
+        let (dirs, done) = {
+            let mut st = self.inner.state.lock();
+            (
+                std::mem::take(&mut st.unsynced_dirs),
+                std::mem::take(&mut st.unsynced_done),
+            )
+        };
+        for d in &dirs {
+            if !d.exists() {
+                continue; // removed itself (a cleared snapshot's directory): its parent is here too
+            }
+            if let Err(e) = self.inner.fs.fsync_dir(d) {
+                let mut st = self.inner.state.lock();
+                st.unsynced_dirs.extend(dirs);
+                st.unsynced_done.extend(done);
+                return Err(e);
+            }
+        }
         let paths: Vec<PathBuf> = {
             let mut st = self.inner.state.lock();
-            st.journal_stale = false;
-            let mut all: Vec<PathBuf> = st.pending.keys().chain(&st.intents).cloned().collect();
+            st.journal_stale = !st.unsynced_done.is_empty();
+            let mut all: Vec<PathBuf> = st
+                .pending
+                .keys()
+                .chain(&st.intents)
+                .chain(&st.unsynced_done)
+                .cloned()
+                .collect();
             all.sort();
             all.dedup();
             all

@@ -1,0 +1,421 @@
+//! Power loss at every I/O operation (issue 11).
+//!
+//! Kill tests (`crash_kill_*`) SIGKILL a process, and the page cache survives them, so
+//! they cannot tell a missing fsync from a present one. Here every file operation of
+//! the store goes through the power-loss simulator (`segstore::io::PowerLoss`, behind
+//! the I/O boundary): a scripted workload runs once to count its operations, then once
+//! per operation with the power lost at that operation. The simulator then drops what
+//! was not fsynced (or tears it at 512-byte granularity, every other run) and undoes
+//! creates, renames and unlinks whose directory was not fsynced; the store is reopened
+//! with plain rules and checked:
+//! - it opens;
+//! - every write acknowledged under `batch` or `group` is there (under `periodic`, every
+//!   write before the last successful `sync` or flush); a write that failed or was not
+//!   acknowledged may or may not be there, and nothing else is;
+//! - every snapshot whose creation returned Ok and that was not cleared is listed and
+//!   opens; a snapshot whose clear returned Ok is not listed;
+//! - every segment file is named by a table manifest or is waiting for the deleter, no
+//!   temp file is left, and the store closes with nothing leaked or pending.
+//!
+//! `SEGSTORE_CRASH_POINTS_STRIDE` (default 1: every operation) checks every Nth point.
+#![cfg(unix)]
+#![allow(clippy::disallowed_methods)] // inspects the directory after recovery
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use segstore::io::{FileRules, PowerLoss};
+use segstore::lifecycle::DeletePolicy;
+use segstore::table::commitlog::CommitLogSync;
+use segstore::table::{Table, TableConfig};
+use segstore::{Config, Result, Store};
+
+/// What the workload was told: per (table, key), the values it may find.
+#[derive(Default, Debug)]
+struct Model {
+    /// Last acknowledged (durable) value: `Some(None)` is a delete.
+    durable: BTreeMap<(String, Vec<u8>), Option<Vec<u8>>>,
+    /// Written after the last durable point (not acknowledged durable yet, or failed).
+    maybe: BTreeMap<(String, Vec<u8>), Vec<Option<Vec<u8>>>>,
+    /// Under periodic sync: acknowledged but not yet covered by a sync.
+    unsynced: Vec<((String, Vec<u8>), Option<Vec<u8>>)>,
+    /// Snapshots created (Ok) and not cleared since.
+    snapshots: BTreeSet<String>,
+    /// Snapshots cleared (Ok) and not re-created since.
+    cleared: BTreeSet<String>,
+    periodic: bool,
+}
+
+impl Model {
+    fn attempt(&mut self, table: &str, key: &[u8], value: Option<&[u8]>) {
+        self.maybe
+            .entry((table.to_string(), key.to_vec()))
+            .or_default()
+            .push(value.map(<[u8]>::to_vec));
+    }
+
+    fn acked(&mut self, table: &str, key: &[u8], value: Option<&[u8]>) {
+        let k = (table.to_string(), key.to_vec());
+        let v = value.map(<[u8]>::to_vec);
+        if self.periodic {
+            self.unsynced.push((k, v));
+        } else {
+            self.durable.insert(k.clone(), v);
+            self.maybe.remove(&k);
+        }
+    }
+
+    /// A sync returned Ok: everything acknowledged so far is durable.
+    fn synced(&mut self) {
+        self.synced_where(|_| true);
+    }
+
+    /// A flush of `table` returned Ok: what it acknowledged is in a segment (the commit
+    /// log holding other tables' writes was not necessarily synced).
+    fn flushed(&mut self, table: &str) {
+        self.synced_where(|t| t == table);
+    }
+
+    fn synced_where(&mut self, f: impl Fn(&str) -> bool) {
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.unsynced)
+            .into_iter()
+            .partition(|((t, _), _)| f(t));
+        self.unsynced = later;
+        for (k, v) in now {
+            self.maybe.remove(&k);
+            self.durable.insert(k, v);
+        }
+    }
+}
+
+struct Ctx<'a> {
+    store: &'a Store,
+    model: &'a mut Model,
+}
+
+impl Ctx<'_> {
+    fn table(&self, t: &str) -> Result<Arc<Table>> {
+        self.store.table(t)
+    }
+
+    fn put(&mut self, t: &str, k: &str, v: &str) -> Result<()> {
+        self.model.attempt(t, k.as_bytes(), Some(v.as_bytes()));
+        self.table(t)?.put(k.as_bytes(), v.as_bytes())?;
+        self.model.acked(t, k.as_bytes(), Some(v.as_bytes()));
+        Ok(())
+    }
+
+    fn delete(&mut self, t: &str, k: &str) -> Result<()> {
+        self.model.attempt(t, k.as_bytes(), None);
+        self.table(t)?.delete(k.as_bytes())?;
+        self.model.acked(t, k.as_bytes(), None);
+        Ok(())
+    }
+
+    fn flush(&mut self, t: &str) -> Result<()> {
+        self.table(t)?.flush()?;
+        self.model.flushed(t);
+        Ok(())
+    }
+
+    fn compact(&mut self, t: &str) -> Result<()> {
+        self.table(t)?.compact()?;
+        self.model.flushed(t);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.store.tables().commit_log().sync()?;
+        self.model.synced();
+        Ok(())
+    }
+
+    fn snapshot(&mut self, tag: &str) -> Result<()> {
+        self.store.snapshot(tag, None)?;
+        // A snapshot flushes first.
+        self.model.synced();
+        self.model.snapshots.insert(tag.to_string());
+        self.model.cleared.remove(tag);
+        Ok(())
+    }
+
+    fn clear(&mut self, tag: &str) -> Result<()> {
+        self.store.clear_snapshot(tag)?;
+        self.model.snapshots.remove(tag);
+        self.model.cleared.insert(tag.to_string());
+        Ok(())
+    }
+}
+
+type Script = fn(&mut Ctx<'_>) -> Result<()>;
+
+fn writes(c: &mut Ctx<'_>, t: &str, round: u32, n: u32) -> Result<()> {
+    for i in 0..n {
+        c.put(t, &format!("k{i:03}"), &format!("v{round}-{i}"))?;
+    }
+    c.delete(t, &format!("k{:03}", round % n))
+}
+
+/// Puts, deletes and overwrites; flushes; a compaction; more writes left in the log.
+fn flush_and_compact(c: &mut Ctx<'_>) -> Result<()> {
+    writes(c, "a", 1, 6)?;
+    c.flush("a")?;
+    writes(c, "a", 2, 6)?;
+    writes(c, "b", 2, 3)?;
+    c.flush("a")?;
+    c.compact("a")?;
+    writes(c, "a", 3, 4)?;
+    c.sync()
+}
+
+/// Snapshot, clear, and re-use of the tag; writes between.
+fn snapshots(c: &mut Ctx<'_>) -> Result<()> {
+    writes(c, "a", 1, 4)?;
+    c.snapshot("s1")?;
+    writes(c, "a", 2, 4)?;
+    c.snapshot("s2")?;
+    c.clear("s1")?;
+    writes(c, "a", 3, 2)?;
+    c.snapshot("s1")?;
+    c.sync()
+}
+
+/// Deferred deletions completing: a snapshot reader maps segments that a compaction and
+/// a clear make obsolete; dropping the reader lets their deletions run.
+fn deferred(c: &mut Ctx<'_>) -> Result<()> {
+    writes(c, "a", 1, 4)?;
+    c.flush("a")?;
+    writes(c, "a", 2, 4)?;
+    c.snapshot("s")?;
+    let view = c.store.open_snapshot("s")?;
+    c.compact("a")?;
+    c.clear("s")?;
+    writes(c, "a", 3, 3)?;
+    drop(view);
+    c.flush("a")?;
+    c.snapshot("s")?;
+    c.sync()
+}
+
+fn config(sync: CommitLogSync, rules: FileRules, defer: bool) -> Config {
+    let mut cfg = Config::default();
+    cfg.commitlog.sync = sync;
+    cfg.table = TableConfig {
+        background_compaction: false,
+        ..TableConfig::default()
+    };
+    cfg.track_leaks = true;
+    if defer {
+        cfg.delete_policy = DeletePolicy::DeferWhileMapped;
+    }
+    cfg.file_rules = rules;
+    cfg
+}
+
+fn run(dir: &Path, sync: CommitLogSync, defer: bool, rules: FileRules, script: Script) -> Model {
+    let mut model = Model {
+        periodic: matches!(sync, CommitLogSync::Periodic { .. }),
+        ..Model::default()
+    };
+    if let Ok(store) = Store::open(dir, config(sync, rules, defer)) {
+        let mut c = Ctx {
+            store: &store,
+            model: &mut model,
+        };
+        if script(&mut c).is_ok() && store.close().is_ok() {
+            model.synced();
+        }
+    }
+    model
+}
+
+fn check(dir: &Path, model: &Model, sync: CommitLogSync, point: &str) {
+    let store = Store::open(dir, config(sync, FileRules::posix(), false))
+        .unwrap_or_else(|e| panic!("{point}: the store does not open: {e}"));
+    let keys: BTreeSet<&(String, Vec<u8>)> =
+        model.durable.keys().chain(model.maybe.keys()).collect();
+    for k in keys {
+        let got = store.table(&k.0).unwrap().get(&k.1).unwrap();
+        let mut allowed: Vec<Option<Vec<u8>>> = model.maybe.get(k).cloned().unwrap_or_default();
+        match model.durable.get(k) {
+            Some(v) => allowed.push(v.clone()),
+            None => allowed.push(None), // never durably written
+        }
+        assert!(
+            allowed.contains(&got),
+            "{point}: {}/{} reads {:?}, expected one of {:?}",
+            k.0,
+            String::from_utf8_lossy(&k.1),
+            got.as_deref().map(String::from_utf8_lossy),
+            allowed
+        );
+    }
+    let listed: BTreeSet<String> = store
+        .list_snapshots()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.tag)
+        .collect();
+    for tag in &model.snapshots {
+        assert!(
+            listed.contains(tag),
+            "{point}: snapshot {tag} lost ({listed:?})"
+        );
+        store
+            .open_snapshot(tag)
+            .unwrap_or_else(|e| panic!("{point}: snapshot {tag} does not open: {e}"));
+    }
+    for tag in &model.cleared {
+        assert!(
+            !listed.contains(tag),
+            "{point}: cleared snapshot {tag} came back"
+        );
+    }
+    // Every segment file is live or waiting for the deleter; no temp file anywhere.
+    let mut live = BTreeSet::new();
+    for t in store.table_names() {
+        for id in store.segments(&t).unwrap().live_ids() {
+            live.insert(format!("{t}-{id}-"));
+        }
+    }
+    for e in std::fs::read_dir(store.dir()).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".db") {
+            assert!(
+                live.iter().any(|p| name.starts_with(p.as_str()))
+                    || store.deleter().is_pending(&e.path()),
+                "{point}: orphan segment file {name} left (live: {live:?})"
+            );
+        }
+    }
+    let mut temps = Vec::new();
+    walk(store.dir(), &mut |p| {
+        if p.to_string_lossy().ends_with(".tmp") && !store.deleter().is_pending(p) {
+            temps.push(p.to_path_buf());
+        }
+    });
+    assert!(temps.is_empty(), "{point}: temp files left: {temps:?}");
+    let report = store.close().unwrap();
+    assert!(report.is_clean(), "{point}: close not clean: {report:?}");
+}
+
+fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        f(&p);
+        if p.is_dir() {
+            walk(&p, f);
+        }
+    }
+}
+
+fn stride() -> u64 {
+    std::env::var("SEGSTORE_CRASH_POINTS_STRIDE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
+}
+
+/// Run `script` once to count its operations, then crash it at every one of them.
+/// Returns the number of crash points tried.
+fn every_crash_point(name: &str, sync: CommitLogSync, defer: bool, script: Script) -> u64 {
+    let total = {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("store");
+        let sim = PowerLoss::new(&dir, 0);
+        let model = run(
+            &dir,
+            sync,
+            defer,
+            FileRules::posix().with_power_loss(sim.clone()),
+            script,
+        );
+        assert!(!sim.crashed());
+        let ops = sim.ops();
+        sim.recover().unwrap();
+        // Without a crash the whole script must have been acknowledged.
+        assert!(
+            model.maybe.is_empty(),
+            "{name}: the clean run failed: {model:?}"
+        );
+        check(&dir, &model, sync, &format!("{name}: no crash"));
+        ops
+    };
+    let mut tried = 0;
+    let mut at = 0;
+    while at <= total {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("store");
+        let sim = PowerLoss::new(&dir, at);
+        sim.set_torn_writes(at % 2 == 1);
+        sim.crash_at(at);
+        let rules = if defer {
+            FileRules::windows_emulation().with_power_loss(sim.clone())
+        } else {
+            FileRules::posix().with_power_loss(sim.clone())
+        };
+        let model = run(&dir, sync, defer, rules, script);
+        let point = format!(
+            "{name}: power lost at {}",
+            sim.crash_point().unwrap_or_else(|| "the end".into())
+        );
+        let rec = sim
+            .recover()
+            .unwrap_or_else(|e| panic!("{point}: recovery: {e}"));
+        let _ = rec;
+        check(&dir, &model, sync, &point);
+        tried += 1;
+        at += stride();
+    }
+    eprintln!("{name}: {tried} crash points of {total} operations");
+    tried
+}
+
+const GROUP: CommitLogSync = CommitLogSync::Group {
+    window: Duration::from_micros(100),
+};
+// Never fires during the test: only explicit syncs, flushes and close make writes durable.
+const PERIODIC: CommitLogSync = CommitLogSync::Periodic {
+    period_ms: 3_600_000,
+};
+
+#[test]
+fn batch_flush_and_compact() {
+    assert!(
+        every_crash_point(
+            "batch/flush+compact",
+            CommitLogSync::Batch,
+            false,
+            flush_and_compact
+        ) > 50
+    );
+}
+
+#[test]
+fn group_flush_and_compact() {
+    assert!(every_crash_point("group/flush+compact", GROUP, false, flush_and_compact) > 50);
+}
+
+#[test]
+fn periodic_flush_and_compact() {
+    assert!(every_crash_point("periodic/flush+compact", PERIODIC, false, flush_and_compact) > 50);
+}
+
+#[test]
+fn batch_snapshots_clear_and_tag_reuse() {
+    assert!(every_crash_point("batch/snapshots", CommitLogSync::Batch, false, snapshots) > 50);
+}
+
+#[test]
+fn periodic_snapshots_clear_and_tag_reuse() {
+    assert!(every_crash_point("periodic/snapshots", PERIODIC, false, snapshots) > 50);
+}
+
+#[test]
+fn deferred_deletions_under_the_windows_rule() {
+    assert!(every_crash_point("batch/deferred", CommitLogSync::Batch, true, deferred) > 50);
+}
