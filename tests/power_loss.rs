@@ -32,15 +32,20 @@ use segstore::table::commitlog::CommitLogSync;
 use segstore::table::{Table, TableConfig};
 use segstore::{Config, Result, Store};
 
+/// (table, key).
+type Key = (String, Vec<u8>);
+/// A value, or `None` for a delete.
+type Value = Option<Vec<u8>>;
+
 /// What the workload was told: per (table, key), the values it may find.
 #[derive(Default, Debug)]
 struct Model {
     /// Last acknowledged (durable) value: `Some(None)` is a delete.
-    durable: BTreeMap<(String, Vec<u8>), Option<Vec<u8>>>,
+    durable: BTreeMap<Key, Value>,
     /// Written after the last durable point (not acknowledged durable yet, or failed).
-    maybe: BTreeMap<(String, Vec<u8>), Vec<Option<Vec<u8>>>>,
+    maybe: BTreeMap<Key, Vec<Value>>,
     /// Under periodic sync: acknowledged but not yet covered by a sync.
-    unsynced: Vec<((String, Vec<u8>), Option<Vec<u8>>)>,
+    unsynced: Vec<(Key, Value)>,
     /// Snapshots created (Ok) and not cleared since.
     snapshots: BTreeSet<String>,
     /// Snapshots cleared (Ok) and not re-created since.
