@@ -48,6 +48,9 @@ pub struct SegmentSet {
     deleter: Deleter,
     view: ViewCell,
     manifest: Mutex<Manifest>,
+    /// Set when a manifest publish failed after its rename may have taken effect: which
+    /// manifest is durable is unknown, so the set refuses changes until reopened.
+    poisoned: Mutex<Option<String>>,
 }
 
 impl SegmentSet {
@@ -98,6 +101,7 @@ impl SegmentSet {
             deleter,
             view: ViewCell::default(),
             manifest: Mutex::new(manifest),
+            poisoned: Mutex::new(None),
         };
         set.view.replace(|_| segments);
         Ok(set)
@@ -129,6 +133,7 @@ impl SegmentSet {
     /// Start writing a new segment under a fresh id (ids are never reused, even if the
     /// writer is abandoned).
     pub fn writer(&self) -> Result<SegmentWriter> {
+        self.check_poisoned()?;
         let name = {
             let mut m = self.manifest.lock();
             let id = m.next_id;
@@ -143,8 +148,21 @@ impl SegmentSet {
         self.replace(&[], names)
     }
 
+    fn check_poisoned(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
     /// Atomically replace segments `old` by the published segments `new`.
+    ///
+    /// If the new manifest may or may not be durable (its directory fsync failed after
+    /// the rename), nothing either manifest names is deleted: the set is poisoned (every
+    /// later change fails with [`Error::Poisoned`]) and the next open decides from the
+    /// manifest on disk, its orphan scan removing the segments that one does not name.
     pub fn replace(&self, old: &[u64], new: &[SegmentName]) -> Result<()> {
+        self.check_poisoned()?;
         let mut m = self.manifest.lock();
         if let Some(id) = old.iter().find(|id| !m.segments.contains(id)) {
             return Err(Error::InvalidArgument(format!(
@@ -171,6 +189,21 @@ impl SegmentSet {
             next.next_id = next.next_id.max(n.id + 1);
         }
         if let Err(e) = next.store(&manifest_path(&self.dir, &self.table), self.deleter.fs()) {
+            if matches!(
+                e,
+                Error::Io {
+                    op: "fsync dir",
+                    ..
+                }
+            ) {
+                let why = format!(
+                    "table {}: manifest published but not known durable ({e}); reopen the store",
+                    self.table
+                );
+                tracing::error!(table = %self.table, error = %e, "manifest durability unknown; table refuses changes until reopened");
+                *self.poisoned.lock() = Some(why.clone());
+                return Err(Error::Poisoned(why));
+            }
             // The new segments are in no manifest and no view: retire them now (their
             // files go when these handles drop) rather than leave orphans for the next
             // open. The durable manifest is still the old one.
