@@ -557,7 +557,10 @@ mod tests {
         let text = String::from_utf8(b.clone()).unwrap();
         assert_eq!(text.lines().count(), 3, "{text}");
         assert!(text.contains(r"path a\x0acrc32c\x2000000000\x0asegment\x207\x0d\x0a\\"));
-        assert_eq!(decode_all(&b).unwrap().1, vec![vec![b"path".to_vec(), evil]]);
+        assert_eq!(
+            decode_all(&b).unwrap().1,
+            vec![vec![b"path".to_vec(), evil]]
+        );
     }
 
     #[test]
@@ -570,19 +573,8 @@ mod tests {
         };
         assert!(decode_all(&seal("a b\n")).is_ok());
         for bad in [
-            "a  b\n",
-            " a\n",
-            "a \n",
-            "\n",
-            "a\tb\n",
-            "a\rb\n",
-            "\\x41\n",
-            "\\x0A\n",
-            "\\x0\n",
-            "\\q\n",
-            "\\\n",
-            "a\\e\n",
-            "\u{85}\n",
+            "a  b\n", " a\n", "a \n", "\n", "a\tb\n", "a\rb\n", "\\x41\n", "\\x0A\n", "\\x0\n",
+            "\\q\n", "\\\n", "a\\e\n", "\u{85}\n",
         ] {
             let e = decode_all(&seal(bad)).unwrap_err();
             assert!(e.offset >= (FMT.len() + 3) as u64, "{bad:?}: {e:?}");
@@ -598,7 +590,10 @@ mod tests {
         trailing.extend_from_slice(b"x\n");
         assert!(decode(&trailing, FMT, 2..=2).is_err());
         assert!(decode(&good, FMT, 3..=4).is_err(), "version out of range");
-        assert!(decode(&good, "segstore-other", 2..=2).is_err(), "other format");
+        assert!(
+            decode(&good, "segstore-other", 2..=2).is_err(),
+            "other format"
+        );
         assert!(decode(b"", FMT, 2..=2).is_err());
     }
 
