@@ -44,10 +44,11 @@ fn text_seeds() -> Vec<Vec<u8>> {
     use segstore::lifecycle::deleter::encode_journal;
     use segstore::lifecycle::{Manifest, SnapshotManifest};
     use segstore::table::positions::Positions;
-    let mut m = Manifest::default();
-    m.table = "t".into();
-    m.segments.extend([1, 3, 4]);
-    m.next_id = 9;
+    let m = Manifest {
+        table: "t".into(),
+        next_id: 9,
+        segments: [1, 3, 4].into_iter().collect(),
+    };
     let mut s = SnapshotManifest::default();
     s.tables.entry("t".into()).or_default().extend([1, 3]);
     let mut p = Positions::default();

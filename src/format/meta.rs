@@ -446,9 +446,11 @@ mod tests {
             return;
         }
         let big = u32::MAX as usize;
-        let mut s = Summary::default();
         // One block whose first key is u32::MAX zero bytes.
-        s.keys = vec![0u8; big];
+        let mut s = Summary {
+            keys: vec![0u8; big],
+            ..Summary::default()
+        };
         s.prefixes.push(0);
         s.key_ends.push(big as _);
         s.blocks.push((0, 1));
