@@ -10,8 +10,8 @@
 //!   every disk access mode and read completely (point reads of every original key,
 //!   a full scan, a range scan).
 //! - [`commitlog`]: the same over a valid two-file commit log, then replay.
-//! - [`manifests`]: the input as a table manifest, a snapshot manifest and a commit
-//!   log positions file.
+//! - [`manifests`]: the input as a table manifest, a snapshot manifest, a commit log
+//!   positions file and a deletion journal (all sealed text, `format::sealed`).
 //! - [`message`]: the input as a repair message; a decoded message re-encodes to a
 //!   frame that decodes to the same message.
 
@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use segstore::format::record::RecordRef;
+use segstore::lifecycle::deleter::{decode_journal, encode_journal};
 use segstore::lifecycle::{Manifest, SnapshotManifest};
 use segstore::repair::Message;
 use segstore::segment::{Component, SegmentIter, SegmentName, SegmentReader, SegmentWriter};
@@ -175,15 +176,16 @@ pub fn commitlog(data: &[u8]) {
     }
 }
 
-/// Manifest, snapshot manifest and positions parsing: the input as is, and as the body
-/// of each format under its own header line with a valid checksum line (random bytes
-/// almost never pass the checksum, so this is what reaches the line parsers).
+/// Manifest, snapshot manifest, positions and journal parsing: the input as is, and as
+/// the body of each format under its own header line with a valid checksum line (random
+/// bytes almost never pass the checksum, so this is what reaches the line parsers).
 pub fn manifests(data: &[u8]) {
     decode_manifests(data);
     for valid in [
         Manifest::default().encode(),
         SnapshotManifest::default().encode(),
         Positions::default().encode(),
+        encode_journal(&[]).unwrap(),
     ] {
         let header_end = valid.iter().position(|&b| b == b'\n').unwrap_or(0) + 1;
         let mut body = valid[..header_end].to_vec();
@@ -211,6 +213,12 @@ fn decode_manifests(data: &[u8]) {
     let p = Path::new("commitlog/positions");
     if let Ok(m) = Positions::decode(p, data) {
         assert_eq!(Positions::decode(p, &m.encode()).unwrap(), m);
+    }
+    let p = Path::new("deletions.pending");
+    if let Ok(paths) = decode_journal(p, data) {
+        // Paths come back exactly: the re-encoded journal decodes to the same list.
+        let again = encode_journal(&paths).expect("decoded paths encode");
+        assert_eq!(decode_journal(p, &again).unwrap(), paths);
     }
 }
 

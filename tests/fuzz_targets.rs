@@ -42,13 +42,34 @@ fn cases(default: u32) -> ProptestConfig {
 /// Valid frames of the text formats, to mutate from (random bytes rarely pass a
 /// checksum, so these reach the parsers past it only through near-valid inputs).
 fn text_seeds() -> Vec<Vec<u8>> {
+    use segstore::lifecycle::deleter::encode_journal;
     use segstore::lifecycle::{Manifest, SnapshotManifest};
     use segstore::table::positions::Positions;
-    let mut m = Manifest::default();
-    m.segments.extend([1, 3, 4]);
-    m.next_id = 9;
-    let s = SnapshotManifest::default();
-    vec![m.encode(), s.encode(), Positions::default().encode()]
+    let m = Manifest {
+        table: "t".into(),
+        next_id: 9,
+        segments: [1, 3, 4].into_iter().collect(),
+    };
+    let mut s = SnapshotManifest::default();
+    s.tables.entry("t".into()).or_default().extend([1, 3]);
+    let mut p = Positions::default();
+    p.flushed.insert("t".into(), 7);
+    let j = encode_journal(&["t-1-Data.db".into(), "snapshots/a b\n/x\\y".into()]).unwrap();
+    vec![m.encode(), s.encode(), p.encode(), j]
+}
+
+/// Decode `b` as the kind of text file `text_seeds()[kind]` is (debug form).
+fn decode_text(kind: usize, b: &[u8]) -> segstore::Result<String> {
+    use segstore::lifecycle::deleter::decode_journal;
+    use segstore::lifecycle::{Manifest, SnapshotManifest};
+    use segstore::table::positions::Positions;
+    let p = std::path::Path::new("the-file");
+    Ok(match kind {
+        0 => format!("{:?}", Manifest::decode(p, b)?),
+        1 => format!("{:?}", SnapshotManifest::decode(p, b)?),
+        2 => format!("{:?}", Positions::decode(p, b)?),
+        _ => format!("{:?}", decode_journal(p, b)?),
+    })
 }
 
 proptest! {
@@ -75,7 +96,7 @@ proptest! {
 
     #[test]
     fn manifest_decode_of_mutated_valid_frames_never_panics(
-        seed in 0usize..3,
+        seed in 0usize..4,
         flips in prop::collection::vec((any::<u16>(), any::<u8>()), 0..3),
         cut in any::<u16>(),
     ) {
@@ -90,6 +111,31 @@ proptest! {
             b.truncate(cut as usize % b.len());
         }
         harness::manifests(&b);
+    }
+
+    #[test]
+    fn text_file_with_a_changed_byte_is_corrupt_or_unchanged(
+        seed in 0usize..4,
+        at in any::<prop::sample::Index>(),
+        xor in 1u8..,
+        cut in prop::bool::weighted(0.2),
+    ) {
+        let good = text_seeds()[seed].clone();
+        let mut b = good.clone();
+        let i = at.index(b.len());
+        if cut {
+            b.truncate(i);
+        } else {
+            b[i] ^= xor;
+        }
+        let want = decode_text(seed, &good).unwrap();
+        match decode_text(seed, &b) {
+            Ok(got) => prop_assert_eq!(got, want),
+            Err(segstore::Error::Corrupt { path, .. }) => {
+                prop_assert_eq!(path, std::path::PathBuf::from("the-file"))
+            }
+            Err(e) => prop_assert!(false, "not Corrupt: {}", e),
+        }
     }
 
     #[test]

@@ -48,7 +48,9 @@ pub struct SegmentStats {
 pub struct Summary {
     prefixes: Vec<u64>,
     keys: Vec<u8>,
-    key_ends: Vec<u32>,
+    /// End of each block's first key in `keys`. A `usize`, not a `u32`: 65,536 blocks
+    /// with 64 KiB first keys pass 4 GiB, and a narrower offset would wrap.
+    key_ends: Vec<usize>,
     blocks: Vec<(u64, u32)>,
     /// Radix index over `radix_bits` bits of the prefixes, taken just below the
     /// `radix_shift` leading bits that every block's prefix shares: `radix[t]` is the
@@ -82,7 +84,7 @@ impl Summary {
     pub fn push(&mut self, first_key: &[u8], offset: u64, len: u32) {
         self.prefixes.push(key_prefix(first_key));
         self.keys.extend_from_slice(first_key);
-        self.key_ends.push(self.keys.len() as u32);
+        self.key_ends.push(self.keys.len());
         self.blocks.push((offset, len));
     }
 
@@ -99,12 +101,8 @@ impl Summary {
     /// First key of block `i`.
     #[inline]
     pub fn first_key(&self, i: usize) -> &[u8] {
-        let start = if i == 0 {
-            0
-        } else {
-            self.key_ends[i - 1] as usize
-        };
-        &self.keys[start..self.key_ends[i] as usize]
+        let start = if i == 0 { 0 } else { self.key_ends[i - 1] };
+        &self.keys[start..self.key_ends[i]]
     }
 
     /// (offset, length) of block `i` in the index file.
@@ -120,6 +118,10 @@ impl Summary {
     /// buckets. Call once all blocks are pushed; until then searches cover every block.
     pub fn build_radix(&mut self) {
         let n = self.prefixes.len();
+        if u32::try_from(n).is_err() {
+            // Bucket bounds are u32 block indexes: past 2^32 blocks, search without them.
+            return;
+        }
         let (first, last) = match (self.prefixes.first(), self.prefixes.last()) {
             (Some(&f), Some(&l)) => (f, l),
             _ => (0, 0),
@@ -203,7 +205,7 @@ impl Summary {
     pub fn size_bytes(&self) -> usize {
         self.prefixes.len() * 8
             + self.keys.len()
-            + self.key_ends.len() * 4
+            + self.key_ends.len() * std::mem::size_of::<usize>()
             + self.blocks.len() * 16
             + self.radix.len() * 4
     }
@@ -422,6 +424,41 @@ mod tests {
                 prop_assert_eq!(s.block_for(&p), want, "{:?}", p);
             }
         }
+    }
+
+    /// `key_ends` were `u32`: past 4 GiB of first keys (65,536 blocks with 64 KiB keys)
+    /// they wrapped, and `first_key` returned the wrong key or panicked.
+    #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+    #[test]
+    fn first_keys_past_4_gib_of_summary_keys() {
+        // The keys are zeroed memory that is never written: the test takes address
+        // space (4 GiB, then 8 GiB after the push grows it), not RAM. Skipped where even
+        // that could be refused.
+        let total_kb: u64 = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                let line = m.lines().find(|l| l.starts_with("MemTotal:"))?.to_string();
+                line.split_whitespace().nth(1)?.parse().ok()
+            })
+            .unwrap_or(0);
+        if total_kb < 8 << 20 {
+            eprintln!("skipped: needs 8 GiB of memory to reserve address space");
+            return;
+        }
+        let big = u32::MAX as usize;
+        // One block whose first key is u32::MAX zero bytes.
+        let mut s = Summary {
+            keys: vec![0u8; big],
+            ..Summary::default()
+        };
+        s.prefixes.push(0);
+        s.key_ends.push(big as _);
+        s.blocks.push((0, 1));
+        s.push(b"\x01next", 1, 1);
+        assert_eq!(s.first_key(0).len(), big);
+        assert_eq!(s.first_key(1), b"\x01next");
+        assert_eq!(s.block_for(b"\x01next"), Some(1));
+        assert_eq!(s.block_for(b"\x00zzz"), Some(0));
     }
 
     /// Keys that share their leading bytes (big-endian integers) still spread over the

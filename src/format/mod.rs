@@ -10,6 +10,7 @@ pub mod footer;
 pub mod index_block;
 pub mod meta;
 pub mod record;
+pub mod sealed;
 pub mod varint;
 
 /// Longest key a segment accepts (64 KiB).

@@ -16,9 +16,11 @@
 //! [`Deleter::open`], which reads the journal left by a crash. Queued names are reported
 //! by [`Deleter::is_pending`] so listings hide them; callers never reuse a name.
 //!
-//! Journal format: text, first line `segstore-pending-deletions 1`, then one path per
-//! line relative to the store directory, then `crc32c <8 hex digits>` over the lines
-//! above. Completed entries are dropped lazily at the next rewrite.
+//! Journal format: sealed text (`format::sealed`), header `segstore-pending-deletions 2`,
+//! then one `delete <path>` line per path relative to the store directory, the path
+//! escaped (every byte of a Unix path round-trips; none can forge a line), then the
+//! crc32c line. Version 1 (one raw path per line) is still read. Completed entries are
+//! dropped lazily at the next rewrite.
 
 use std::collections::BTreeMap;
 use std::path::{Component as PathComponent, Path, PathBuf};
@@ -28,11 +30,15 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
+use crate::format::sealed::{self, SealedWriter};
+use crate::format::Malformed;
 use crate::io::{registry, FileId, FileRules, StoreFs};
 
 /// Name of the journal file in the store directory.
 pub const JOURNAL: &str = "deletions.pending";
-const HEADER: &str = "segstore-pending-deletions 1";
+const JOURNAL_FORMAT: &str = "segstore-pending-deletions";
+/// The journal version written; version 1 (one raw path per line) is read too.
+const JOURNAL_VERSION: u32 = 2;
 
 /// When a file may be unlinked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -554,16 +560,7 @@ impl Deleter {
         if paths.is_empty() && !path.exists() {
             return Ok(());
         }
-        let mut text = String::from(HEADER);
-        text.push('\n');
-        for p in &paths {
-            let s = p.to_string_lossy();
-            text.push_str(&s);
-            text.push('\n');
-        }
-        let crc = crate::format::checksum(text.as_bytes());
-        text.push_str(&format!("crc32c {crc:08x}\n"));
-        self.inner.fs.write_atomic(&path, text.as_bytes())
+        self.inner.fs.write_atomic(&path, &encode_journal(&paths)?)
     }
 }
 
@@ -582,55 +579,63 @@ impl Drop for Inner {
 
 fn read_journal(dir: &Path) -> Result<Vec<PathBuf>> {
     let path = dir.join(JOURNAL);
-    let text = match std::fs::read(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io("read", &path, e)),
-    };
-    let text = String::from_utf8(text).map_err(|e| {
-        Error::corrupt(
-            &path,
-            e.utf8_error().valid_up_to() as u64,
-            "journal is not UTF-8",
-        )
-    })?;
-    let Some(crc_at) = text.trim_end_matches('\n').rfind('\n').map(|i| i + 1) else {
-        return Err(Error::corrupt(&path, 0, "journal has no checksum line"));
-    };
-    let (body, crc_line) = text.split_at(crc_at);
-    let want = crc_line
-        .trim_end()
-        .strip_prefix("crc32c ")
-        .and_then(|h| u32::from_str_radix(h, 16).ok())
-        .ok_or_else(|| Error::corrupt(&path, crc_at as u64, "bad checksum line"))?;
-    if crate::format::checksum(body.as_bytes()) != want {
-        return Err(Error::corrupt(
-            &path,
-            crc_at as u64,
-            "journal checksum mismatch",
-        ));
+    match std::fs::read(&path) {
+        Ok(bytes) => decode_journal(&path, &bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(Error::io("read", &path, e)),
     }
-    let mut lines = body.lines();
-    if lines.next() != Some(HEADER) {
-        return Err(Error::corrupt(&path, 0, "bad journal header"));
+}
+
+/// The journal's bytes for `paths` (relative to the store directory).
+pub fn encode_journal(paths: &[PathBuf]) -> Result<Vec<u8>> {
+    let mut w = SealedWriter::new(JOURNAL_FORMAT, JOURNAL_VERSION);
+    for p in paths {
+        let bytes = sealed::path_bytes(p).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "cannot journal the deletion of {}: the path is not Unicode",
+                p.display()
+            ))
+        })?;
+        w.line([&b"delete"[..], &bytes]);
     }
-    let mut out = Vec::new();
-    let mut off = HEADER.len() as u64 + 1;
-    for l in lines {
-        let p = PathBuf::from(l);
+    Ok(w.finish())
+}
+
+/// Decode a journal (`path` names it in errors): the paths it asks to delete, each a
+/// plain path relative to the store directory.
+pub fn decode_journal(path: &Path, bytes: &[u8]) -> Result<Vec<PathBuf>> {
+    let corrupt = |m: Malformed| m.into_error(path);
+    let journal = sealed::decode(bytes, JOURNAL_FORMAT, 1..=JOURNAL_VERSION).map_err(corrupt)?;
+    let mut out = Vec::with_capacity(journal.lines.len());
+    for line in &journal.lines {
+        let p = if journal.version == 1 {
+            // Version 1: the raw path is the whole line.
+            sealed::path_from_bytes(line.text)
+                .ok_or_else(|| Error::corrupt(path, line.offset, "path is not valid on this OS"))?
+        } else {
+            let f = line.fields().map_err(corrupt)?;
+            if f.keyword() != b"delete" {
+                return Err(Error::corrupt(
+                    path,
+                    line.offset,
+                    format!("unknown line {:?}", sealed::escape(f.keyword())),
+                ));
+            }
+            f.expect_len(2).map_err(corrupt)?;
+            f.path(1).map_err(corrupt)?
+        };
         if p.as_os_str().is_empty()
             || !p
                 .components()
                 .all(|c| matches!(c, PathComponent::Normal(_)))
         {
             return Err(Error::corrupt(
-                &path,
-                off,
-                format!("journal names {l:?}, not a plain relative path"),
+                path,
+                line.offset,
+                format!("journal names {:?}, not a plain relative path", p.display()),
             ));
         }
         out.push(p);
-        off += l.len() as u64 + 1;
     }
     Ok(out)
 }

@@ -1,22 +1,29 @@
 //! Manifests: which segments are live (invariant 3: a segment a manifest names is never
 //! deleted). Replaced atomically with temp + fsync + rename + fsync dir (invariant 5).
 //!
-//! Text format, one record per line, ending in a checksum line:
+//! Sealed text (`format::sealed`: header, lines of escaped fields, crc32c line):
 //! ```text
-//! segstore-manifest 1
+//! segstore-manifest 2
 //! table <name>
 //! next_id <n>
 //! segment <id>          (zero or more, ascending)
-//! crc32c <8 hex digits> (of every line above, newlines included)
+//! crc32c <8 hex digits> (of every byte above)
 //! ```
 //! A snapshot manifest (`snapshots/<tag>/manifest`) uses header
-//! `segstore-snapshot 1`, then `created_micros <n>`, `ephemeral <0|1>`, and one
-//! `segment <table> <id>` line per segment.
+//! `segstore-snapshot 2`, then `created_micros <n>`, `ephemeral <0|1>`, one
+//! `segment <table> <id>` line per segment and a `table <table>` line per table without
+//! segments.
+//!
+//! Version 1 files (before the codec) hold the same lines and are read as they are;
+//! the next replacement writes version 2.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::RangeInclusive;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::format::sealed::{self, Fields, SealedWriter};
+use crate::format::Malformed;
 use crate::io::StoreFs;
 use crate::segment::validate_name;
 
@@ -42,104 +49,87 @@ pub struct SnapshotManifest {
     pub tables: BTreeMap<String, BTreeSet<u64>>,
 }
 
-const TABLE_HEADER: &str = "segstore-manifest 1";
-const SNAP_HEADER: &str = "segstore-snapshot 1";
-
-fn seal(mut text: String) -> Vec<u8> {
-    let crc = crate::format::checksum(text.as_bytes());
-    text.push_str(&format!("crc32c {crc:08x}\n"));
-    text.into_bytes()
-}
-
-/// Check the checksum line and header; return the body lines after the header with
-/// their byte offsets.
-fn unseal<'a>(path: &Path, bytes: &'a [u8], header: &str) -> Result<Vec<(u64, &'a str)>> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| Error::corrupt(path, e.valid_up_to() as u64, "manifest is not UTF-8"))?;
-    let crc_at = text
-        .trim_end_matches('\n')
-        .rfind('\n')
-        .map(|i| i + 1)
-        .ok_or_else(|| Error::corrupt(path, 0, "manifest has no checksum line"))?;
-    let (body, crc_line) = text.split_at(crc_at);
-    let want = crc_line
-        .trim_end()
-        .strip_prefix("crc32c ")
-        .and_then(|h| u32::from_str_radix(h, 16).ok())
-        .ok_or_else(|| Error::corrupt(path, crc_at as u64, "bad checksum line"))?;
-    if crate::format::checksum(body.as_bytes()) != want {
-        return Err(Error::corrupt(
-            path,
-            crc_at as u64,
-            "manifest checksum mismatch",
-        ));
-    }
-    let mut out = Vec::new();
-    let mut off = 0u64;
-    let mut lines = body.lines();
-    if lines.next() != Some(header) {
-        return Err(Error::corrupt(
-            path,
-            0,
-            format!("expected header {header:?}"),
-        ));
-    }
-    off += header.len() as u64 + 1;
-    for l in lines {
-        out.push((off, l));
-        off += l.len() as u64 + 1;
-    }
-    Ok(out)
-}
+const TABLE_FORMAT: &str = "segstore-manifest";
+const SNAP_FORMAT: &str = "segstore-snapshot";
+/// The version written.
+const VERSION: u32 = 2;
+/// The versions read (1: the same lines, written before the sealed codec).
+const READS: RangeInclusive<u32> = 1..=VERSION;
 
 fn read(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| Error::io("read", path, e))
 }
 
-fn num(path: &Path, off: u64, s: Option<&str>) -> Result<u64> {
-    s.and_then(|s| s.parse().ok())
-        .ok_or_else(|| Error::corrupt(path, off, "expected a number"))
+/// Field `i` of `f` as a valid table name.
+fn table_name(f: &Fields, i: usize) -> std::result::Result<String, Malformed> {
+    let t = f.str(i)?;
+    validate_name("table", t).map_err(|e| Malformed::new(f.offset, e.to_string()))?;
+    Ok(t.to_string())
+}
+
+fn unknown(f: &Fields) -> Malformed {
+    Malformed::new(
+        f.offset,
+        format!("unknown line {:?}", sealed::escape(f.keyword())),
+    )
+}
+
+fn duplicate(f: &Fields) -> Malformed {
+    Malformed::new(
+        f.offset,
+        format!("second {:?} line", sealed::escape(f.keyword())),
+    )
 }
 
 impl Manifest {
     /// Encode.
     pub fn encode(&self) -> Vec<u8> {
-        let mut t = format!(
-            "{TABLE_HEADER}\ntable {}\nnext_id {}\n",
-            self.table, self.next_id
-        );
+        let mut w = SealedWriter::new(TABLE_FORMAT, VERSION);
+        w.line(["table", self.table.as_str()]);
+        w.line(["next_id", &self.next_id.to_string()]);
         for id in &self.segments {
-            t.push_str(&format!("segment {id}\n"));
+            w.line(["segment", &id.to_string()]);
         }
-        seal(t)
+        w.finish()
     }
 
     /// Decode, naming `path` in errors.
     pub fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
+        Self::decode_body(bytes).map_err(|m| m.into_error(path))
+    }
+
+    fn decode_body(bytes: &[u8]) -> std::result::Result<Manifest, Malformed> {
         let mut m = Manifest::default();
-        let mut have_table = false;
-        for (off, line) in unseal(path, bytes, TABLE_HEADER)? {
-            let mut w = line.split(' ');
-            match w.next() {
-                Some("table") => {
-                    let t = w.next().unwrap_or("");
-                    validate_name("table", t)
-                        .map_err(|e| Error::corrupt(path, off, e.to_string()))?;
-                    m.table = t.to_string();
-                    have_table = true;
+        let (mut have_table, mut have_next) = (false, false);
+        for line in sealed::decode(bytes, TABLE_FORMAT, READS)?.lines {
+            let f = line.fields()?;
+            match f.keyword() {
+                b"table" => {
+                    f.expect_len(2)?;
+                    if std::mem::replace(&mut have_table, true) {
+                        return Err(duplicate(&f));
+                    }
+                    m.table = table_name(&f, 1)?;
                 }
-                Some("next_id") => m.next_id = num(path, off, w.next())?,
-                Some("segment") => {
-                    m.segments.insert(num(path, off, w.next())?);
+                b"next_id" => {
+                    f.expect_len(2)?;
+                    if std::mem::replace(&mut have_next, true) {
+                        return Err(duplicate(&f));
+                    }
+                    m.next_id = f.u64(1)?;
                 }
-                _ => return Err(Error::corrupt(path, off, format!("unknown line {line:?}"))),
+                b"segment" => {
+                    f.expect_len(2)?;
+                    m.segments.insert(f.u64(1)?);
+                }
+                _ => return Err(unknown(&f)),
             }
         }
         if !have_table {
-            return Err(Error::corrupt(path, 0, "manifest names no table"));
+            return Err(Malformed::new(0, "manifest names no table"));
         }
         if m.segments.last().is_some_and(|&l| l >= m.next_id) {
-            return Err(Error::corrupt(path, 0, "a segment id is not below next_id"));
+            return Err(Malformed::new(0, "a segment id is not below next_id"));
         }
         Ok(m)
     }
@@ -158,39 +148,59 @@ impl Manifest {
 impl SnapshotManifest {
     /// Encode.
     pub fn encode(&self) -> Vec<u8> {
-        let mut t = format!(
-            "{SNAP_HEADER}\ncreated_micros {}\nephemeral {}\n",
-            self.created_micros, self.ephemeral as u8
-        );
+        let mut w = SealedWriter::new(SNAP_FORMAT, VERSION);
+        w.line(["created_micros", &self.created_micros.to_string()]);
+        w.line(["ephemeral", if self.ephemeral { "1" } else { "0" }]);
         for (table, ids) in &self.tables {
             if ids.is_empty() {
-                t.push_str(&format!("table {table}\n"));
+                w.line(["table", table.as_str()]);
             }
             for id in ids {
-                t.push_str(&format!("segment {table} {id}\n"));
+                w.line(["segment", table.as_str(), &id.to_string()]);
             }
         }
-        seal(t)
+        w.finish()
     }
 
     /// Decode, naming `path` in errors.
     pub fn decode(path: &Path, bytes: &[u8]) -> Result<SnapshotManifest> {
+        Self::decode_body(bytes).map_err(|m| m.into_error(path))
+    }
+
+    fn decode_body(bytes: &[u8]) -> std::result::Result<SnapshotManifest, Malformed> {
         let mut m = SnapshotManifest::default();
-        for (off, line) in unseal(path, bytes, SNAP_HEADER)? {
-            let mut w = line.split(' ');
-            match w.next() {
-                Some("created_micros") => m.created_micros = num(path, off, w.next())?,
-                Some("ephemeral") => m.ephemeral = num(path, off, w.next())? != 0,
-                Some(kind @ ("segment" | "table")) => {
-                    let t = w.next().unwrap_or("");
-                    validate_name("table", t)
-                        .map_err(|e| Error::corrupt(path, off, e.to_string()))?;
-                    let ids = m.tables.entry(t.to_string()).or_default();
-                    if kind == "segment" {
-                        ids.insert(num(path, off, w.next())?);
+        let (mut have_created, mut have_ephemeral) = (false, false);
+        for line in sealed::decode(bytes, SNAP_FORMAT, READS)?.lines {
+            let f = line.fields()?;
+            match f.keyword() {
+                b"created_micros" => {
+                    f.expect_len(2)?;
+                    if std::mem::replace(&mut have_created, true) {
+                        return Err(duplicate(&f));
                     }
+                    m.created_micros = f.u64(1)?;
                 }
-                _ => return Err(Error::corrupt(path, off, format!("unknown line {line:?}"))),
+                b"ephemeral" => {
+                    f.expect_len(2)?;
+                    if std::mem::replace(&mut have_ephemeral, true) {
+                        return Err(duplicate(&f));
+                    }
+                    m.ephemeral = match f.u64(1)? {
+                        0 => false,
+                        1 => true,
+                        _ => return Err(Malformed::new(f.offset, "ephemeral is not 0 or 1")),
+                    };
+                }
+                b"table" => {
+                    f.expect_len(2)?;
+                    m.tables.entry(table_name(&f, 1)?).or_default();
+                }
+                b"segment" => {
+                    f.expect_len(3)?;
+                    let id = f.u64(2)?;
+                    m.tables.entry(table_name(&f, 1)?).or_default().insert(id);
+                }
+                _ => return Err(unknown(&f)),
             }
         }
         Ok(m)
@@ -238,5 +248,49 @@ mod tests {
             .collect(),
         };
         assert_eq!(SnapshotManifest::decode(p, &s.encode()).unwrap(), s);
+    }
+
+    fn seal_v1(text: &str) -> Vec<u8> {
+        let crc = crate::format::checksum(text.as_bytes());
+        format!("{text}crc32c {crc:08x}\n").into_bytes()
+    }
+
+    /// Files written before the sealed codec (version 1) still read.
+    #[test]
+    fn version_1_files_read() {
+        let p = Path::new("t1.manifest");
+        let v1 = seal_v1("segstore-manifest 1\ntable t1\nnext_id 9\nsegment 1\nsegment 8\n");
+        let m = Manifest::decode(p, &v1).unwrap();
+        assert_eq!(m.table, "t1");
+        assert_eq!(m.next_id, 9);
+        assert_eq!(m.segments, [1, 8].into_iter().collect());
+        assert!(m.encode().starts_with(b"segstore-manifest 2\n"));
+
+        let v1 =
+            seal_v1("segstore-snapshot 1\ncreated_micros 5\nephemeral 1\nsegment a 1\ntable b\n");
+        let s = SnapshotManifest::decode(p, &v1).unwrap();
+        assert!(s.ephemeral);
+        assert_eq!(s.created_micros, 5);
+        assert_eq!(s.tables.len(), 2);
+        assert_eq!(s.tables["a"], [1].into_iter().collect());
+    }
+
+    #[test]
+    fn duplicate_and_malformed_lines_are_corrupt() {
+        let p = Path::new("t1.manifest");
+        for text in [
+            "segstore-manifest 2\ntable t1\ntable t2\nnext_id 9\n",
+            "segstore-manifest 2\ntable t1\nnext_id 9\nnext_id 10\n",
+            "segstore-manifest 2\ntable t1\nnext_id 9\nsegment 1 2\n",
+            "segstore-manifest 2\ntable t\\x0a1\nnext_id 9\n",
+            "segstore-manifest 2\ntable t1\nnext_id 09\n",
+            "segstore-manifest 3\ntable t1\nnext_id 9\n",
+        ] {
+            let e = Manifest::decode(p, &seal_v1(text)).unwrap_err();
+            assert!(
+                e.is_corrupt() && e.to_string().contains("t1.manifest"),
+                "{e}"
+            );
+        }
     }
 }

@@ -1,12 +1,14 @@
 //! The commit log positions file, `commitlog/positions`: how far each table's flushed
 //! segments reach into the commit log, so that replay skips what is already in segments.
 //!
+//! Sealed text (`format::sealed`: header, lines of escaped fields, crc32c line):
 //! ```text
-//! segstore-commitlog-positions 1
+//! segstore-commitlog-positions 2
 //! replay_from <seq>          lowest sequence number any table may still need
 //! table <name> <seq>         every record of <name> numbered <= seq is in a segment
-//! crc32c <8 hex digits>      of every line above, newlines included
+//! crc32c <8 hex digits>      of every byte above
 //! ```
+//! Version 1 (before the codec) holds the same lines and is read as it is.
 //!
 //! Replaced atomically (invariant 5) after a flush has added its segment to the table's
 //! manifest and before any commit log file is released. A crash between the manifest
@@ -17,6 +19,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::format::sealed::{self, SealedWriter};
+use crate::format::Malformed;
 #[cfg(test)]
 use crate::io::FileRules;
 use crate::io::StoreFs;
@@ -24,7 +28,9 @@ use crate::segment::validate_name;
 
 /// File name, inside the commit log directory.
 pub const FILE: &str = "positions";
-const HEADER: &str = "segstore-commitlog-positions 1";
+const FORMAT: &str = "segstore-commitlog-positions";
+/// The version written; version 1 (the same lines) is read too.
+const VERSION: u32 = 2;
 
 /// The decoded file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,59 +53,57 @@ impl Default for Positions {
 impl Positions {
     /// Encode.
     pub fn encode(&self) -> Vec<u8> {
-        let mut t = format!("{HEADER}\nreplay_from {}\n", self.replay_from);
+        let mut w = SealedWriter::new(FORMAT, VERSION);
+        w.line(["replay_from", &self.replay_from.to_string()]);
         for (name, seq) in &self.flushed {
-            t.push_str(&format!("table {name} {seq}\n"));
+            w.line(["table", name.as_str(), &seq.to_string()]);
         }
-        let crc = crate::format::checksum(t.as_bytes());
-        t.push_str(&format!("crc32c {crc:08x}\n"));
-        t.into_bytes()
+        w.finish()
     }
 
     /// Decode, naming `path` in errors.
     pub fn decode(path: &Path, bytes: &[u8]) -> Result<Positions> {
-        let bad = |off: usize, why: &str| Error::corrupt(path, off as u64, why.to_string());
-        let text = std::str::from_utf8(bytes).map_err(|e| bad(e.valid_up_to(), "not UTF-8"))?;
-        let body_end = text
-            .trim_end_matches('\n')
-            .rfind('\n')
-            .map(|i| i + 1)
-            .ok_or_else(|| bad(0, "no checksum line"))?;
-        let (body, crc_line) = text.split_at(body_end);
-        let want = crc_line
-            .trim_end()
-            .strip_prefix("crc32c ")
-            .and_then(|h| u32::from_str_radix(h, 16).ok())
-            .ok_or_else(|| bad(body_end, "bad checksum line"))?;
-        if crate::format::checksum(body.as_bytes()) != want {
-            return Err(bad(body_end, "checksum mismatch"));
-        }
-        let mut lines = body.lines();
-        if lines.next() != Some(HEADER) {
-            return Err(bad(0, "unknown header"));
-        }
+        Self::decode_body(bytes).map_err(|m| m.into_error(path))
+    }
+
+    fn decode_body(bytes: &[u8]) -> std::result::Result<Positions, Malformed> {
         let mut p = Positions {
             replay_from: 0,
             flushed: BTreeMap::new(),
         };
-        let mut off = HEADER.len() + 1;
-        for line in lines {
-            let w: Vec<&str> = line.split(' ').collect();
-            match w.as_slice() {
-                ["replay_from", n] => {
-                    p.replay_from = n.parse().map_err(|_| bad(off, "bad number"))?;
+        for line in sealed::decode(bytes, FORMAT, 1..=VERSION)?.lines {
+            let f = line.fields()?;
+            match f.keyword() {
+                b"replay_from" => {
+                    f.expect_len(2)?;
+                    if p.replay_from != 0 {
+                        return Err(Malformed::new(f.offset, "second replay_from line"));
+                    }
+                    p.replay_from = f.u64(1)?;
+                    if p.replay_from == 0 {
+                        return Err(Malformed::new(f.offset, "replay_from is 0"));
+                    }
                 }
-                ["table", name, n] => {
-                    validate_name("table", name).map_err(|e| bad(off, &e.to_string()))?;
-                    let n = n.parse().map_err(|_| bad(off, "bad number"))?;
-                    p.flushed.insert(name.to_string(), n);
+                b"table" => {
+                    f.expect_len(3)?;
+                    let name = f.str(1)?;
+                    validate_name("table", name)
+                        .map_err(|e| Malformed::new(f.offset, e.to_string()))?;
+                    let n = f.u64(2)?;
+                    if p.flushed.insert(name.to_string(), n).is_some() {
+                        return Err(Malformed::new(f.offset, "table named twice"));
+                    }
                 }
-                _ => return Err(bad(off, "unknown line")),
+                _ => {
+                    return Err(Malformed::new(
+                        f.offset,
+                        format!("unknown line {:?}", sealed::escape(f.keyword())),
+                    ))
+                }
             }
-            off += line.len() + 1;
         }
         if p.replay_from == 0 {
-            return Err(bad(0, "no replay_from line"));
+            return Err(Malformed::new(0, "no replay_from line"));
         }
         Ok(p)
     }
@@ -145,5 +149,16 @@ mod tests {
         p.store(dir.path(), &StoreFs::new(dir.path(), &FileRules::posix()))
             .unwrap();
         assert_eq!(Positions::load(dir.path()).unwrap(), p);
+    }
+
+    /// A file written before the sealed codec (version 1) still reads.
+    #[test]
+    fn version_1_file_reads() {
+        let text = "segstore-commitlog-positions 1\nreplay_from 42\ntable t2 7\n";
+        let crc = crate::format::checksum(text.as_bytes());
+        let v1 = format!("{text}crc32c {crc:08x}\n");
+        let p = Positions::decode(Path::new("positions"), v1.as_bytes()).unwrap();
+        assert_eq!(p.replay_from, 42);
+        assert_eq!(p.flushed["t2"], 7);
     }
 }
