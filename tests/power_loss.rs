@@ -26,6 +26,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use segstore::io::rules::{FaultKind, Faults};
 use segstore::io::{FileRules, PowerLoss};
 use segstore::lifecycle::DeletePolicy;
 use segstore::table::commitlog::CommitLogSync;
@@ -204,6 +205,16 @@ fn deferred(c: &mut Ctx<'_>) -> Result<()> {
     c.sync()
 }
 
+/// Snapshots on a file system without hard links: their files are copies.
+fn copied_snapshots(c: &mut Ctx<'_>) -> Result<()> {
+    writes(c, "a", 1, 4)?;
+    c.snapshot("s1")?;
+    writes(c, "a", 2, 2)?;
+    c.snapshot("s2")?;
+    c.clear("s1")?;
+    c.sync()
+}
+
 fn config(sync: CommitLogSync, rules: FileRules, defer: bool) -> Config {
     let mut cfg = Config::default();
     cfg.commitlog.sync = sync;
@@ -325,20 +336,37 @@ fn stride() -> u64 {
         .unwrap_or(1)
 }
 
+#[derive(Clone, Copy)]
+struct Opts {
+    sync: CommitLogSync,
+    /// `DeferWhileMapped` under the Windows emulation.
+    defer: bool,
+    /// Hard links refused: snapshots copy.
+    no_links: bool,
+}
+
+fn rules(o: Opts, sim: &PowerLoss) -> FileRules {
+    let base = if o.defer {
+        FileRules::windows_emulation()
+    } else {
+        FileRules::posix()
+    };
+    let base = if o.no_links {
+        base.with_faults(Faults::new().fail(FaultKind::Link, "", 0, u64::MAX))
+    } else {
+        base
+    };
+    base.with_power_loss(sim.clone())
+}
+
 /// Run `script` once to count its operations, then crash it at every one of them.
 /// Returns the number of crash points tried.
-fn every_crash_point(name: &str, sync: CommitLogSync, defer: bool, script: Script) -> u64 {
+fn every_crash_point(name: &str, o: Opts, script: Script) -> u64 {
     let total = {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("store");
         let sim = PowerLoss::new(&dir, 0);
-        let model = run(
-            &dir,
-            sync,
-            defer,
-            FileRules::posix().with_power_loss(sim.clone()),
-            script,
-        );
+        let model = run(&dir, o.sync, o.defer, rules(o, &sim), script);
         assert!(!sim.crashed());
         let ops = sim.ops();
         sim.recover().unwrap();
@@ -347,7 +375,7 @@ fn every_crash_point(name: &str, sync: CommitLogSync, defer: bool, script: Scrip
             model.maybe.is_empty(),
             "{name}: the clean run failed: {model:?}"
         );
-        check(&dir, &model, sync, &format!("{name}: no crash"));
+        check(&dir, &model, o.sync, &format!("{name}: no crash"));
         ops
     };
     let mut tried = 0;
@@ -358,21 +386,14 @@ fn every_crash_point(name: &str, sync: CommitLogSync, defer: bool, script: Scrip
         let sim = PowerLoss::new(&dir, at);
         sim.set_torn_writes(at % 2 == 1);
         sim.crash_at(at);
-        let rules = if defer {
-            FileRules::windows_emulation().with_power_loss(sim.clone())
-        } else {
-            FileRules::posix().with_power_loss(sim.clone())
-        };
-        let model = run(&dir, sync, defer, rules, script);
+        let model = run(&dir, o.sync, o.defer, rules(o, &sim), script);
         let point = format!(
             "{name}: power lost at {}",
             sim.crash_point().unwrap_or_else(|| "the end".into())
         );
-        let rec = sim
-            .recover()
+        sim.recover()
             .unwrap_or_else(|e| panic!("{point}: recovery: {e}"));
-        let _ = rec;
-        check(&dir, &model, sync, &point);
+        check(&dir, &model, o.sync, &point);
         tried += 1;
         at += stride();
     }
@@ -388,39 +409,58 @@ const PERIODIC: CommitLogSync = CommitLogSync::Periodic {
     period_ms: 3_600_000,
 };
 
+fn opts(sync: CommitLogSync) -> Opts {
+    Opts {
+        sync,
+        defer: false,
+        no_links: false,
+    }
+}
+
 #[test]
 fn batch_flush_and_compact() {
-    assert!(
-        every_crash_point(
-            "batch/flush+compact",
-            CommitLogSync::Batch,
-            false,
-            flush_and_compact
-        ) > 50
+    let n = every_crash_point(
+        "batch/flush+compact",
+        opts(CommitLogSync::Batch),
+        flush_and_compact,
     );
+    assert!(n > 50);
 }
 
 #[test]
 fn group_flush_and_compact() {
-    assert!(every_crash_point("group/flush+compact", GROUP, false, flush_and_compact) > 50);
+    assert!(every_crash_point("group/flush+compact", opts(GROUP), flush_and_compact) > 50);
 }
 
 #[test]
 fn periodic_flush_and_compact() {
-    assert!(every_crash_point("periodic/flush+compact", PERIODIC, false, flush_and_compact) > 50);
+    assert!(every_crash_point("periodic/flush+compact", opts(PERIODIC), flush_and_compact) > 50);
 }
 
 #[test]
 fn batch_snapshots_clear_and_tag_reuse() {
-    assert!(every_crash_point("batch/snapshots", CommitLogSync::Batch, false, snapshots) > 50);
+    assert!(every_crash_point("batch/snapshots", opts(CommitLogSync::Batch), snapshots) > 50);
 }
 
 #[test]
 fn periodic_snapshots_clear_and_tag_reuse() {
-    assert!(every_crash_point("periodic/snapshots", PERIODIC, false, snapshots) > 50);
+    assert!(every_crash_point("periodic/snapshots", opts(PERIODIC), snapshots) > 50);
 }
 
 #[test]
 fn deferred_deletions_under_the_windows_rule() {
-    assert!(every_crash_point("batch/deferred", CommitLogSync::Batch, true, deferred) > 50);
+    let o = Opts {
+        defer: true,
+        ..opts(CommitLogSync::Batch)
+    };
+    assert!(every_crash_point("batch/deferred", o, deferred) > 50);
+}
+
+#[test]
+fn snapshots_copied_where_hard_links_are_refused() {
+    let o = Opts {
+        no_links: true,
+        ..opts(GROUP)
+    };
+    assert!(every_crash_point("group/copied snapshots", o, copied_snapshots) > 50);
 }

@@ -239,6 +239,10 @@ impl StoreFs {
 
     /// Hard-link `src` at `dst`.
     pub fn hard_link(&self, src: &Path, dst: &Path) -> Result<()> {
+        self.inner
+            .rules
+            .check_link(dst)
+            .map_err(|e| Error::io("hard link", dst, e))?;
         self.logged(
             "hard link",
             dst,

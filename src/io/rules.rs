@@ -133,6 +133,19 @@ impl FileRules {
         self.power_loss.as_ref()
     }
 
+    /// Hook before hard-linking at `dst`: an injected `Link` fault refuses it.
+    #[inline]
+    pub fn check_link(&self, dst: &Path) -> io::Result<()> {
+        match &self.faults {
+            None => Ok(()),
+            Some(f) if f.hit(FaultKind::Link, dst) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("injected Link fault: no hard links for {}", dst.display()),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
     /// Hook before fsyncing directory `dir`: an injected `DirFsync` fault fails it.
     #[inline]
     pub fn check_dir_fsync(&self, dir: &Path) -> io::Result<()> {
@@ -265,17 +278,21 @@ pub enum FaultKind {
     RefuseDelete,
     /// An fsync of a directory fails with `EIO` (after the renames in it took effect).
     DirFsync,
+    /// A hard link is refused (`EXDEV`-like: the file system has none), so snapshots
+    /// fall back to copying.
+    Link,
 }
 
 impl FaultKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [FaultKind; 6] = [
+    pub const ALL: [FaultKind; 7] = [
         FaultKind::Rename,
         FaultKind::Fsync,
         FaultKind::NoSpace,
         FaultKind::ShortWrite,
         FaultKind::RefuseDelete,
         FaultKind::DirFsync,
+        FaultKind::Link,
     ];
 
     fn index(self) -> usize {
@@ -302,7 +319,7 @@ struct Fault {
 #[derive(Debug, Default)]
 pub struct Faults {
     rules: parking_lot::Mutex<Vec<Fault>>,
-    injected: [AtomicU64; 6],
+    injected: [AtomicU64; 7],
     disarmed: std::sync::atomic::AtomicBool,
 }
 
