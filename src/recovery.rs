@@ -13,8 +13,13 @@
 //!    deletion is not already journaled, is an orphan (a crash between publishing a
 //!    segment and the manifest naming it, or between a manifest replacement and the
 //!    deletion request): deleted through the deleter.
-//! 4. Segment files of a table with no manifest are orphans too: deleted, and the table
-//!    is not returned.
+//! 4. Segment files of a table with no manifest are refused: [`Error::Corrupt`] naming
+//!    the missing manifest, and nothing at all is deleted. A table's manifest is
+//!    published durably when its segment set is first opened, before any segment of it
+//!    can be written, so no crash leaves segment files without one: the manifest was
+//!    deleted or lost, and deleting the segments as orphans would drop the table
+//!    silently. (Temp files of such a table are still removed under rule 1, and files
+//!    whose deletion is already journaled are left to the deleter.)
 //! 5. Under `snapshots/`: a snapshot directory whose name is a valid tag and whose
 //!    manifest exists and is not ephemeral is kept (a bad manifest is
 //!    [`Error::Corrupt`]), but files in it that its manifest does not name are deleted. Any other directory (a staging directory `<tag>.<n>.tmp`,
@@ -23,6 +28,11 @@
 //!    whose deletion is already journaled are left to the deleter.
 //! 6. Nothing is deleted except through the deleter, and every deletion is requested in
 //!    one call after the whole scan, so an error found by the scan deletes nothing.
+//! 7. A table that `commitlog/positions` says has records flushed into segments must
+//!    have a manifest (the manifest exists before the positions file first names the
+//!    table): otherwise [`Error::Corrupt`] naming the missing manifest, rather than
+//!    opening an empty table while replay skips the records it thinks are flushed.
+//!    Tables that positions name with nothing flushed hold no segment data.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -33,6 +43,8 @@ use crate::lifecycle::set::manifest_path;
 use crate::lifecycle::{Deleter, Manifest, SnapshotManifest};
 use crate::segment::{validate_name, SegmentName};
 use crate::snapshot;
+use crate::table::positions::{Positions, FILE as POSITIONS_FILE};
+use crate::table::tables::COMMITLOG_DIR;
 
 /// Recovery scan at open. Returns every table (from manifests) with the largest segment
 /// id seen on disk for it, so new ids never reuse a name.
@@ -63,18 +75,65 @@ pub(crate) fn recover(dir: &Path, deleter: &Deleter) -> Result<BTreeMap<String, 
             segment_files.push((path, seg));
         }
     }
+    // Rule 4: segment files of a table without a manifest are refused, not deleted.
+    let mut unexplained: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (path, seg) in segment_files {
         let m = max_ids.entry(seg.table.clone()).or_insert(0);
         *m = (*m).max(seg.id);
-        if !tables.get(&seg.table).is_some_and(|s| s.contains(&seg.id))
-            && !deleter.is_pending(&path)
-        {
-            tracing::info!(path = %path.display(), "removing orphan segment file");
-            doomed.push(path);
+        if deleter.is_pending(&path) {
+            continue;
+        }
+        match tables.get(&seg.table) {
+            Some(live) if live.contains(&seg.id) => {}
+            Some(_) => {
+                tracing::info!(path = %path.display(), "removing orphan segment file");
+                doomed.push(path);
+            }
+            None => {
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
+                unexplained
+                    .entry(seg.table.clone())
+                    .or_default()
+                    .push(name.into_owned());
+            }
         }
     }
-    // Tables whose manifest is missing but whose files exist were orphans: drop them
-    // from the table list.
+    if let Some((table, mut files)) = unexplained.into_iter().next() {
+        files.sort();
+        let shown = files.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+        let more = files.len().saturating_sub(3);
+        return Err(Error::corrupt(
+            manifest_path(dir, &table),
+            0,
+            format!(
+                "missing: table {table:?} has {} segment file(s) ({shown}{}) but no manifest; \
+                 refusing to open rather than delete them (restore the manifest, or move \
+                 the files out of the store directory to drop the table)",
+                files.len(),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                },
+            ),
+        ));
+    }
+    // Rule 7: a table the commit log positions say was flushed must have a manifest.
+    let positions = Positions::load(&dir.join(COMMITLOG_DIR))?;
+    for (table, &flushed) in &positions.flushed {
+        if flushed > 0 && !tables.contains_key(table) {
+            return Err(Error::corrupt(
+                manifest_path(dir, table),
+                0,
+                format!(
+                    "missing: {} says table {table:?} has flushed records up to sequence \
+                     number {flushed} into segments, but the table has no manifest",
+                    dir.join(COMMITLOG_DIR).join(POSITIONS_FILE).display()
+                ),
+            ));
+        }
+    }
+    // Ids of temp files of tables without a manifest are of no use.
     max_ids.retain(|t, _| tables.contains_key(t));
     recover_snapshots(dir, deleter, &mut doomed)?;
     deleter.delete(&doomed)?;
