@@ -378,3 +378,85 @@ fn temp_files_and_unnamed_segments_are_still_orphans() {
     drop(t);
     assert!(store.close().unwrap().is_clean());
 }
+
+/// Issue 11, defect 5: replay never compared the oldest remaining commit log file with
+/// `replay_from`, so deleting the oldest file still needed opened without error and lost
+/// acknowledged writes. Now: `Corrupt` naming the oldest remaining file and the range.
+#[test]
+fn deleted_commit_log_file_still_needed_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    build(tmp.path(), false);
+    let dir = tmp.path().canonicalize().unwrap();
+    let files = log_files(&dir);
+    assert!(files.len() >= 2, "{files:?}");
+    // The oldest file holds records of the last round, which was never flushed.
+    std::fs::remove_file(&files[0]).unwrap();
+    match open(&dir) {
+        Err(Error::Corrupt { path, reason, .. }) => {
+            assert_eq!(path, files[1]);
+            assert!(reason.contains("missing"), "{reason}");
+        }
+        Err(e) => panic!("expected Corrupt, got {e}"),
+        Ok(_) => panic!("opened with a needed commit log file deleted"),
+    }
+}
+
+/// The normal cases around defect 5 still open: a fresh store, an empty log, a log
+/// whose older files were released, and a log every record of which was flushed, with
+/// its files deleted (a drained store whose commit log was removed).
+#[test]
+fn commit_log_without_missing_records_opens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // Fresh, then empty (header only).
+    open(dir).unwrap().close().unwrap();
+    open(dir).unwrap().close().unwrap();
+    // Released files: several rolls and flushes, then a crash.
+    let store = open(dir).unwrap();
+    let t = store.table("t").unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..200u32 {
+        t.put(&key(i), b"v").unwrap();
+        model.insert(key(i), b"v".to_vec());
+        if i % 50 == 49 {
+            t.flush().unwrap();
+        }
+    }
+    t.put(b"unflushed", b"u").unwrap();
+    store.tables().commit_log().sync().unwrap();
+    drop(t);
+    drop(store);
+    let store = open(dir).unwrap();
+    let t = store.table("t").unwrap();
+    assert_eq!(t.get(b"unflushed").unwrap().as_deref(), Some(&b"u"[..]));
+    for k in model.keys() {
+        assert!(t.get(k).unwrap().is_some());
+    }
+    // Everything flushed, then the log files deleted: nothing is missing.
+    t.flush().unwrap();
+    drop(t);
+    drop(store);
+    let files = log_files(dir);
+    assert!(!files.is_empty());
+    std::fs::remove_file(&files[0]).unwrap();
+    let store = open(dir).unwrap();
+    assert_eq!(
+        store
+            .table("t")
+            .unwrap()
+            .get(b"unflushed")
+            .unwrap()
+            .as_deref(),
+        Some(&b"u"[..])
+    );
+    store.close().unwrap();
+    for f in log_files(dir) {
+        std::fs::remove_file(f).unwrap();
+    }
+    let store = open(dir).unwrap();
+    assert_eq!(
+        store.table("t").unwrap().get(&key(7)).unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+    store.close().unwrap();
+}
