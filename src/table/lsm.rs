@@ -19,8 +19,10 @@
 //!    skipping a segment only when its `max_ts` is below the best timestamp found.
 //! 5. Compaction drops a tombstone only if it is older than `gc_grace` and than every
 //!    cell outside the compaction (segments left out, memtables) — see
-//!    [`crate::table::merge`]. Cells written later with an explicit timestamp older
-//!    than `gc_grace` may resurrect deleted data, as in Cassandra.
+//!    [`crate::table::merge`]. It reads the memtables before the view, as readers do,
+//!    so a flush meanwhile cannot hide cells from both reads. Cells written later with
+//!    an explicit timestamp older than `gc_grace` may resurrect deleted data, as in
+//!    Cassandra.
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -104,6 +106,10 @@ pub struct TableStats {
     pub compactions: u64,
 }
 
+/// A test hook run with the table at a chosen point.
+#[cfg(test)]
+type TableHook = Box<dyn FnOnce(&Table) + Send>;
+
 struct Memtables {
     active: Arc<Memtable>,
     /// Oldest first.
@@ -125,6 +131,10 @@ pub struct Table {
     compactions: AtomicU64,
     pub(crate) flush_queued: AtomicBool,
     pub(crate) compaction_queued: AtomicBool,
+    /// Runs once inside compaction, between its reads of the memtables and the view
+    /// (tests of invariant 5 against a concurrent flush).
+    #[cfg(test)]
+    cutoff_hook: Mutex<Option<TableHook>>,
 }
 
 impl std::fmt::Debug for Table {
@@ -166,6 +176,8 @@ impl Table {
             compactions: AtomicU64::new(0),
             flush_queued: AtomicBool::new(false),
             compaction_queued: AtomicBool::new(false),
+            #[cfg(test)]
+            cutoff_hook: Mutex::new(None),
         }
     }
 
@@ -449,6 +461,14 @@ impl Table {
     /// Merge segments `ids` into one (or none, if nothing survives). The caller holds
     /// the compaction lock.
     fn merge_segments(&self, ids: &[u64]) -> Result<()> {
+        // Invariant 5 needs the oldest cell outside the merge. Memtables first, then the
+        // view, as readers do (invariant 2): a flush completing in between shows its
+        // cells in both reads, never in neither.
+        let memtables_min = self.memtables().iter().filter_map(|m| m.min_ts()).min();
+        #[cfg(test)]
+        if let Some(hook) = self.cutoff_hook.lock().take() {
+            hook(self);
+        }
         let view = self.set.view();
         let (chosen, others): (Vec<&SegmentHandle>, Vec<&SegmentHandle>) = view
             .segments
@@ -469,7 +489,7 @@ impl Table {
         let cutoff = others
             .iter()
             .map(|h| h.stats().min_ts)
-            .chain(self.memtables().iter().filter_map(|m| m.min_ts()))
+            .chain(memtables_min)
             .fold(gc, u64::min);
         let sources: Vec<BoxedSource<'static>> = chosen
             .iter()
@@ -542,5 +562,59 @@ impl Iterator for Cells {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.inner.next()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::FileRules;
+    use crate::{Config, Store};
+
+    /// Issue 11, defect 4: compaction read the view before the memtables, the reverse of
+    /// the read path, so a flush in between moved cells out of the memtables into a
+    /// segment that neither read saw, and a tombstone shadowing them was dropped: the
+    /// deleted value came back.
+    #[test]
+    fn flush_between_the_cutoff_reads_never_drops_a_needed_tombstone() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            file_rules: FileRules::posix(),
+            table: TableConfig {
+                gc_grace_secs: 0,
+                background_compaction: false,
+                ..TableConfig::default()
+            },
+            ..Config::default()
+        };
+        let store = Store::open(dir.path(), config).unwrap();
+        let t = store.table("t").unwrap();
+        // A tombstone in a segment of its own, then an older value of the same key (a
+        // repair, say) still in the memtable.
+        t.write(WriteBatch::new().delete_at(b"k".to_vec(), 2_000))
+            .unwrap();
+        t.flush().unwrap();
+        let tomb_segment = t.segments().live_ids();
+        assert_eq!(tomb_segment.len(), 1);
+        t.write(WriteBatch::new().put_at(b"k".to_vec(), b"old".to_vec(), 1_000))
+            .unwrap();
+        assert_eq!(t.get(b"k").unwrap(), None);
+        // The flush lands exactly between compaction's two reads.
+        *t.cutoff_hook.lock() = Some(Box::new(|t: &Table| {
+            t.flush_memtables(true).unwrap();
+        }));
+        {
+            let _g = t.compaction_lock.lock();
+            t.merge_segments(&tomb_segment).unwrap();
+        }
+        assert!(t.cutoff_hook.lock().is_none(), "the hook ran");
+        assert_eq!(
+            t.stats().segments,
+            2,
+            "the value's segment and the tombstone's"
+        );
+        assert_eq!(t.get(b"k").unwrap(), None, "the deleted value came back");
+        drop(t);
+        store.close().unwrap();
     }
 }
