@@ -23,6 +23,15 @@
 //!    so a flush meanwhile cannot hide cells from both reads. Cells written later with
 //!    an explicit timestamp older than `gc_grace` may resurrect deleted data, as in
 //!    Cassandra.
+//!
+//! # Backpressure and failed flushes
+//! A write first waits while `max_frozen_memtables` frozen memtables await their flush.
+//! Each background flush attempt records its outcome on the table; a waiting writer
+//! that sees an attempt end in failure after it began waiting gets
+//! [`Error::FlushFailed`] (with the flush's error as its source) and its write is not
+//! made. A flush failure is not poisoning: nothing durable was damaged (the commit log
+//! holds the data, the segment's temp files are removed), so every stalled write asks
+//! for another attempt, and the first one that succeeds lets writes go on.
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,7 +58,8 @@ pub struct TableConfig {
     /// Freeze and flush the active memtable once it holds this many bytes
     /// ([`Memtable::approx_bytes`]).
     pub memtable_flush_bytes: usize,
-    /// Writers wait while this many frozen memtables await their flush (at least 1).
+    /// Writers wait while this many frozen memtables await their flush (at least 1);
+    /// a flush failing meanwhile refuses their writes with [`Error::FlushFailed`].
     pub max_frozen_memtables: usize,
     /// Size-tiered compaction.
     pub compaction: CompactionConfig,
@@ -110,6 +120,15 @@ pub struct TableStats {
 #[cfg(test)]
 type TableHook = Box<dyn FnOnce(&Table) + Send>;
 
+/// How the background flushes of a table went, for writers waiting on them.
+#[derive(Default)]
+struct FlushState {
+    /// Flush attempts ended since open, successful or not.
+    attempts: u64,
+    /// Why the last attempt failed; `None` once one succeeds.
+    failure: Option<Arc<Error>>,
+}
+
 struct Memtables {
     active: Arc<Memtable>,
     /// Oldest first.
@@ -125,7 +144,8 @@ pub struct Table {
     flush_lock: Mutex<()>,
     compaction_lock: Mutex<()>,
     flushed_seq: AtomicU64,
-    stall_lock: Mutex<()>,
+    flush_state: Mutex<FlushState>,
+    /// Signalled when a flush attempt ends (either way).
     stall: Condvar,
     flushes: AtomicU64,
     compactions: AtomicU64,
@@ -170,7 +190,7 @@ impl Table {
             flush_lock: Mutex::new(()),
             compaction_lock: Mutex::new(()),
             flushed_seq: AtomicU64::new(flushed_seq),
-            stall_lock: Mutex::new(()),
+            flush_state: Mutex::new(FlushState::default()),
             stall: Condvar::new(),
             flushes: AtomicU64::new(0),
             compactions: AtomicU64::new(0),
@@ -208,39 +228,70 @@ impl Table {
 
     /// Write a batch: one commit log record, then the memtable (invariant 1). Returns
     /// once the commit log's sync mode acknowledges it.
+    ///
+    /// While [`TableConfig::max_frozen_memtables`] frozen memtables await their flush,
+    /// the write waits first (backpressure). If a flush attempt ends in failure while it
+    /// waits (a full disk, say), the write is refused with [`Error::FlushFailed`] naming
+    /// the cause, and nothing of it is logged or applied; the next write retries the
+    /// flush, and writes go on as soon as one succeeds.
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
         self.ctx.check_open()?;
         if batch.is_empty() {
             return Ok(());
         }
-        let cells = batch.cells(self.ctx.clock.now());
-        let (full, frozen) = {
+        let mut cells = batch.cells(self.ctx.clock.now());
+        let full = loop {
             let m = self.mem.read();
+            if m.frozen.len() >= self.ctx.config.max_frozen_memtables {
+                drop(m);
+                self.wait_for_flushes()?;
+                cells = batch.cells(self.ctx.clock.now());
+                continue;
+            }
             let seq = self.ctx.log.append(&self.name, &cells)?;
             m.active.apply(seq, &cells);
-            (
-                m.active.approx_bytes() >= self.ctx.config.memtable_flush_bytes,
-                m.frozen.len(),
-            )
+            break m.active.approx_bytes() >= self.ctx.config.memtable_flush_bytes;
         };
         if full {
             self.ctx.schedule_flush(self);
         }
-        if frozen >= self.ctx.config.max_frozen_memtables {
-            self.wait_for_flushes();
+        Ok(())
+    }
+
+    /// Backpressure: wait while too many frozen memtables await their flush, asking the
+    /// worker for one. A flush attempt that ends in failure during the wait ends it
+    /// with that failure (a failure from before the wait only makes it ask again).
+    fn wait_for_flushes(&self) -> Result<()> {
+        let mut st = self.flush_state.lock();
+        let start = st.attempts;
+        while self.mem.read().frozen.len() >= self.ctx.config.max_frozen_memtables {
+            self.ctx.check_open()?;
+            if st.attempts > start {
+                if let Some(cause) = &st.failure {
+                    return Err(Error::FlushFailed {
+                        table: self.name.clone(),
+                        source: Arc::clone(cause),
+                    });
+                }
+            }
+            self.ctx.schedule_flush(self);
+            self.stall.wait_for(&mut st, Duration::from_millis(100));
         }
         Ok(())
     }
 
-    /// Backpressure: wait while too many frozen memtables await their flush.
-    fn wait_for_flushes(&self) {
-        let mut g = self.stall_lock.lock();
-        while self.mem.read().frozen.len() >= self.ctx.config.max_frozen_memtables
-            && !self.ctx.is_closed()
-        {
-            self.ctx.schedule_flush(self);
-            self.stall.wait_for(&mut g, Duration::from_millis(100));
-        }
+    /// Record a flush attempt's outcome and wake the writers waiting for it.
+    fn flush_ended(&self, failure: Option<Error>) {
+        let mut st = self.flush_state.lock();
+        st.attempts += 1;
+        st.failure = failure.map(Arc::new);
+        self.stall.notify_all();
+    }
+
+    /// A background flush (or the checkpoint after it) failed: writers waiting for it
+    /// get `e` ([`Table::write`]).
+    pub(crate) fn flush_failed(&self, e: Error) {
+        self.flush_ended(Some(e));
     }
 
     /// The active memtable, then the frozen ones, newest first.
@@ -333,13 +384,15 @@ impl Table {
     }
 
     /// Flush every memtable (the active one included) into segments, then release the
-    /// commit log files this makes obsolete.
+    /// commit log files this makes obsolete. On a store whose commit log is poisoned
+    /// the memtables are still flushed (they may hold the only copy of writes a failed
+    /// sync lost), then [`Error::Poisoned`] is returned: the store stays read-only.
     pub fn flush(&self) -> Result<()> {
         self.ctx.check_open()?;
         self.flush_memtables(true)?;
         self.ctx.checkpoint()?;
         self.ctx.schedule_compaction(self);
-        Ok(())
+        self.ctx.log.check_poisoned()
     }
 
     /// Flush frozen memtables, oldest first, after freezing the active one if `force`
@@ -380,9 +433,9 @@ impl Table {
                 self.flushed_seq.fetch_max(max, Ordering::AcqRel);
             }
             self.flushes.fetch_add(1, Ordering::Relaxed);
-            let _g = self.stall_lock.lock();
-            self.stall.notify_all();
+            self.flush_ended(None);
         }
+        self.flush_ended(None);
         Ok(added)
     }
 
