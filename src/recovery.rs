@@ -18,14 +18,15 @@
 //!    published durably when its segment set is first opened, before any segment of it
 //!    can be written, so no crash leaves segment files without one: the manifest was
 //!    deleted or lost, and deleting the segments as orphans would drop the table
-//!    silently. (Temp files of such a table are still removed under rule 1, and files
-//!    whose deletion is already journaled are left to the deleter.)
+//!    silently. Temp files alone do not count (they are removed under rule 1), nor do
+//!    files whose deletion is already journaled.
 //! 5. Under `snapshots/`: a snapshot directory whose name is a valid tag and whose
 //!    manifest exists and is not ephemeral is kept (a bad manifest is
-//!    [`Error::Corrupt`]), but files in it that its manifest does not name are deleted. Any other directory (a staging directory `<tag>.<n>.tmp`,
-//!    an ephemeral snapshot, one without a manifest) is deleted whole, manifest first, so
-//!    a crash during that deletion never leaves a visible partial snapshot. Directories
-//!    whose deletion is already journaled are left to the deleter.
+//!    [`Error::Corrupt`]), but files in it that its manifest does not name are
+//!    deleted. Any other directory (a staging directory `<tag>.<n>.tmp`, an ephemeral
+//!    snapshot, one without a manifest) is deleted whole, manifest first, so a crash
+//!    during that deletion never leaves a visible partial snapshot. Directories whose
+//!    deletion is already journaled are left to the deleter.
 //! 6. Nothing is deleted except through the deleter, and every deletion is requested in
 //!    one call after the whole scan, so an error found by the scan deletes nothing.
 //! 7. A table that `commitlog/positions` says has records flushed into segments must
