@@ -122,6 +122,17 @@ pub enum Error {
     #[error("store is read-only after an earlier failure: {0}")]
     Poisoned(String),
 
+    /// A write to `table` had to wait for its frozen memtables to be flushed (see
+    /// `max_frozen_memtables`), and the flush failed: `source` says why (a full disk,
+    /// say). The write was not made; writes go on once a flush succeeds.
+    #[error("table {table:?}: write refused, its memtables cannot be flushed: {source}")]
+    FlushFailed {
+        /// The table.
+        table: String,
+        /// The flush's error.
+        source: std::sync::Arc<Error>,
+    },
+
     /// The store has been closed.
     #[error("store is closed")]
     Closed,

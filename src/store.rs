@@ -2,11 +2,11 @@
 //! recovery at open.
 //!
 //! Open: take the directory lock (invariant 7); resolve and log `disk_access_mode`;
-//! open the deleter, which completes the journal of deletions left by a crash; remove
-//! temp files, snapshot staging directories, ephemeral snapshots, and orphans (segment
-//! files that no table manifest or snapshot manifest names) through the deleter; open
-//! every table's segments; then open the commit log and replay it into the tables'
-//! memtables ([`crate::table::tables`]). Close: flush every table and close the commit
+//! open the deleter, which completes the journal of deletions left by a crash; run the
+//! recovery scan (`src/recovery.rs`: temp files, snapshot staging directories,
+//! ephemeral snapshots and orphans go to the deleter); open every table's segments;
+//! then open the commit log and replay it into the tables' memtables
+//! ([`crate::table::tables`]). Close: flush every table and close the commit
 //! log, clear ephemeral snapshots, release the views, report handles and mappings still
 //! held (leaks), and finish every deletion that can run.
 //!
@@ -27,12 +27,13 @@ use crate::io::budget::BudgetStats;
 use crate::io::kstats::SmapsSnapshot;
 use crate::io::registry::MappingSite;
 use crate::io::residency::ResidencyTotals;
-use crate::io::{fs, registry, FileRules, MappingStats, StoreFs};
-use crate::lifecycle::set::{manifest_path, open_handle};
+use crate::io::{registry, FileRules, MappingStats, StoreFs};
+use crate::lifecycle::set::open_handle;
 use crate::lifecycle::{
     DeletePolicy, Deleter, DeleterStats, DirLock, HandleSite, LeakTracker, PendingDeletion,
-    SegmentHandle, SegmentSet, SetOptions, SnapshotManifest,
+    SegmentHandle, SegmentSet, SetOptions,
 };
+use crate::recovery;
 use crate::segment::{validate_name, SegmentName};
 use crate::segment::{IndexCacheStats, ReaderOptions};
 use crate::snapshot::{self, SnapshotInfo};
@@ -198,7 +199,7 @@ impl Store {
         modes.log();
         let deleter = Deleter::open(&dir, config.file_rules.clone(), config.delete_policy)?;
         let tracker = config.track_leaks.then(|| Arc::new(LeakTracker::default()));
-        let max_ids = recover(&dir, &deleter)?;
+        let max_ids = recovery::recover(&dir, &deleter)?;
         deleter.compact_journal()?;
         let reader = ReaderOptions {
             crc_check_chance: config.crc_check_chance,
@@ -476,113 +477,6 @@ impl Drop for Store {
             self.deleter.retry_all();
         }
     }
-}
-
-/// Recovery scan at open. Returns every table (from manifests) with the largest segment
-/// id seen on disk for it, so new ids never reuse a name.
-fn recover(dir: &Path, deleter: &Deleter) -> Result<BTreeMap<String, u64>> {
-    let mut tables: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
-    let mut max_ids: BTreeMap<String, u64> = BTreeMap::new();
-    let mut doomed: Vec<PathBuf> = Vec::new();
-    let mut segment_files: Vec<(PathBuf, SegmentName)> = Vec::new();
-    let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
-    for e in rd {
-        let e = e.map_err(|e| Error::io("list", dir, e))?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let path = e.path();
-        if let Some(stem) = name.strip_suffix(fs::TMP_SUFFIX) {
-            // Never reuse the id of a half-written segment, even while its deletion waits.
-            if let Some((seg, _)) = SegmentName::parse_file_name(stem) {
-                let m = max_ids.entry(seg.table.clone()).or_insert(0);
-                *m = (*m).max(seg.id);
-            }
-            doomed.push(path);
-        } else if let Some(table) = name.strip_suffix(".manifest") {
-            if validate_name("table", table).is_ok() {
-                let m = crate::lifecycle::Manifest::load(&manifest_path(dir, table))?;
-                max_ids.insert(table.to_string(), m.next_id.saturating_sub(1));
-                tables.insert(table.to_string(), m.segments);
-            }
-        } else if let Some((seg, _)) = SegmentName::parse_file_name(&name) {
-            segment_files.push((path, seg));
-        }
-    }
-    for (path, seg) in segment_files {
-        let m = max_ids.entry(seg.table.clone()).or_insert(0);
-        *m = (*m).max(seg.id);
-        if !tables.get(&seg.table).is_some_and(|s| s.contains(&seg.id))
-            && !deleter.is_pending(&path)
-        {
-            tracing::info!(path = %path.display(), "removing orphan segment file");
-            doomed.push(path);
-        }
-    }
-    // Tables whose manifest is missing but whose files exist were orphans: drop them
-    // from the table list.
-    max_ids.retain(|t, _| tables.contains_key(t));
-    recover_snapshots(dir, deleter, &mut doomed)?;
-    deleter.delete(&doomed)?;
-    Ok(max_ids)
-}
-
-fn recover_snapshots(dir: &Path, deleter: &Deleter, doomed: &mut Vec<PathBuf>) -> Result<()> {
-    let root = dir.join(snapshot::SNAPSHOTS_DIR);
-    let rd = match std::fs::read_dir(&root) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io("list", &root, e)),
-    };
-    for e in rd {
-        let e = e.map_err(|e| Error::io("list", &root, e))?;
-        let path = e.path();
-        let name = e.file_name().to_string_lossy().into_owned();
-        if deleter.is_pending(&path) {
-            continue;
-        }
-        let mpath = path.join(snapshot::MANIFEST);
-        let keep: Option<SnapshotManifest> =
-            if validate_name("snapshot tag", &name).is_ok() && mpath.exists() {
-                let m = SnapshotManifest::load(&mpath)?;
-                (!m.ephemeral).then_some(m)
-            } else {
-                None
-            };
-        let Ok(files) = std::fs::read_dir(&path) else {
-            continue;
-        };
-        let mut files: Vec<PathBuf> = files.filter_map(|f| f.ok().map(|f| f.path())).collect();
-        files.sort();
-        match keep {
-            Some(m) => {
-                for f in files {
-                    let fname = f
-                        .file_name()
-                        .unwrap_or_default()
-                        .to_string_lossy()
-                        .into_owned();
-                    let named = fname == snapshot::MANIFEST
-                        || SegmentName::parse_file_name(&fname).is_some_and(|(s, _)| {
-                            m.tables
-                                .get(&s.table)
-                                .is_some_and(|ids| ids.contains(&s.id))
-                        });
-                    if !named {
-                        doomed.push(f);
-                    }
-                }
-            }
-            None => {
-                tracing::info!(snapshot = %name, "removing partial or ephemeral snapshot left by the last run");
-                // Manifest first, so the snapshot is invisible even if a crash follows.
-                files.sort_by_key(|f| {
-                    f.file_name() != Some(std::ffi::OsStr::new(snapshot::MANIFEST))
-                });
-                doomed.extend(files);
-                doomed.push(path);
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The segment set of table `name` from `sets`, opening (creating) it if needed.

@@ -364,3 +364,41 @@ fn garbage_files_never_panic() {
     std::fs::write(&f, &b).unwrap();
     let _ = open(dir.path(), 1); // error or not, never a panic
 }
+
+#[test]
+fn oldest_file_starting_beyond_replay_from_is_corruption() {
+    // Issue 11, defect 5: the first remaining file was never compared with replay_from.
+    let dir = write_n(30, true);
+    let all = files(dir.path());
+    let second = all[1].clone();
+    let second_first =
+        u64::from_le_bytes(std::fs::read(&second).unwrap()[8..16].try_into().unwrap());
+    std::fs::remove_file(&all[0]).unwrap();
+    for replay_from in [1, second_first - 1] {
+        match open(dir.path(), replay_from) {
+            Err(Error::Corrupt { path, reason, .. }) => {
+                assert_eq!(path, second);
+                assert!(
+                    reason.contains(&format!(
+                        "records {replay_from} to {} are missing",
+                        second_first - 1
+                    )),
+                    "{reason}"
+                );
+            }
+            other => panic!(
+                "replay_from {replay_from}: expected corruption, got {:?}",
+                other.map(|(_, r, _)| r.len())
+            ),
+        }
+    }
+    // Records below the new oldest file are flushed: nothing is missing.
+    let (_, recs, stops) = open(dir.path(), second_first).unwrap();
+    assert!(stops.is_empty());
+    assert_eq!(recs.first().unwrap().seq, second_first);
+    // An empty directory replays nothing whatever replay_from says.
+    let empty = tempfile::tempdir().unwrap();
+    let (log, recs, _) = open(empty.path(), 50).unwrap();
+    assert!(recs.is_empty());
+    assert_eq!(log.next_seq(), 50);
+}

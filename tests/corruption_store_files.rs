@@ -292,3 +292,172 @@ fn torn_or_flipped_log_tail_recovers_up_to_the_last_good_record() {
     }
     eprintln!("newest commit log file: {tried} torn/flipped tails recovered");
 }
+
+/// Every file under `dir` (relative paths), sorted; `LOCK` left out.
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                walk(root, &e.path(), out);
+            } else if e.file_name() != "LOCK" {
+                out.push(e.path().strip_prefix(root).unwrap().to_path_buf());
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(dir, dir, &mut v);
+    v.sort();
+    v
+}
+
+/// Issue 11, defect 6: a deleted `<table>.manifest` used to make the table's segments
+/// orphans, deleted at open: the table silently lost. Now the open is refused, naming
+/// the missing manifest, and nothing is deleted; a second open refuses the same way.
+#[test]
+fn missing_table_manifest_is_refused_and_nothing_is_deleted() {
+    let tmp = tempfile::tempdir().unwrap();
+    build(tmp.path(), false);
+    let dir = tmp.path().canonicalize().unwrap();
+    let manifest = dir.join("t.manifest");
+    std::fs::remove_file(&manifest).unwrap();
+    let before = tree(&dir);
+    assert!(
+        before
+            .iter()
+            .any(|f| f.to_string_lossy().starts_with("t-")
+                && f.to_string_lossy().ends_with("-Data.db")),
+        "{before:?}"
+    );
+    for attempt in 0..2 {
+        assert_corrupt_naming(open(&dir), &manifest, &format!("attempt {attempt}"));
+        assert_eq!(tree(&dir), before, "attempt {attempt}: nothing deleted");
+    }
+    // The positions file alone also knows the table had flushed segments: with its
+    // segment files gone as well, the open is still refused, not an empty table.
+    for f in &before {
+        if f.to_string_lossy().starts_with("t-") {
+            std::fs::remove_file(dir.join(f)).unwrap();
+        }
+    }
+    let before = tree(&dir);
+    assert_corrupt_naming(open(&dir), &manifest, "no segment files left");
+    assert_eq!(tree(&dir), before, "nothing deleted");
+}
+
+/// What recovery still removes: temp files (of a table with a manifest or not) and
+/// segment files of a table whose manifest does not name them.
+#[test]
+fn temp_files_and_unnamed_segments_are_still_orphans() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = build(tmp.path(), false);
+    let dir = tmp.path().canonicalize().unwrap();
+    let data = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-Data.db"))
+        .unwrap();
+    // A copy under an id the manifest does not name, and temp files.
+    let orphans = [
+        dir.join("t-900-Data.db"),
+        dir.join("t-901-Data.db.tmp"),
+        dir.join("never-1-Data.db.tmp"),
+        dir.join("t.manifest.tmp"),
+    ];
+    for o in &orphans {
+        std::fs::copy(&data, o).unwrap();
+    }
+    let store = open(&dir).unwrap();
+    for o in &orphans {
+        assert!(!o.exists(), "{} removed", o.display());
+    }
+    assert_eq!(store.table_names(), vec!["t".to_string()]);
+    let t = store.table("t").unwrap();
+    for (k, v) in &model {
+        assert_eq!(t.get(k).unwrap().as_ref(), Some(v));
+    }
+    drop(t);
+    assert!(store.close().unwrap().is_clean());
+}
+
+/// Issue 11, defect 5: replay never compared the oldest remaining commit log file with
+/// `replay_from`, so deleting the oldest file still needed opened without error and lost
+/// acknowledged writes. Now: `Corrupt` naming the oldest remaining file and the range.
+#[test]
+fn deleted_commit_log_file_still_needed_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    build(tmp.path(), false);
+    let dir = tmp.path().canonicalize().unwrap();
+    let files = log_files(&dir);
+    assert!(files.len() >= 2, "{files:?}");
+    // The oldest file holds records of the last round, which was never flushed.
+    std::fs::remove_file(&files[0]).unwrap();
+    match open(&dir) {
+        Err(Error::Corrupt { path, reason, .. }) => {
+            assert_eq!(path, files[1]);
+            assert!(reason.contains("missing"), "{reason}");
+        }
+        Err(e) => panic!("expected Corrupt, got {e}"),
+        Ok(_) => panic!("opened with a needed commit log file deleted"),
+    }
+}
+
+/// The normal cases around defect 5 still open: a fresh store, an empty log, a log
+/// whose older files were released, and a log every record of which was flushed, with
+/// its files deleted (a drained store whose commit log was removed).
+#[test]
+fn commit_log_without_missing_records_opens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // Fresh, then empty (header only).
+    open(dir).unwrap().close().unwrap();
+    open(dir).unwrap().close().unwrap();
+    // Released files: several rolls and flushes, then a crash.
+    let store = open(dir).unwrap();
+    let t = store.table("t").unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..200u32 {
+        t.put(&key(i), b"v").unwrap();
+        model.insert(key(i), b"v".to_vec());
+        if i % 50 == 49 {
+            t.flush().unwrap();
+        }
+    }
+    t.put(b"unflushed", b"u").unwrap();
+    store.tables().commit_log().sync().unwrap();
+    drop(t);
+    drop(store);
+    let store = open(dir).unwrap();
+    let t = store.table("t").unwrap();
+    assert_eq!(t.get(b"unflushed").unwrap().as_deref(), Some(&b"u"[..]));
+    for k in model.keys() {
+        assert!(t.get(k).unwrap().is_some());
+    }
+    // Everything flushed, then the log files deleted: nothing is missing.
+    t.flush().unwrap();
+    drop(t);
+    drop(store);
+    let files = log_files(dir);
+    assert!(!files.is_empty());
+    std::fs::remove_file(&files[0]).unwrap();
+    let store = open(dir).unwrap();
+    assert_eq!(
+        store
+            .table("t")
+            .unwrap()
+            .get(b"unflushed")
+            .unwrap()
+            .as_deref(),
+        Some(&b"u"[..])
+    );
+    store.close().unwrap();
+    for f in log_files(dir) {
+        std::fs::remove_file(f).unwrap();
+    }
+    let store = open(dir).unwrap();
+    assert_eq!(
+        store.table("t").unwrap().get(&key(7)).unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+    store.close().unwrap();
+}

@@ -4,10 +4,12 @@
 //! acknowledged write lost, no orphan or temp file after close, no live file deleted.
 //!
 //! - (a) fsync failure in the commit log: that write fails, every later write is
-//!   `Error::Poisoned`; reopen recovers everything acknowledged before.
+//!   `Error::Poisoned`, and so is a flush (after it flushed); reopen recovers everything
+//!   acknowledged before.
 //! - (b) ENOSPC, short writes and fsync failures while flushing a segment: the flush
 //!   fails, the memtable keeps the data (readable now, replayed after reopen), and no
-//!   temp file survives.
+//!   temp file survives. Writers stalled behind a flush that keeps failing get
+//!   `Error::FlushFailed`, never a hang.
 //! - (c) rename failures while publishing a segment, replacing a table manifest, the
 //!   commit log positions or a snapshot: an error, no half-visible segment.
 //! - (d) refused deletes (a random fraction and targeted): completed at close or at the
@@ -436,4 +438,108 @@ fn refused_deletes_complete_at_close_or_next_open() {
         assert!(faults(&rules).count(FaultKind::RefuseDelete) > 0);
         reopen_and_verify(tmp.path(), &model);
     }
+}
+
+// Issue 11, defect 3 --------------------------------------------------------------
+
+/// Writers stalled behind frozen memtables whose flush fails for good (ENOSPC on every
+/// segment write) used to wait forever in `wait_for_flushes`. They must get a typed
+/// error naming the cause; every write acknowledged before survives; once space is
+/// back, a successful flush clears the failure and writes go on.
+#[test]
+fn writers_stalled_behind_a_failing_flush_get_the_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = FileRules::posix().with_faults(Faults::new().fail(
+        FaultKind::NoSpace,
+        "-Data.db",
+        0,
+        u64::MAX,
+    ));
+    let mut c = cfg(rules.clone());
+    c.table.memtable_flush_bytes = 512;
+    c.table.max_frozen_memtables = 1;
+    let store = Store::open(tmp.path(), c).unwrap();
+    let t = store.table("t").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writers = 3u32;
+    for w in 0..writers {
+        let (t, tx) = (Arc::clone(&t), tx.clone());
+        std::thread::spawn(move || {
+            let mut acked = Vec::new();
+            for i in 0..2_000u32 {
+                let k = key(w * 10_000 + i);
+                match t.put(&k, &val(i, w)) {
+                    Ok(()) => acked.push((k, val(i, w))),
+                    Err(e) => {
+                        let _ = tx.send((w, Some(e), acked));
+                        return;
+                    }
+                }
+            }
+            let _ = tx.send((w, None, acked));
+        });
+    }
+    drop(tx);
+    let mut model = BTreeMap::new();
+    for _ in 0..writers {
+        // A hang detector, not a timing assertion: a stalled writer never returns.
+        let (w, e, acked) = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("a writer stalled behind the failing flush never returned");
+        let e = e.unwrap_or_else(|| panic!("writer {w}: 2000 writes with no flush possible"));
+        match &e {
+            Error::FlushFailed { table, source } => {
+                assert_eq!(table, "t");
+                assert!(
+                    matches!(&**source, Error::Io { source, .. }
+                        if source.kind() == std::io::ErrorKind::StorageFull),
+                    "writer {w}: the cause is the ENOSPC: {source}"
+                );
+            }
+            other => panic!("writer {w}: expected FlushFailed, got {other}"),
+        }
+        assert!(e.to_string().contains("-Data.db"), "names the file: {e}");
+        model.extend(acked);
+    }
+    assert!(store.tables().flush(None).is_err());
+    assert!(t.flush().is_err());
+    check(&t, &model);
+    // Space is back: a flush succeeds, the failure is cleared, writes go on.
+    faults(&rules).clear();
+    t.flush().unwrap();
+    fill(&t, &mut model, 50_000..50_050, 9);
+    check(&t, &model);
+    report("flush ENOSPC with stalled writers", &rules);
+    assert!(faults(&rules).count(FaultKind::NoSpace) > 0);
+    drop(t);
+    assert!(store.close().unwrap().is_clean());
+    reopen_and_verify(tmp.path(), &model);
+}
+
+/// A flush on a store whose commit log is poisoned used to return `Ok`. It still
+/// flushes what the memtables hold (they are the only copy of writes the failed sync
+/// may have lost), then reports the poison.
+#[test]
+fn flush_on_a_poisoned_store_reports_the_poison() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = rules_with_faults();
+    let mut c = cfg(rules.clone());
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 60_000 };
+    let store = Store::open(tmp.path(), c).unwrap();
+    let t = store.table("t").unwrap();
+    let mut model = BTreeMap::new();
+    fill(&t, &mut model, 0..40, 0);
+    faults(&rules).add(FaultKind::Fsync, "commitlog-", 0, 1);
+    assert!(store.tables().commit_log().sync().is_err());
+    assert!(matches!(t.put(b"x", b"y"), Err(Error::Poisoned(_))));
+    let e = t.flush().unwrap_err();
+    assert!(matches!(e, Error::Poisoned(_)), "{e}");
+    assert_eq!(t.segments().live_ids().len(), 1, "the memtable was flushed");
+    let e = store.tables().flush(None).unwrap_err();
+    assert!(matches!(e, Error::Poisoned(_)), "{e}");
+    check(&t, &model);
+    drop(t);
+    assert!(matches!(store.close(), Err(Error::Poisoned(_))));
+    report("flush on a poisoned store", &rules);
+    reopen_and_verify(tmp.path(), &model);
 }

@@ -19,8 +19,19 @@
 //!    skipping a segment only when its `max_ts` is below the best timestamp found.
 //! 5. Compaction drops a tombstone only if it is older than `gc_grace` and than every
 //!    cell outside the compaction (segments left out, memtables) — see
-//!    [`crate::table::merge`]. Cells written later with an explicit timestamp older
-//!    than `gc_grace` may resurrect deleted data, as in Cassandra.
+//!    [`crate::table::merge`]. It reads the memtables before the view, as readers do,
+//!    so a flush meanwhile cannot hide cells from both reads. Cells written later with
+//!    an explicit timestamp older than `gc_grace` may resurrect deleted data, as in
+//!    Cassandra.
+//!
+//! # Backpressure and failed flushes
+//! A write first waits while `max_frozen_memtables` frozen memtables await their flush.
+//! Each background flush attempt records its outcome on the table; a waiting writer
+//! that sees an attempt end in failure after it began waiting gets
+//! [`Error::FlushFailed`] (with the flush's error as its source) and its write is not
+//! made. A flush failure is not poisoning: nothing durable was damaged (the commit log
+//! holds the data, the segment's temp files are removed), so every stalled write asks
+//! for another attempt, and the first one that succeeds lets writes go on.
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -47,7 +58,8 @@ pub struct TableConfig {
     /// Freeze and flush the active memtable once it holds this many bytes
     /// ([`Memtable::approx_bytes`]).
     pub memtable_flush_bytes: usize,
-    /// Writers wait while this many frozen memtables await their flush (at least 1).
+    /// Writers wait while this many frozen memtables await their flush (at least 1);
+    /// a flush failing meanwhile refuses their writes with [`Error::FlushFailed`].
     pub max_frozen_memtables: usize,
     /// Size-tiered compaction.
     pub compaction: CompactionConfig,
@@ -104,6 +116,19 @@ pub struct TableStats {
     pub compactions: u64,
 }
 
+/// A test hook run with the table at a chosen point.
+#[cfg(test)]
+type TableHook = Box<dyn FnOnce(&Table) + Send>;
+
+/// How the background flushes of a table went, for writers waiting on them.
+#[derive(Default)]
+struct FlushState {
+    /// Flush attempts ended since open, successful or not.
+    attempts: u64,
+    /// Why the last attempt failed; `None` once one succeeds.
+    failure: Option<Arc<Error>>,
+}
+
 struct Memtables {
     active: Arc<Memtable>,
     /// Oldest first.
@@ -119,12 +144,17 @@ pub struct Table {
     flush_lock: Mutex<()>,
     compaction_lock: Mutex<()>,
     flushed_seq: AtomicU64,
-    stall_lock: Mutex<()>,
+    flush_state: Mutex<FlushState>,
+    /// Signalled when a flush attempt ends (either way).
     stall: Condvar,
     flushes: AtomicU64,
     compactions: AtomicU64,
     pub(crate) flush_queued: AtomicBool,
     pub(crate) compaction_queued: AtomicBool,
+    /// Runs once inside compaction, between its reads of the memtables and the view
+    /// (tests of invariant 5 against a concurrent flush).
+    #[cfg(test)]
+    cutoff_hook: Mutex<Option<TableHook>>,
 }
 
 impl std::fmt::Debug for Table {
@@ -160,12 +190,14 @@ impl Table {
             flush_lock: Mutex::new(()),
             compaction_lock: Mutex::new(()),
             flushed_seq: AtomicU64::new(flushed_seq),
-            stall_lock: Mutex::new(()),
+            flush_state: Mutex::new(FlushState::default()),
             stall: Condvar::new(),
             flushes: AtomicU64::new(0),
             compactions: AtomicU64::new(0),
             flush_queued: AtomicBool::new(false),
             compaction_queued: AtomicBool::new(false),
+            #[cfg(test)]
+            cutoff_hook: Mutex::new(None),
         }
     }
 
@@ -196,39 +228,70 @@ impl Table {
 
     /// Write a batch: one commit log record, then the memtable (invariant 1). Returns
     /// once the commit log's sync mode acknowledges it.
+    ///
+    /// While [`TableConfig::max_frozen_memtables`] frozen memtables await their flush,
+    /// the write waits first (backpressure). If a flush attempt ends in failure while it
+    /// waits (a full disk, say), the write is refused with [`Error::FlushFailed`] naming
+    /// the cause, and nothing of it is logged or applied; the next write retries the
+    /// flush, and writes go on as soon as one succeeds.
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
         self.ctx.check_open()?;
         if batch.is_empty() {
             return Ok(());
         }
-        let cells = batch.cells(self.ctx.clock.now());
-        let (full, frozen) = {
+        let mut cells = batch.cells(self.ctx.clock.now());
+        let full = loop {
             let m = self.mem.read();
+            if m.frozen.len() >= self.ctx.config.max_frozen_memtables {
+                drop(m);
+                self.wait_for_flushes()?;
+                cells = batch.cells(self.ctx.clock.now());
+                continue;
+            }
             let seq = self.ctx.log.append(&self.name, &cells)?;
             m.active.apply(seq, &cells);
-            (
-                m.active.approx_bytes() >= self.ctx.config.memtable_flush_bytes,
-                m.frozen.len(),
-            )
+            break m.active.approx_bytes() >= self.ctx.config.memtable_flush_bytes;
         };
         if full {
             self.ctx.schedule_flush(self);
         }
-        if frozen >= self.ctx.config.max_frozen_memtables {
-            self.wait_for_flushes();
+        Ok(())
+    }
+
+    /// Backpressure: wait while too many frozen memtables await their flush, asking the
+    /// worker for one. A flush attempt that ends in failure during the wait ends it
+    /// with that failure (a failure from before the wait only makes it ask again).
+    fn wait_for_flushes(&self) -> Result<()> {
+        let mut st = self.flush_state.lock();
+        let start = st.attempts;
+        while self.mem.read().frozen.len() >= self.ctx.config.max_frozen_memtables {
+            self.ctx.check_open()?;
+            if st.attempts > start {
+                if let Some(cause) = &st.failure {
+                    return Err(Error::FlushFailed {
+                        table: self.name.clone(),
+                        source: Arc::clone(cause),
+                    });
+                }
+            }
+            self.ctx.schedule_flush(self);
+            self.stall.wait_for(&mut st, Duration::from_millis(100));
         }
         Ok(())
     }
 
-    /// Backpressure: wait while too many frozen memtables await their flush.
-    fn wait_for_flushes(&self) {
-        let mut g = self.stall_lock.lock();
-        while self.mem.read().frozen.len() >= self.ctx.config.max_frozen_memtables
-            && !self.ctx.is_closed()
-        {
-            self.ctx.schedule_flush(self);
-            self.stall.wait_for(&mut g, Duration::from_millis(100));
-        }
+    /// Record a flush attempt's outcome and wake the writers waiting for it.
+    fn flush_ended(&self, failure: Option<Error>) {
+        let mut st = self.flush_state.lock();
+        st.attempts += 1;
+        st.failure = failure.map(Arc::new);
+        self.stall.notify_all();
+    }
+
+    /// A background flush (or the checkpoint after it) failed: writers waiting for it
+    /// get `e` ([`Table::write`]).
+    pub(crate) fn flush_failed(&self, e: Error) {
+        self.flush_ended(Some(e));
     }
 
     /// The active memtable, then the frozen ones, newest first.
@@ -321,13 +384,15 @@ impl Table {
     }
 
     /// Flush every memtable (the active one included) into segments, then release the
-    /// commit log files this makes obsolete.
+    /// commit log files this makes obsolete. On a store whose commit log is poisoned
+    /// the memtables are still flushed (they may hold the only copy of writes a failed
+    /// sync lost), then [`Error::Poisoned`] is returned: the store stays read-only.
     pub fn flush(&self) -> Result<()> {
         self.ctx.check_open()?;
         self.flush_memtables(true)?;
         self.ctx.checkpoint()?;
         self.ctx.schedule_compaction(self);
-        Ok(())
+        self.ctx.log.check_poisoned()
     }
 
     /// Flush frozen memtables, oldest first, after freezing the active one if `force`
@@ -368,9 +433,9 @@ impl Table {
                 self.flushed_seq.fetch_max(max, Ordering::AcqRel);
             }
             self.flushes.fetch_add(1, Ordering::Relaxed);
-            let _g = self.stall_lock.lock();
-            self.stall.notify_all();
+            self.flush_ended(None);
         }
+        self.flush_ended(None);
         Ok(added)
     }
 
@@ -449,6 +514,14 @@ impl Table {
     /// Merge segments `ids` into one (or none, if nothing survives). The caller holds
     /// the compaction lock.
     fn merge_segments(&self, ids: &[u64]) -> Result<()> {
+        // Invariant 5 needs the oldest cell outside the merge. Memtables first, then the
+        // view, as readers do (invariant 2): a flush completing in between shows its
+        // cells in both reads, never in neither.
+        let memtables_min = self.memtables().iter().filter_map(|m| m.min_ts()).min();
+        #[cfg(test)]
+        if let Some(hook) = self.cutoff_hook.lock().take() {
+            hook(self);
+        }
         let view = self.set.view();
         let (chosen, others): (Vec<&SegmentHandle>, Vec<&SegmentHandle>) = view
             .segments
@@ -469,7 +542,7 @@ impl Table {
         let cutoff = others
             .iter()
             .map(|h| h.stats().min_ts)
-            .chain(self.memtables().iter().filter_map(|m| m.min_ts()))
+            .chain(memtables_min)
             .fold(gc, u64::min);
         let sources: Vec<BoxedSource<'static>> = chosen
             .iter()
@@ -542,5 +615,59 @@ impl Iterator for Cells {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.inner.next()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::FileRules;
+    use crate::{Config, Store};
+
+    /// Issue 11, defect 4: compaction read the view before the memtables, the reverse of
+    /// the read path, so a flush in between moved cells out of the memtables into a
+    /// segment that neither read saw, and a tombstone shadowing them was dropped: the
+    /// deleted value came back.
+    #[test]
+    fn flush_between_the_cutoff_reads_never_drops_a_needed_tombstone() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            file_rules: FileRules::posix(),
+            table: TableConfig {
+                gc_grace_secs: 0,
+                background_compaction: false,
+                ..TableConfig::default()
+            },
+            ..Config::default()
+        };
+        let store = Store::open(dir.path(), config).unwrap();
+        let t = store.table("t").unwrap();
+        // A tombstone in a segment of its own, then an older value of the same key (a
+        // repair, say) still in the memtable.
+        t.write(WriteBatch::new().delete_at(b"k".to_vec(), 2_000))
+            .unwrap();
+        t.flush().unwrap();
+        let tomb_segment = t.segments().live_ids();
+        assert_eq!(tomb_segment.len(), 1);
+        t.write(WriteBatch::new().put_at(b"k".to_vec(), b"old".to_vec(), 1_000))
+            .unwrap();
+        assert_eq!(t.get(b"k").unwrap(), None);
+        // The flush lands exactly between compaction's two reads.
+        *t.cutoff_hook.lock() = Some(Box::new(|t: &Table| {
+            t.flush_memtables(true).unwrap();
+        }));
+        {
+            let _g = t.compaction_lock.lock();
+            t.merge_segments(&tomb_segment).unwrap();
+        }
+        assert!(t.cutoff_hook.lock().is_none(), "the hook ran");
+        assert_eq!(
+            t.stats().segments,
+            2,
+            "the value's segment and the tombstone's"
+        );
+        assert_eq!(t.get(b"k").unwrap(), None, "the deleted value came back");
+        drop(t);
+        store.close().unwrap();
     }
 }

@@ -192,7 +192,8 @@ impl Context {
                     match t.flush_memtables(false).and_then(|_| self.checkpoint()) {
                         Ok(()) => self.schedule_compaction(&t),
                         Err(e) => {
-                            tracing::error!(table = %name, error = %e, "background flush failed; the commit log keeps the data, and the next flush retries")
+                            tracing::error!(table = %name, error = %e, "background flush failed; writers waiting for it get the error, the commit log keeps the data, and the next flush retries");
+                            t.flush_failed(e);
                         }
                     }
                 }
@@ -368,13 +369,15 @@ impl Tables {
         &self.ctx.log
     }
 
-    /// Flush every table (or only `only`), and checkpoint.
+    /// Flush every table (or only `only`), and checkpoint. If the commit log is
+    /// poisoned, [`Error::Poisoned`] after flushing (see [`Table::flush`]).
     pub fn flush(&self, only: Option<&str>) -> Result<()> {
         let tables: Vec<Arc<Table>> = self.ctx.tables.read().values().cloned().collect();
         for t in tables.iter().filter(|t| only.is_none_or(|n| t.name() == n)) {
             t.flush_memtables(true)?;
         }
-        self.ctx.checkpoint()
+        self.ctx.checkpoint()?;
+        self.ctx.log.check_poisoned()
     }
 
     /// Wait until the worker has nothing queued or running (tests, tools).

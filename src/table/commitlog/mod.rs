@@ -285,6 +285,14 @@ impl CommitLog {
         s.sync_through(&mut st, target, None)
     }
 
+    /// [`Error::Poisoned`] if an earlier write or fsync failed (invariant 3).
+    pub fn check_poisoned(&self) -> Result<()> {
+        match &self.shared.state.lock().poisoned {
+            Some(p) => Err(Error::Poisoned(p.clone())),
+            None => Ok(()),
+        }
+    }
+
     /// The sequence number the next append will get.
     pub fn next_seq(&self) -> u64 {
         self.shared.state.lock().next_seq

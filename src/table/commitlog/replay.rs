@@ -24,6 +24,15 @@
 //!    Otherwise the lost records were flushed already: warning only.
 //! 4. **A later file starts below it** (numbers would repeat): [`Error::Corrupt`] naming
 //!    the later file.
+//! 5. **The oldest file starts beyond `replay_from`**: the records from `replay_from`
+//!    up to its first sequence number are not in a flushed segment and no file holds
+//!    them (an older file was deleted): [`Error::Corrupt`] naming the oldest file. Files
+//!    are released only once the next file starts at or below the lowest unflushed
+//!    number, and that number is persisted first, so no run or crash leaves a log that
+//!    starts beyond it. A directory with no file at all replays nothing and is not an
+//!    error: with every file gone nothing says whether records at or above
+//!    `replay_from` ever existed, and removing the whole log of a store closed cleanly
+//!    (everything flushed) is legitimate.
 //!
 //! A file whose header is unreadable is a stop at offset 0 under the same rules (a crash
 //! while creating a file leaves a short header). I/O errors are returned as
@@ -195,6 +204,21 @@ impl Replay {
                     ),
                 ));
             }
+        }
+        if self.out.files.is_empty() && first_seq > self.replay_from.max(1) {
+            // The oldest file: nothing before it can hold the records from replay_from.
+            return Err(Error::corrupt(
+                path,
+                8,
+                format!(
+                    "the oldest commit log file starts at sequence number {first_seq}, but \
+                     replay must start at {} (the lowest not in a flushed segment): records \
+                     {} to {} are missing (an older commit log file deleted?)",
+                    self.replay_from,
+                    self.replay_from,
+                    first_seq - 1
+                ),
+            ));
         }
         let Some(stop) = self.pending_stop.take() else {
             return self.check_clean_end(path, first_seq);

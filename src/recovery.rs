@@ -1,0 +1,202 @@
+//! Recovery at open: what a crash (or anything else) left in the store directory, and
+//! what is deleted, kept or refused. Runs after the deleter has completed its journal
+//! (`deletions.pending`) and before any table is opened.
+//!
+//! # Rules
+//! 1. `*.tmp` files (half-written segments, manifests, positions) are deleted, but the
+//!    segment id of a half-written segment is never reused: it counts towards the
+//!    table's largest id seen.
+//! 2. Every `<table>.manifest` is loaded (a bad one is [`Error::Corrupt`] naming it).
+//!    The tables returned are exactly those with a manifest, each with the largest
+//!    segment id seen on disk for it, so new ids never reuse a file name.
+//! 3. A segment file whose table has a manifest that does not name it, and whose
+//!    deletion is not already journaled, is an orphan (a crash between publishing a
+//!    segment and the manifest naming it, or between a manifest replacement and the
+//!    deletion request): deleted through the deleter.
+//! 4. Segment files of a table with no manifest are refused: [`Error::Corrupt`] naming
+//!    the missing manifest, and nothing at all is deleted. A table's manifest is
+//!    published durably when its segment set is first opened, before any segment of it
+//!    can be written, so no crash leaves segment files without one: the manifest was
+//!    deleted or lost, and deleting the segments as orphans would drop the table
+//!    silently. Temp files alone do not count (they are removed under rule 1), nor do
+//!    files whose deletion is already journaled.
+//! 5. Under `snapshots/`: a snapshot directory whose name is a valid tag and whose
+//!    manifest exists and is not ephemeral is kept (a bad manifest is
+//!    [`Error::Corrupt`]), but files in it that its manifest does not name are
+//!    deleted. Any other directory (a staging directory `<tag>.<n>.tmp`, an ephemeral
+//!    snapshot, one without a manifest) is deleted whole, manifest first, so a crash
+//!    during that deletion never leaves a visible partial snapshot. Directories whose
+//!    deletion is already journaled are left to the deleter.
+//! 6. Nothing is deleted except through the deleter, and every deletion is requested in
+//!    one call after the whole scan, so an error found by the scan deletes nothing.
+//! 7. A table that `commitlog/positions` says has records flushed into segments must
+//!    have a manifest (the manifest exists before the positions file first names the
+//!    table): otherwise [`Error::Corrupt`] naming the missing manifest, rather than
+//!    opening an empty table while replay skips the records it thinks are flushed.
+//!    Tables that positions name with nothing flushed hold no segment data.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::io::fs;
+use crate::lifecycle::set::manifest_path;
+use crate::lifecycle::{Deleter, Manifest, SnapshotManifest};
+use crate::segment::{validate_name, SegmentName};
+use crate::snapshot;
+use crate::table::positions::{Positions, FILE as POSITIONS_FILE};
+use crate::table::tables::COMMITLOG_DIR;
+
+/// Recovery scan at open. Returns every table (from manifests) with the largest segment
+/// id seen on disk for it, so new ids never reuse a name.
+pub(crate) fn recover(dir: &Path, deleter: &Deleter) -> Result<BTreeMap<String, u64>> {
+    let mut tables: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    let mut max_ids: BTreeMap<String, u64> = BTreeMap::new();
+    let mut doomed: Vec<PathBuf> = Vec::new();
+    let mut segment_files: Vec<(PathBuf, SegmentName)> = Vec::new();
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+    for e in rd {
+        let e = e.map_err(|e| Error::io("list", dir, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let path = e.path();
+        if let Some(stem) = name.strip_suffix(fs::TMP_SUFFIX) {
+            // Never reuse the id of a half-written segment, even while its deletion waits.
+            if let Some((seg, _)) = SegmentName::parse_file_name(stem) {
+                let m = max_ids.entry(seg.table.clone()).or_insert(0);
+                *m = (*m).max(seg.id);
+            }
+            doomed.push(path);
+        } else if let Some(table) = name.strip_suffix(".manifest") {
+            if validate_name("table", table).is_ok() {
+                let m = Manifest::load(&manifest_path(dir, table))?;
+                max_ids.insert(table.to_string(), m.next_id.saturating_sub(1));
+                tables.insert(table.to_string(), m.segments);
+            }
+        } else if let Some((seg, _)) = SegmentName::parse_file_name(&name) {
+            segment_files.push((path, seg));
+        }
+    }
+    // Rule 4: segment files of a table without a manifest are refused, not deleted.
+    let mut unexplained: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (path, seg) in segment_files {
+        let m = max_ids.entry(seg.table.clone()).or_insert(0);
+        *m = (*m).max(seg.id);
+        if deleter.is_pending(&path) {
+            continue;
+        }
+        match tables.get(&seg.table) {
+            Some(live) if live.contains(&seg.id) => {}
+            Some(_) => {
+                tracing::info!(path = %path.display(), "removing orphan segment file");
+                doomed.push(path);
+            }
+            None => {
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
+                unexplained
+                    .entry(seg.table.clone())
+                    .or_default()
+                    .push(name.into_owned());
+            }
+        }
+    }
+    if let Some((table, mut files)) = unexplained.into_iter().next() {
+        files.sort();
+        let shown = files.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+        let more = files.len().saturating_sub(3);
+        return Err(Error::corrupt(
+            manifest_path(dir, &table),
+            0,
+            format!(
+                "missing: table {table:?} has {} segment file(s) ({shown}{}) but no manifest; \
+                 refusing to open rather than delete them (restore the manifest, or move \
+                 the files out of the store directory to drop the table)",
+                files.len(),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                },
+            ),
+        ));
+    }
+    // Rule 7: a table the commit log positions say was flushed must have a manifest.
+    let positions = Positions::load(&dir.join(COMMITLOG_DIR))?;
+    for (table, &flushed) in &positions.flushed {
+        if flushed > 0 && !tables.contains_key(table) {
+            return Err(Error::corrupt(
+                manifest_path(dir, table),
+                0,
+                format!(
+                    "missing: {} says table {table:?} has flushed records up to sequence \
+                     number {flushed} into segments, but the table has no manifest",
+                    dir.join(COMMITLOG_DIR).join(POSITIONS_FILE).display()
+                ),
+            ));
+        }
+    }
+    // Ids of temp files of tables without a manifest are of no use.
+    max_ids.retain(|t, _| tables.contains_key(t));
+    recover_snapshots(dir, deleter, &mut doomed)?;
+    deleter.delete(&doomed)?;
+    Ok(max_ids)
+}
+
+fn recover_snapshots(dir: &Path, deleter: &Deleter, doomed: &mut Vec<PathBuf>) -> Result<()> {
+    let root = dir.join(snapshot::SNAPSHOTS_DIR);
+    let rd = match std::fs::read_dir(&root) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("list", &root, e)),
+    };
+    for e in rd {
+        let e = e.map_err(|e| Error::io("list", &root, e))?;
+        let path = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if deleter.is_pending(&path) {
+            continue;
+        }
+        let mpath = path.join(snapshot::MANIFEST);
+        let keep: Option<SnapshotManifest> =
+            if validate_name("snapshot tag", &name).is_ok() && mpath.exists() {
+                let m = SnapshotManifest::load(&mpath)?;
+                (!m.ephemeral).then_some(m)
+            } else {
+                None
+            };
+        let Ok(files) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = files.filter_map(|f| f.ok().map(|f| f.path())).collect();
+        files.sort();
+        match keep {
+            Some(m) => {
+                for f in files {
+                    let fname = f
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned();
+                    let named = fname == snapshot::MANIFEST
+                        || SegmentName::parse_file_name(&fname).is_some_and(|(s, _)| {
+                            m.tables
+                                .get(&s.table)
+                                .is_some_and(|ids| ids.contains(&s.id))
+                        });
+                    if !named {
+                        doomed.push(f);
+                    }
+                }
+            }
+            None => {
+                tracing::info!(snapshot = %name, "removing partial or ephemeral snapshot left by the last run");
+                // Manifest first, so the snapshot is invisible even if a crash follows.
+                files.sort_by_key(|f| {
+                    f.file_name() != Some(std::ffi::OsStr::new(snapshot::MANIFEST))
+                });
+                doomed.extend(files);
+                doomed.push(path);
+            }
+        }
+    }
+    Ok(())
+}
