@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{files, flush, read, test_config};
+use segstore::io::rules::{FaultKind, Faults};
 use segstore::io::{registry, FileRules};
 use segstore::lifecycle::PendingReason;
 use segstore::segment::{Component, SegmentIter};
@@ -356,4 +357,44 @@ fn concurrent_snapshots_with_one_tag_publish_once() {
     assert!(store.close().unwrap().is_clean());
     let snaps = tmp.path().join("snapshots");
     assert!(files(&snaps).is_empty(), "{:?}", files(&snaps));
+}
+
+/// Issue 11, defect 8: a flush deletes nothing, so it must not rewrite the journal
+/// (every journal write fails from here on; none may be attempted).
+#[test]
+fn a_flush_with_nothing_to_delete_does_not_rewrite_the_journal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = FileRules::windows_emulation().with_faults(Faults::new());
+    let store = Store::open(tmp.path(), test_config(DiskAccessMode::Mmap, rules.clone())).unwrap();
+    let dir = store.dir().to_path_buf();
+    let set = store.segments("t").unwrap();
+    let a = flush(&set, &entries(0..50, 1));
+    let b = flush(&set, &entries(50..100, 2));
+    let mut w = set.writer().unwrap();
+    let c = w.name().clone();
+    w.add(b"k", b"v", 3, false).unwrap();
+    w.finish().unwrap();
+    set.replace(&[a.id, b.id], std::slice::from_ref(&c))
+        .unwrap();
+    assert!(dir.join("deletions.pending").exists());
+    assert_eq!(exists(&dir, &a), [false; 3]);
+    let faults = rules.faults().unwrap();
+    for kind in [FaultKind::Rename, FaultKind::Fsync, FaultKind::NoSpace] {
+        faults.add(kind, "deletions.pending", 0, u64::MAX);
+    }
+    for round in 0..3u32 {
+        flush(
+            &set,
+            &entries(round * 10..round * 10 + 10, 4 + u64::from(round)),
+        );
+    }
+    assert_eq!(
+        faults.counts().iter().map(|(_, n)| n).sum::<u64>(),
+        0,
+        "a flush wrote the journal: {:?}",
+        faults.counts()
+    );
+    faults.clear();
+    drop(set);
+    assert!(store.close().unwrap().is_clean());
 }

@@ -19,8 +19,17 @@
 //! Journal format: text, first line `segstore-pending-deletions 1`, then one path per
 //! line relative to the store directory, then `crc32c <8 hex digits>` over the lines
 //! above. Completed entries are dropped lazily at the next rewrite.
+//!
+//! Journal state: the deleter keeps every path the journal on disk may name (after a
+//! failed write, both what the old journal named and what the failed one tried to name,
+//! since its rename may have taken effect). A name is reused only once none of that set
+//! lies under it ([`Deleter::reserve`] rewrites the journal first), so the next open can
+//! never apply an old deletion to a new file. A request is unlinked only once a journal
+//! naming it has been written successfully; a request whose write failed is withdrawn
+//! (the caller gets the error) and an announcement whose write failed is forgotten. A
+//! write that would leave the journal as it is, is skipped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component as PathComponent, Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -99,6 +108,9 @@ struct Entry {
     /// A waiter is registered with the mapping registry for this identity.
     waiting: bool,
     requested_at: Instant,
+    /// A journal naming this path has been written successfully: only then may it be
+    /// unlinked.
+    journaled: bool,
 }
 
 #[derive(Debug, Default)]
@@ -107,10 +119,15 @@ struct State {
     stats: DeleterStats,
     /// Latency from request to completion of the last deferred deletion.
     last_deferred_latency: Option<std::time::Duration>,
-    /// The journal on disk still names deletions that have completed.
-    journal_stale: bool,
-    /// Announced with [`Deleter::announce`]: in the journal, not requested yet.
-    intents: std::collections::BTreeSet<PathBuf>,
+    /// Announced with [`Deleter::announce`], not requested yet; `true` once a journal
+    /// naming it has been written successfully.
+    intents: BTreeMap<PathBuf, bool>,
+    /// Every path the journal on disk may name: what the last successful write named,
+    /// plus what any failed write since tried to name. The next open deletes these.
+    on_disk: BTreeSet<PathBuf>,
+    /// `on_disk` is exactly what the journal names (no write failed since the last
+    /// successful one), so a write of the same paths can be skipped.
+    on_disk_exact: bool,
 }
 
 #[derive(Debug)]
@@ -162,9 +179,14 @@ impl Deleter {
             }),
         };
         let recovered = read_journal(dir)?;
+        {
+            let mut st = d.inner.state.lock();
+            st.on_disk = recovered.iter().cloned().collect();
+            st.on_disk_exact = true;
+        }
         if !recovered.is_empty() {
             tracing::info!(count = recovered.len(), dir = %dir.display(), "completing deletions left pending by the last run");
-            d.enqueue(recovered);
+            d.enqueue_journaled(recovered);
             // Directories were attempted before their contents (journal order): retry.
             d.retry_refused();
             d.write_journal()?;
@@ -190,19 +212,42 @@ impl Deleter {
     /// Make the coming deletion of `paths` durable now, off the path that will request
     /// it: a segment being made obsolete is announced when the manifest drops it, so
     /// that the later request at its last close needs no fsync. After a crash the next
-    /// open deletes announced files (their owner already gave them up).
+    /// open deletes announced files (their owner already gave them up). If the journal
+    /// cannot be written the announcement is forgotten (the later request writes the
+    /// journal itself) and the error returned.
     pub fn announce<P: AsRef<Path>>(&self, paths: &[P]) -> Result<()> {
         let mut rel = Vec::with_capacity(paths.len());
         for p in paths {
             rel.push(self.relative(p.as_ref())?);
         }
-        self.inner.state.lock().intents.extend(rel);
-        self.write_journal()
+        if rel.is_empty() {
+            return Ok(());
+        }
+        let mut fresh = Vec::new();
+        {
+            let mut st = self.inner.state.lock();
+            for r in rel {
+                if !st.intents.contains_key(&r) {
+                    st.intents.insert(r.clone(), false);
+                    fresh.push(r);
+                }
+            }
+        }
+        self.write_journal().inspect_err(|_| {
+            let mut st = self.inner.state.lock();
+            for r in &fresh {
+                if st.intents.get(r) == Some(&false) {
+                    st.intents.remove(r);
+                }
+            }
+        })
     }
 
     /// Request deletion of `paths` (absolute, or relative to the store directory; they
     /// must lie inside it). Durable before any unlink: after a crash the next open
-    /// completes them. Returns once each file is deleted or queued.
+    /// completes them. Returns once each file is deleted or queued. If the journal
+    /// cannot be written the request is withdrawn (nothing is unlinked) and the error
+    /// returned.
     pub fn delete<P: AsRef<Path>>(&self, paths: &[P]) -> Result<()> {
         let mut rel = Vec::with_capacity(paths.len());
         for p in paths {
@@ -211,33 +256,53 @@ impl Deleter {
         if rel.is_empty() {
             return Ok(());
         }
+        let mut fresh = Vec::new();
         let already_durable = {
             let mut st = self.inner.state.lock();
             let mut durable = true;
             for r in &rel {
-                durable &= st.intents.remove(r);
-                st.pending.entry(r.clone()).or_insert(Entry {
-                    reason: PendingReason::Queued,
-                    waiting: false,
-                    requested_at: Instant::now(),
+                let announced = st.intents.remove(r) == Some(true);
+                let e = st.pending.entry(r.clone()).or_insert_with(|| {
+                    fresh.push(r.clone());
+                    Entry {
+                        reason: PendingReason::Queued,
+                        waiting: false,
+                        requested_at: Instant::now(),
+                        journaled: false,
+                    }
                 });
+                e.journaled |= announced;
+                durable &= e.journaled;
             }
             durable
         };
         if !already_durable {
-            self.write_journal()?;
+            if let Err(e) = self.write_journal() {
+                // Withdraw what no successful write named: the next open would not know
+                // of it, so it must not be unlinked now.
+                let mut st = self.inner.state.lock();
+                for r in &fresh {
+                    if st.pending.get(r).is_some_and(|e| !e.journaled) {
+                        st.pending.remove(r);
+                    }
+                }
+                return Err(e);
+            }
         }
         {
             let mut st = self.inner.state.lock();
             st.stats.requested += rel.len() as u64;
         }
-        self.enqueue_attempts(rel);
+        for r in &rel {
+            self.attempt(r);
+        }
         // Opportunistically retry earlier refusals.
         self.retry_refused();
         Ok(())
     }
 
-    fn enqueue(&self, rel: Vec<PathBuf>) {
+    /// Queue and attempt deletions read from the journal at open.
+    fn enqueue_journaled(&self, rel: Vec<PathBuf>) {
         {
             let mut st = self.inner.state.lock();
             st.stats.requested += rel.len() as u64;
@@ -246,13 +311,10 @@ impl Deleter {
                     reason: PendingReason::Queued,
                     waiting: false,
                     requested_at: Instant::now(),
+                    journaled: true,
                 });
             }
         }
-        self.enqueue_attempts(rel);
-    }
-
-    fn enqueue_attempts(&self, rel: Vec<PathBuf>) {
         for r in rel {
             self.attempt(&r);
         }
@@ -288,6 +350,17 @@ impl Deleter {
     /// Try to delete one pending path now; on a mapped identity, arrange a retry at the
     /// last close.
     fn attempt(&self, rel: &Path) {
+        // Only what a successfully written journal names may go.
+        if !self
+            .inner
+            .state
+            .lock()
+            .pending
+            .get(rel)
+            .is_some_and(|e| e.journaled)
+        {
+            return;
+        }
         let full = self.inner.dir.join(rel);
         let outcome = self.unlink(&full);
         let mut guard = self.inner.state.lock();
@@ -301,7 +374,6 @@ impl Deleter {
                 let was_deferred = e.reason == PendingReason::Mapped;
                 st.pending.remove(rel);
                 st.stats.completed += 1;
-                st.journal_stale = true;
                 if was_deferred {
                     st.last_deferred_latency = Some(waited);
                 }
@@ -462,40 +534,49 @@ impl Deleter {
     }
 
     /// Make sure a new file or directory may be created at `path`: refuse while its
-    /// deletion (or one under it) is pending, and first drop completed entries from the
-    /// journal, so that recovery after a crash can never delete the new file in place
-    /// of the old one. Names that are never reused (segment ids) need no reservation.
+    /// deletion (or one under it) is pending, and first rewrite the journal if it may
+    /// still name a completed deletion under it (also after a failed write), so that
+    /// recovery after a crash can never delete the new file in place of the old one.
+    /// Names that are never reused (segment ids) need no reservation.
     pub fn reserve(&self, path: &Path) -> Result<()> {
         let rel = self.relative(path)?;
-        let stale = {
-            let st = self.inner.state.lock();
-            if st
-                .pending
-                .keys()
-                .chain(&st.intents)
-                .any(|p| p.starts_with(&rel))
-            {
-                return Err(Error::AlreadyExists {
-                    kind: "file pending deletion",
-                    name: rel.display().to_string(),
-                });
-            }
-            st.journal_stale
+        let under = |st: &State| st.on_disk.iter().any(|p| p.starts_with(&rel));
+        let refuse = || Error::AlreadyExists {
+            kind: "file pending deletion",
+            name: rel.display().to_string(),
         };
-        if stale {
+        let requested = |st: &State| {
+            st.pending
+                .keys()
+                .chain(st.intents.keys())
+                .any(|p| p.starts_with(&rel))
+        };
+        let rewrite = {
+            let st = self.inner.state.lock();
+            if requested(&st) {
+                return Err(refuse());
+            }
+            under(&st)
+        };
+        if rewrite {
             self.write_journal()?;
+            let st = self.inner.state.lock();
+            if requested(&st) || under(&st) {
+                return Err(refuse()); // requested again meanwhile
+            }
         }
         Ok(())
     }
 
-    /// Rewrite the journal if completed deletions are still named in it.
+    /// Rewrite the journal unless it names exactly what is pending (drops completed
+    /// deletions from it).
     pub fn compact_journal(&self) -> Result<()> {
-        if self.inner.state.lock().journal_stale {
-            self.write_journal()?;
-        }
-        Ok(())
+        self.write_journal()
     }
 
+    /// Write the journal of what is pending and announced now, unless the journal on
+    /// disk names exactly that. On success every path it names may be unlinked; on
+    /// failure the journal on disk may name the old paths or these.
     fn write_journal(&self) -> Result<()> {
         // Concurrent writers (a flush's obsolete segments, a snapshot clear, the last
         // unmap of a file) used to race on `deletions.pending.tmp` (one removed or
@@ -504,16 +585,19 @@ impl Deleter {
         let _io = self.inner.journal_io.lock();
         let paths: Vec<PathBuf> = {
             let mut st = self.inner.state.lock();
-            st.journal_stale = false;
-            let mut all: Vec<PathBuf> = st.pending.keys().chain(&st.intents).cloned().collect();
-            all.sort();
-            all.dedup();
-            all
+            let want: BTreeSet<PathBuf> = st
+                .pending
+                .keys()
+                .chain(st.intents.keys())
+                .cloned()
+                .collect();
+            if st.on_disk_exact && want == st.on_disk {
+                mark_journaled(&mut st, &want);
+                return Ok(());
+            }
+            want.into_iter().collect()
         };
         let path = self.inner.dir.join(JOURNAL);
-        if paths.is_empty() && !path.exists() {
-            return Ok(());
-        }
         let mut text = String::from(HEADER);
         text.push('\n');
         for p in &paths {
@@ -523,7 +607,31 @@ impl Deleter {
         }
         let crc = crate::format::checksum(text.as_bytes());
         text.push_str(&format!("crc32c {crc:08x}\n"));
-        fs::write_atomic(&path, text.as_bytes(), &self.inner.rules)
+        let written = fs::write_atomic(&path, text.as_bytes(), &self.inner.rules);
+        let mut st = self.inner.state.lock();
+        if written.is_ok() {
+            let named: BTreeSet<PathBuf> = paths.into_iter().collect();
+            mark_journaled(&mut st, &named);
+            st.on_disk = named;
+            st.on_disk_exact = true;
+        } else {
+            // The rename may have happened: either journal may be the one on disk.
+            st.on_disk.extend(paths);
+            st.on_disk_exact = false;
+        }
+        written
+    }
+}
+
+/// Every request and announcement in `named` is in a successfully written journal.
+fn mark_journaled(st: &mut State, named: &BTreeSet<PathBuf>) {
+    for p in named {
+        if let Some(e) = st.pending.get_mut(p) {
+            e.journaled = true;
+        }
+        if let Some(j) = st.intents.get_mut(p) {
+            *j = true;
+        }
     }
 }
 
