@@ -27,7 +27,8 @@
 //! never apply an old deletion to a new file. A request is unlinked only once a journal
 //! naming it has been written successfully; a request whose write failed is withdrawn
 //! (the caller gets the error) and an announcement whose write failed is forgotten. A
-//! write that would leave the journal as it is, is skipped.
+//! write that would leave the journal as it is, is skipped. Retries go deepest path
+//! first, so a directory is attempted after everything in it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component as PathComponent, Path, PathBuf};
@@ -187,8 +188,6 @@ impl Deleter {
         if !recovered.is_empty() {
             tracing::info!(count = recovered.len(), dir = %dir.display(), "completing deletions left pending by the last run");
             d.enqueue_journaled(recovered);
-            // Directories were attempted before their contents (journal order): retry.
-            d.retry_refused();
             d.write_journal()?;
         }
         Ok(d)
@@ -315,8 +314,15 @@ impl Deleter {
                 });
             }
         }
-        for r in rel {
-            self.attempt(&r);
+        self.attempt_deepest_first(rel);
+    }
+
+    /// Attempt `paths` deepest first (otherwise in the given order), so a directory is
+    /// attempted after everything in it and, if that all went, deleted too.
+    fn attempt_deepest_first(&self, mut paths: Vec<PathBuf>) {
+        paths.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        for p in paths {
+            self.attempt(&p);
         }
     }
 
@@ -453,7 +459,7 @@ impl Deleter {
         }
     }
 
-    /// Retry deletions the OS refused (not those waiting for mappings).
+    /// Retry deletions the OS refused (not those waiting for mappings), deepest first.
     pub fn retry_refused(&self) {
         let refused: Vec<PathBuf> = {
             let st = self.inner.state.lock();
@@ -468,17 +474,13 @@ impl Deleter {
                 .map(|(p, _)| p.clone())
                 .collect()
         };
-        for p in refused {
-            self.attempt(&p);
-        }
+        self.attempt_deepest_first(refused);
     }
 
-    /// Retry every pending deletion now. Returns how many remain.
+    /// Retry every pending deletion now, deepest first. Returns how many remain.
     pub fn retry_all(&self) -> usize {
         let all: Vec<PathBuf> = self.inner.state.lock().pending.keys().cloned().collect();
-        for p in all {
-            self.attempt(&p);
-        }
+        self.attempt_deepest_first(all);
         self.inner.state.lock().pending.len()
     }
 
