@@ -17,6 +17,7 @@
 //!
 //! Each test prints the faults it injected, by kind (`cargo test --test fault_injection
 //! -- --nocapture`).
+#![allow(clippy::disallowed_methods)] // plants files on purpose, outside the store's I/O boundary
 
 mod common;
 
@@ -26,10 +27,11 @@ use std::sync::Arc;
 
 use segstore::io::rules::{FaultKind, Faults};
 use segstore::io::FileRules;
+use segstore::lifecycle::Deleter;
 use segstore::segment::SegmentName;
 use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
 use segstore::table::{CompactionConfig, Table, TableConfig};
-use segstore::{Config, DiskAccessMode, Error, Store};
+use segstore::{Config, DeletePolicy, DiskAccessMode, Error, Store};
 
 fn cfg(rules: FileRules) -> Config {
     let mut c = common::test_config(DiskAccessMode::Mmap, rules);
@@ -542,4 +544,107 @@ fn flush_on_a_poisoned_store_reports_the_poison() {
     assert!(matches!(store.close(), Err(Error::Poisoned(_))));
     report("flush on a poisoned store", &rules);
     reopen_and_verify(tmp.path(), &model);
+}
+
+// (e) ------------------------------------------------------------------------------
+
+fn entries(range: std::ops::Range<u32>, ts: u64) -> BTreeMap<Vec<u8>, (Vec<u8>, u64)> {
+    range.map(|i| (key(i), (val(i, ts as u32), ts))).collect()
+}
+
+/// Issue 11, defect 1: a failed journal write must not make the deleter forget that the
+/// journal on disk still names deletions that completed. Snapshot `T` is cleared (its
+/// files go at once, the journal still names them), the next journal write fails (a
+/// compaction's, which only logs the failure; readers still hold the old segments, so
+/// no deletion completes after it), `T` is created again, and the process dies without
+/// a close: the next open must not apply the old journal to the new `T`.
+#[test]
+fn a_failed_journal_write_never_lets_a_reused_snapshot_tag_be_deleted_after_a_crash() {
+    for kind in [FaultKind::Rename, FaultKind::Fsync, FaultKind::NoSpace] {
+        let tmp = tempfile::tempdir().unwrap();
+        let rules = rules_with_faults();
+        let cfg = |rules| common::test_config(DiskAccessMode::Standard, rules);
+        let store = Store::open(tmp.path(), cfg(rules.clone())).unwrap();
+        let dir = store.dir().to_path_buf();
+        let snap = dir.join("snapshots/T");
+        let set = store.segments("t").unwrap();
+        let a = common::flush(&set, &entries(0..50, 1));
+        let b = common::flush(&set, &entries(50..100, 2));
+        store.snapshot("T", None).unwrap();
+        store.clear_snapshot("T").unwrap();
+        assert!(!snap.exists(), "nothing is mapped: gone at once");
+
+        let readers = set.view().segments.clone();
+        faults(&rules).add(kind, "deletions.pending", 0, 1);
+        let mut w = set.writer().unwrap();
+        let c = w.name().clone();
+        for (k, (v, ts)) in entries(0..100, 3) {
+            w.add(&k, &v, ts, false).unwrap();
+        }
+        w.finish().unwrap();
+        set.replace(&[a.id, b.id], std::slice::from_ref(&c))
+            .unwrap();
+        assert_eq!(faults(&rules).count(kind), 1, "{kind:?}");
+
+        store.snapshot("T", None).unwrap();
+        let files = common::files(&snap);
+        assert!(files.contains(&"manifest".to_string()), "{files:?}");
+        drop(readers);
+        drop(set);
+        drop(store); // crash: no close
+
+        let store = Store::open(&dir, cfg(FileRules::posix())).unwrap();
+        assert_eq!(common::files(&snap), files, "{kind:?}");
+        let tags: Vec<String> = store
+            .list_snapshots()
+            .unwrap()
+            .into_iter()
+            .map(|s| s.tag)
+            .collect();
+        assert_eq!(tags, ["T"], "{kind:?}");
+        let v = store.open_snapshot("T").unwrap();
+        for h in &v.tables["t"] {
+            h.verify().unwrap();
+        }
+        drop(v);
+        assert!(store.close().unwrap().is_clean());
+    }
+}
+
+/// Issue 11, defect 1: an announcement whose journal write failed is not durable, so
+/// the request that follows must write the journal itself (and fail if it cannot); a
+/// request whose journal write failed is withdrawn, and no later retry or close
+/// unlinks a file that no journal on disk names.
+#[test]
+fn deletions_whose_journal_write_failed_are_never_unlinked() {
+    for kind in [FaultKind::Rename, FaultKind::Fsync, FaultKind::NoSpace] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        for f in ["a", "b"] {
+            std::fs::write(dir.join(f), b"x").unwrap();
+        }
+        let rules =
+            FileRules::posix().with_faults(Faults::new().fail(kind, "deletions.pending", 0, 3));
+        let d = Deleter::open(dir, rules.clone(), DeletePolicy::Immediate).unwrap();
+
+        assert!(d.announce(&["a"]).is_err());
+        let e = d.delete(&["a"]).unwrap_err();
+        assert!(matches!(e, Error::Io { .. }), "{kind:?}: {e}");
+        assert!(dir.join("a").exists(), "{kind:?}");
+        assert!(!d.is_pending(Path::new("a")));
+
+        assert!(d.delete(&["b"]).is_err());
+        assert!(!d.is_pending(Path::new("b")), "{kind:?}: withdrawn");
+        assert_eq!(d.retry_all(), 0);
+        assert!(
+            dir.join("b").exists(),
+            "{kind:?}: unlinked without a journal"
+        );
+        assert_eq!(faults(&rules).count(kind), 3);
+
+        // The faults are spent: the same requests now go through.
+        d.delete(&["a", "b"]).unwrap();
+        assert!(!dir.join("a").exists() && !dir.join("b").exists());
+        assert!(d.close().unwrap().is_empty());
+    }
 }

@@ -9,10 +9,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{files, flush, read, test_config};
+use segstore::io::rules::{FaultKind, Faults};
 use segstore::io::{registry, FileRules};
-use segstore::lifecycle::PendingReason;
+use segstore::lifecycle::{Deleter, PendingReason};
 use segstore::segment::{Component, SegmentIter};
-use segstore::{DiskAccessMode, Error, Store};
+use segstore::{DeletePolicy, DiskAccessMode, Error, Store};
 
 fn entries(range: std::ops::Range<u32>, ts: u64) -> BTreeMap<Vec<u8>, (Vec<u8>, u64)> {
     range
@@ -357,4 +358,110 @@ fn concurrent_snapshots_with_one_tag_publish_once() {
     assert!(store.close().unwrap().is_clean());
     let snaps = tmp.path().join("snapshots");
     assert!(files(&snaps).is_empty(), "{:?}", files(&snaps));
+}
+
+/// Issue 11, defect 7: retries go deepest first, so a cleared snapshot's directory is
+/// attempted after its files and, once they are gone, deleted rather than reported as
+/// pending. Under `Immediate` and the emulation, the files mapped by a reader (and by
+/// the live segment they link to) are refused at clear, and retried at close.
+#[test]
+fn close_deletes_a_cleared_snapshot_directory_after_its_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = FileRules::windows_emulation();
+    let mut cfg = test_config(DiskAccessMode::Mmap, rules.clone());
+    cfg.delete_policy = DeletePolicy::Immediate;
+    let store = Store::open(tmp.path(), cfg).unwrap();
+    let dir = store.dir().to_path_buf();
+    let set = store.segments("t").unwrap();
+    let a = flush(&set, &entries(0..100, 1));
+    store.snapshot("s", None).unwrap();
+    let snap_dir = dir.join("snapshots/s");
+    let view = store.open_snapshot("s").unwrap();
+    store.clear_snapshot("s").unwrap();
+    assert!(store.list_snapshots().unwrap().is_empty());
+    assert!(
+        a.path(&snap_dir, Component::Data).exists(),
+        "mapped: the OS refused"
+    );
+    assert!(rules.counts().refused_mapped > 0);
+    drop(view);
+    drop(set);
+    let report = store.close().unwrap();
+    assert!(report.pending_deletions.is_empty(), "{report:?}");
+    assert!(report.is_clean(), "{report:?}");
+    assert!(!snap_dir.exists(), "{:?}", files(&snap_dir));
+}
+
+/// Issue 11, defect 7, at any depth and at open: the journal lists a directory before
+/// its contents (path order), and both `close` and the next open after a crash must
+/// still delete the contents first, leaving nothing pending.
+#[test]
+fn journaled_directories_go_after_their_contents_at_close_and_at_open() {
+    for crash in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::create_dir_all(dir.join("doomed/sub")).unwrap();
+        std::fs::write(dir.join("doomed/sub/f"), b"x").unwrap();
+        std::fs::write(dir.join("doomed/g"), b"x").unwrap();
+        let rules = FileRules::posix().with_faults(Faults::new().fail(
+            FaultKind::RefuseDelete,
+            "doomed/",
+            0,
+            u64::MAX,
+        ));
+        let d = Deleter::open(dir, rules.clone(), DeletePolicy::Immediate).unwrap();
+        d.delete(&["doomed/sub/f", "doomed/g", "doomed/sub", "doomed"])
+            .unwrap();
+        assert_eq!(d.pending().len(), 4, "{:?}", d.pending());
+        let d = if crash {
+            drop(d);
+            Deleter::open(dir, FileRules::posix(), DeletePolicy::Immediate).unwrap()
+        } else {
+            rules.faults().unwrap().clear();
+            d
+        };
+        let left = d.close().unwrap();
+        assert!(left.is_empty(), "crash {crash}: {left:?}");
+        assert!(!dir.join("doomed").exists(), "crash {crash}");
+    }
+}
+
+/// Issue 11, defect 8: a flush deletes nothing, so it must not rewrite the journal
+/// (every journal write fails from here on; none may be attempted).
+#[test]
+fn a_flush_with_nothing_to_delete_does_not_rewrite_the_journal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = FileRules::windows_emulation().with_faults(Faults::new());
+    let store = Store::open(tmp.path(), test_config(DiskAccessMode::Mmap, rules.clone())).unwrap();
+    let dir = store.dir().to_path_buf();
+    let set = store.segments("t").unwrap();
+    let a = flush(&set, &entries(0..50, 1));
+    let b = flush(&set, &entries(50..100, 2));
+    let mut w = set.writer().unwrap();
+    let c = w.name().clone();
+    w.add(b"k", b"v", 3, false).unwrap();
+    w.finish().unwrap();
+    set.replace(&[a.id, b.id], std::slice::from_ref(&c))
+        .unwrap();
+    assert!(dir.join("deletions.pending").exists());
+    assert_eq!(exists(&dir, &a), [false; 3]);
+    let faults = rules.faults().unwrap();
+    for kind in [FaultKind::Rename, FaultKind::Fsync, FaultKind::NoSpace] {
+        faults.add(kind, "deletions.pending", 0, u64::MAX);
+    }
+    for round in 0..3u32 {
+        flush(
+            &set,
+            &entries(round * 10..round * 10 + 10, 4 + u64::from(round)),
+        );
+    }
+    assert_eq!(
+        faults.counts().iter().map(|(_, n)| n).sum::<u64>(),
+        0,
+        "a flush wrote the journal: {:?}",
+        faults.counts()
+    );
+    faults.clear();
+    drop(set);
+    assert!(store.close().unwrap().is_clean());
 }

@@ -779,31 +779,3 @@ fn meta_that_lies_with_a_correct_checksum() {
         }
     }
 }
-
-/// The second line of defence: `MappedFile::open` itself refuses to map a file whose
-/// length is not the length the caller validated (so a file truncated between the
-/// reader's check and the map cannot be mapped past its end), and registers nothing.
-#[test]
-fn mapped_file_refuses_a_length_it_was_not_promised() {
-    use segstore::io::mapped::{MapAdvice, MappedFile};
-    let p = pristine();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t-1-Data.db");
-    std::fs::write(&path, &p.files[DATA]).unwrap();
-    let file = std::fs::File::open(&path).unwrap();
-    let len = p.files[DATA].len() as u64;
-    for claimed in [0, len - 1, len + 1, len + 4096, u64::MAX] {
-        match MappedFile::open(&file, &path, claimed, MapAdvice::Normal) {
-            Err(Error::Corrupt {
-                path: p, offset: 0, ..
-            }) => assert_eq!(p, path),
-            other => panic!("claimed {claimed}: {other:?}"),
-        }
-        assert_eq!(registry().stats_under(dir.path()).maps, 0);
-    }
-    let m = MappedFile::open(&file, &path, len, MapAdvice::Normal).unwrap();
-    assert_eq!(m.as_slice(), p.files[DATA].as_slice());
-    assert_eq!(registry().stats_under(dir.path()).maps, 1);
-    drop(m);
-    assert_eq!(registry().stats_under(dir.path()).maps, 0);
-}

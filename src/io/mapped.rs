@@ -60,12 +60,47 @@ pub enum MapAdvice {
 }
 
 impl MappedFile {
+    /// Map one of the store's own published components whole, as [`Self::open`].
+    #[track_caller]
+    pub(crate) fn open_component(
+        file: &File,
+        path: &Path,
+        expected_len: u64,
+        advice: MapAdvice,
+    ) -> Result<MappedFile> {
+        // SAFETY: a published component is immutable (invariant 2): nothing in this
+        // process writes, truncates or replaces it while any mapping of its identity is
+        // open (invariant 1, enforced by the deleter and the registry), and the store
+        // directory is locked against other segstore processes (invariant 7). A process
+        // that ignores the lock and truncates the file can still fault this one: that
+        // limit is stated with invariant 6 (ARCHITECTURE.md) and in the README.
+        unsafe { Self::open(file, path, expected_len, advice) }
+    }
+
     /// Map `file` (opened from `path`) whole. `expected_len` is the length the caller has
     /// validated from the file's footer; the map is refused unless the file is exactly
     /// that long and non-empty, so no access through the map can fall past the end of the
-    /// file (invariant 6: no SIGBUS).
+    /// file as it is now.
+    ///
+    /// # Safety
+    ///
+    /// While the returned map lives, no one (this process or another) may truncate the
+    /// file (through any of its hard links) or write to it. A truncated file makes every
+    /// access to the pages past its new end raise `SIGBUS`, which kills the process (Linux
+    /// allows the truncation; Windows refuses it while the file is mapped); a write
+    /// changes bytes behind the `&[u8]` this map hands out.
+    ///
+    /// Hence not callable as a safe function:
+    ///
+    /// ```compile_fail,E0133
+    /// use segstore::io::mapped::{MapAdvice, MappedFile};
+    /// let path = std::env::temp_dir().join("segstore-doc-map");
+    /// std::fs::write(&path, b"bytes").unwrap();
+    /// let file = std::fs::File::open(&path).unwrap();
+    /// let _map = MappedFile::open(&file, &path, 5, MapAdvice::Normal);
+    /// ```
     #[track_caller]
-    pub fn open(
+    pub unsafe fn open(
         file: &File,
         path: &Path,
         expected_len: u64,
@@ -87,11 +122,10 @@ impl MappedFile {
             .map_err(|_| Error::corrupt(path, 0, "file too large to map on this platform"))?;
         let id = FileId::of_file(file, path)?;
         let registration = registry().register(id, expected_len, path, opened_at);
-        // SAFETY: the file is a published component, immutable by invariant 2: nothing in
-        // this process writes, truncates or replaces it while any mapping of its identity
-        // is open (invariant 1, enforced by the deleter and the registry), and its length
-        // was checked above, so every byte of the map is backed by the file. The map is
-        // read-only, so no aliasing `&mut` can exist.
+        // SAFETY: by this function's contract nobody truncates or writes the file while
+        // the map lives, and its length was checked above, so every byte of the map is
+        // backed by the file and stays as it is. The map is read-only, so no aliasing
+        // `&mut` can exist.
         let map = unsafe { MmapOptions::new().len(len).map(file) }
             .map_err(|e| Error::io("mmap", path, e))?;
         let advice = match advice {
@@ -116,7 +150,7 @@ impl MappedFile {
     }
 
     /// Copy `file` (opened from `path`, exactly `expected_len` bytes, as for
-    /// [`Self::open`]) into private anonymous memory aligned to [`HUGE_PAGE_ALIGN`] and
+    /// [`Self::open`]; a copy is safe whatever happens to the file later) into private anonymous memory aligned to [`HUGE_PAGE_ALIGN`] and
     /// rounded up to a multiple of it. With `huge_pages`, the region is advised with
     /// `MADV_HUGEPAGE` before it is filled, so the faults that fill it can take huge
     /// pages; the outcome of that advice is returned beside the copy (a refusal is not an
@@ -203,5 +237,39 @@ impl MappedFile {
     /// The path this map was opened through.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // writes its own test files
+mod tests {
+    use super::*;
+
+    /// The second line of defence: `open` itself refuses to map a file whose length is
+    /// not the length the caller validated (so a file truncated between the reader's
+    /// check and the map cannot be mapped past its end), and registers nothing.
+    #[test]
+    fn open_refuses_a_length_it_was_not_promised() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-1-Data.db");
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let file = File::open(&path).unwrap();
+        let len = bytes.len() as u64;
+        for claimed in [0, len - 1, len + 1, len + 4096, u64::MAX] {
+            // SAFETY: a temp file of this test, which nothing else writes or truncates.
+            match unsafe { MappedFile::open(&file, &path, claimed, MapAdvice::Normal) } {
+                Err(Error::Corrupt {
+                    path: p, offset: 0, ..
+                }) => assert_eq!(p, path),
+                other => panic!("claimed {claimed}: {other:?}"),
+            }
+            assert_eq!(registry().stats_under(dir.path()).maps, 0);
+        }
+        let m = MappedFile::open_component(&file, &path, len, MapAdvice::Normal).unwrap();
+        assert_eq!(m.as_slice(), bytes.as_slice());
+        assert_eq!(registry().stats_under(dir.path()).maps, 1);
+        drop(m);
+        assert_eq!(registry().stats_under(dir.path()).maps, 0);
     }
 }

@@ -21,8 +21,20 @@
 //! escaped (every byte of a Unix path round-trips; none can forge a line), then the
 //! crc32c line. Version 1 (one raw path per line) is still read. Completed entries are
 //! dropped lazily at the next rewrite.
+//!
+//! Journal state: the deleter keeps every path the journal on disk may name (after a
+//! failed write, both what the old journal named and what the failed one tried to name,
+//! since its rename may have taken effect). A name is reused only once none of that set
+//! lies under it ([`Deleter::reserve`] rewrites the journal first), so the next open can
+//! never apply an old deletion to a new file. A request is unlinked only once a journal
+//! naming it has been written successfully; a request whose write failed is withdrawn
+//! (the caller gets the error) and an announcement whose write failed is forgotten. A
+//! write that would leave the journal as it is, is skipped. Retries go deepest path
+//! first, so a directory is attempted after everything in it. A completed unlink stays
+//! named until its directory has been fsynced (a power loss could otherwise undo the
+//! unlink after the journal forgot it).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component as PathComponent, Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -105,6 +117,9 @@ struct Entry {
     /// A waiter is registered with the mapping registry for this identity.
     waiting: bool,
     requested_at: Instant,
+    /// A journal naming this path has been written successfully: only then may it be
+    /// unlinked.
+    journaled: bool,
 }
 
 #[derive(Debug, Default)]
@@ -113,15 +128,20 @@ struct State {
     stats: DeleterStats,
     /// Latency from request to completion of the last deferred deletion.
     last_deferred_latency: Option<std::time::Duration>,
-    /// The journal on disk still names deletions that have completed.
-    journal_stale: bool,
-    /// Announced with [`Deleter::announce`]: in the journal, not requested yet.
-    intents: std::collections::BTreeSet<PathBuf>,
+    /// Announced with [`Deleter::announce`], not requested yet; `true` once a journal
+    /// naming it has been written successfully.
+    intents: BTreeMap<PathBuf, bool>,
+    /// Every path the journal on disk may name: what the last successful write named,
+    /// plus what any failed write since tried to name. The next open deletes these.
+    on_disk: BTreeSet<PathBuf>,
+    /// `on_disk` is exactly what the journal names (no write failed since the last
+    /// successful one), so a write of the same paths can be skipped.
+    on_disk_exact: bool,
     /// Directories holding completed unlinks not yet made durable by an fsync of the
     /// directory: the journal keeps naming those deletions until they are.
-    unsynced_dirs: std::collections::BTreeSet<PathBuf>,
+    unsynced_dirs: BTreeSet<PathBuf>,
     /// Completed deletions whose directory is not fsynced yet (journaled still).
-    unsynced_done: std::collections::BTreeSet<PathBuf>,
+    unsynced_done: BTreeSet<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -173,11 +193,14 @@ impl Deleter {
             }),
         };
         let recovered = read_journal(dir)?;
+        {
+            let mut st = d.inner.state.lock();
+            st.on_disk = recovered.iter().cloned().collect();
+            st.on_disk_exact = true;
+        }
         if !recovered.is_empty() {
             tracing::info!(count = recovered.len(), dir = %dir.display(), "completing deletions left pending by the last run");
-            d.enqueue(recovered);
-            // Directories were attempted before their contents (journal order): retry.
-            d.retry_refused();
+            d.enqueue_journaled(recovered);
             d.write_journal()?;
         }
         Ok(d)
@@ -206,19 +229,42 @@ impl Deleter {
     /// Make the coming deletion of `paths` durable now, off the path that will request
     /// it: a segment being made obsolete is announced when the manifest drops it, so
     /// that the later request at its last close needs no fsync. After a crash the next
-    /// open deletes announced files (their owner already gave them up).
+    /// open deletes announced files (their owner already gave them up). If the journal
+    /// cannot be written the announcement is forgotten (the later request writes the
+    /// journal itself) and the error returned.
     pub fn announce<P: AsRef<Path>>(&self, paths: &[P]) -> Result<()> {
         let mut rel = Vec::with_capacity(paths.len());
         for p in paths {
             rel.push(self.relative(p.as_ref())?);
         }
-        self.inner.state.lock().intents.extend(rel);
-        self.write_journal()
+        if rel.is_empty() {
+            return Ok(());
+        }
+        let mut fresh = Vec::new();
+        {
+            let mut st = self.inner.state.lock();
+            for r in rel {
+                if !st.intents.contains_key(&r) {
+                    st.intents.insert(r.clone(), false);
+                    fresh.push(r);
+                }
+            }
+        }
+        self.write_journal().inspect_err(|_| {
+            let mut st = self.inner.state.lock();
+            for r in &fresh {
+                if st.intents.get(r) == Some(&false) {
+                    st.intents.remove(r);
+                }
+            }
+        })
     }
 
     /// Request deletion of `paths` (absolute, or relative to the store directory; they
     /// must lie inside it). Durable before any unlink: after a crash the next open
-    /// completes them. Returns once each file is deleted or queued.
+    /// completes them. Returns once each file is deleted or queued. If the journal
+    /// cannot be written the request is withdrawn (nothing is unlinked) and the error
+    /// returned.
     pub fn delete<P: AsRef<Path>>(&self, paths: &[P]) -> Result<()> {
         let mut rel = Vec::with_capacity(paths.len());
         for p in paths {
@@ -227,33 +273,53 @@ impl Deleter {
         if rel.is_empty() {
             return Ok(());
         }
+        let mut fresh = Vec::new();
         let already_durable = {
             let mut st = self.inner.state.lock();
             let mut durable = true;
             for r in &rel {
-                durable &= st.intents.remove(r);
-                st.pending.entry(r.clone()).or_insert(Entry {
-                    reason: PendingReason::Queued,
-                    waiting: false,
-                    requested_at: Instant::now(),
+                let announced = st.intents.remove(r) == Some(true);
+                let e = st.pending.entry(r.clone()).or_insert_with(|| {
+                    fresh.push(r.clone());
+                    Entry {
+                        reason: PendingReason::Queued,
+                        waiting: false,
+                        requested_at: Instant::now(),
+                        journaled: false,
+                    }
                 });
+                e.journaled |= announced;
+                durable &= e.journaled;
             }
             durable
         };
         if !already_durable {
-            self.write_journal()?;
+            if let Err(e) = self.write_journal() {
+                // Withdraw what no successful write named: the next open would not know
+                // of it, so it must not be unlinked now.
+                let mut st = self.inner.state.lock();
+                for r in &fresh {
+                    if st.pending.get(r).is_some_and(|e| !e.journaled) {
+                        st.pending.remove(r);
+                    }
+                }
+                return Err(e);
+            }
         }
         {
             let mut st = self.inner.state.lock();
             st.stats.requested += rel.len() as u64;
         }
-        self.enqueue_attempts(rel);
+        for r in &rel {
+            self.attempt(r);
+        }
         // Opportunistically retry earlier refusals.
         self.retry_refused();
         Ok(())
     }
 
-    fn enqueue(&self, rel: Vec<PathBuf>) {
+    /// Queue and attempt deletions read from the journal at open.
+    fn enqueue_journaled(&self, rel: Vec<PathBuf>) {
         {
             let mut st = self.inner.state.lock();
             st.stats.requested += rel.len() as u64;
@@ -262,15 +328,19 @@ impl Deleter {
                     reason: PendingReason::Queued,
                     waiting: false,
                     requested_at: Instant::now(),
+                    journaled: true,
                 });
             }
         }
-        self.enqueue_attempts(rel);
+        self.attempt_deepest_first(rel);
     }
 
-    fn enqueue_attempts(&self, rel: Vec<PathBuf>) {
-        for r in rel {
-            self.attempt(&r);
+    /// Attempt `paths` deepest first (otherwise in the given order), so a directory is
+    /// attempted after everything in it and, if that all went, deleted too.
+    fn attempt_deepest_first(&self, mut paths: Vec<PathBuf>) {
+        paths.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        for p in paths {
+            self.attempt(&p);
         }
     }
 
@@ -304,6 +374,17 @@ impl Deleter {
     /// Try to delete one pending path now; on a mapped identity, arrange a retry at the
     /// last close.
     fn attempt(&self, rel: &Path) {
+        // Only what a successfully written journal names may go.
+        if !self
+            .inner
+            .state
+            .lock()
+            .pending
+            .get(rel)
+            .is_some_and(|e| e.journaled)
+        {
+            return;
+        }
         let full = self.inner.dir.join(rel);
         let outcome = self.unlink(&full);
         let mut guard = self.inner.state.lock();
@@ -317,7 +398,6 @@ impl Deleter {
                 let was_deferred = e.reason == PendingReason::Mapped;
                 st.pending.remove(rel);
                 st.stats.completed += 1;
-                st.journal_stale = true;
                 st.unsynced_dirs
                     .insert(full.parent().map(Path::to_path_buf).unwrap_or_default());
                 st.unsynced_done.insert(rel.to_path_buf());
@@ -400,7 +480,7 @@ impl Deleter {
         }
     }
 
-    /// Retry deletions the OS refused (not those waiting for mappings).
+    /// Retry deletions the OS refused (not those waiting for mappings), deepest first.
     pub fn retry_refused(&self) {
         let refused: Vec<PathBuf> = {
             let st = self.inner.state.lock();
@@ -415,17 +495,13 @@ impl Deleter {
                 .map(|(p, _)| p.clone())
                 .collect()
         };
-        for p in refused {
-            self.attempt(&p);
-        }
+        self.attempt_deepest_first(refused);
     }
 
-    /// Retry every pending deletion now. Returns how many remain.
+    /// Retry every pending deletion now, deepest first. Returns how many remain.
     pub fn retry_all(&self) -> usize {
         let all: Vec<PathBuf> = self.inner.state.lock().pending.keys().cloned().collect();
-        for p in all {
-            self.attempt(&p);
-        }
+        self.attempt_deepest_first(all);
         self.inner.state.lock().pending.len()
     }
 
@@ -481,40 +557,49 @@ impl Deleter {
     }
 
     /// Make sure a new file or directory may be created at `path`: refuse while its
-    /// deletion (or one under it) is pending, and first drop completed entries from the
-    /// journal, so that recovery after a crash can never delete the new file in place
-    /// of the old one. Names that are never reused (segment ids) need no reservation.
+    /// deletion (or one under it) is pending, and first rewrite the journal if it may
+    /// still name a completed deletion under it (also after a failed write), so that
+    /// recovery after a crash can never delete the new file in place of the old one.
+    /// Names that are never reused (segment ids) need no reservation.
     pub fn reserve(&self, path: &Path) -> Result<()> {
         let rel = self.relative(path)?;
-        let stale = {
-            let st = self.inner.state.lock();
-            if st
-                .pending
-                .keys()
-                .chain(&st.intents)
-                .any(|p| p.starts_with(&rel))
-            {
-                return Err(Error::AlreadyExists {
-                    kind: "file pending deletion",
-                    name: rel.display().to_string(),
-                });
-            }
-            st.journal_stale
+        let under = |st: &State| st.on_disk.iter().any(|p| p.starts_with(&rel));
+        let refuse = || Error::AlreadyExists {
+            kind: "file pending deletion",
+            name: rel.display().to_string(),
         };
-        if stale {
+        let requested = |st: &State| {
+            st.pending
+                .keys()
+                .chain(st.intents.keys())
+                .any(|p| p.starts_with(&rel))
+        };
+        let rewrite = {
+            let st = self.inner.state.lock();
+            if requested(&st) {
+                return Err(refuse());
+            }
+            under(&st)
+        };
+        if rewrite {
             self.write_journal()?;
+            let st = self.inner.state.lock();
+            if requested(&st) || under(&st) {
+                return Err(refuse()); // requested again meanwhile
+            }
         }
         Ok(())
     }
 
-    /// Rewrite the journal if completed deletions are still named in it.
+    /// Rewrite the journal unless it names exactly what is pending (drops completed
+    /// deletions from it).
     pub fn compact_journal(&self) -> Result<()> {
-        if self.inner.state.lock().journal_stale {
-            self.write_journal()?;
-        }
-        Ok(())
+        self.write_journal()
     }
 
+    /// Write the journal of what is pending and announced now, unless the journal on
+    /// disk names exactly that. On success every path it names may be unlinked; on
+    /// failure the journal on disk may name the old paths or these.
     fn write_journal(&self) -> Result<()> {
         // Concurrent writers (a flush's obsolete segments, a snapshot clear, the last
         // unmap of a file) used to race on `deletions.pending.tmp` (one removed or
@@ -544,23 +629,45 @@ impl Deleter {
         }
         let paths: Vec<PathBuf> = {
             let mut st = self.inner.state.lock();
-            st.journal_stale = !st.unsynced_done.is_empty();
-            let mut all: Vec<PathBuf> = st
+            let want: BTreeSet<PathBuf> = st
                 .pending
                 .keys()
-                .chain(&st.intents)
+                .chain(st.intents.keys())
                 .chain(&st.unsynced_done)
                 .cloned()
                 .collect();
-            all.sort();
-            all.dedup();
-            all
+            if st.on_disk_exact && want == st.on_disk {
+                mark_journaled(&mut st, &want);
+                return Ok(());
+            }
+            want.into_iter().collect()
         };
         let path = self.inner.dir.join(JOURNAL);
-        if paths.is_empty() && !path.exists() {
-            return Ok(());
+        let written = self.inner.fs.write_atomic(&path, &encode_journal(&paths)?);
+        let mut st = self.inner.state.lock();
+        if written.is_ok() {
+            let named: BTreeSet<PathBuf> = paths.into_iter().collect();
+            mark_journaled(&mut st, &named);
+            st.on_disk = named;
+            st.on_disk_exact = true;
+        } else {
+            // The rename may have happened: either journal may be the one on disk.
+            st.on_disk.extend(paths);
+            st.on_disk_exact = false;
         }
-        self.inner.fs.write_atomic(&path, &encode_journal(&paths)?)
+        written
+    }
+}
+
+/// Every request and announcement in `named` is in a successfully written journal.
+fn mark_journaled(st: &mut State, named: &BTreeSet<PathBuf>) {
+    for p in named {
+        if let Some(e) = st.pending.get_mut(p) {
+            e.journaled = true;
+        }
+        if let Some(j) = st.intents.get_mut(p) {
+            *j = true;
+        }
     }
 }
 

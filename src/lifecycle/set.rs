@@ -236,7 +236,8 @@ impl SegmentSet {
             }
         }
         // Journal the deletions now, so the last handle's drop (maybe on a reader's
-        // thread) only unlinks. If this fails the orphan scan at next open covers it.
+        // thread) only unlinks. If this fails the announcement is forgotten: that drop
+        // writes the journal itself, and the orphan scan at next open covers a crash.
         if let Err(e) = self.deleter.announce(&announce) {
             tracing::warn!(error = %e, "could not journal obsolete segments; the next open's orphan scan will find them");
         }

@@ -110,7 +110,7 @@ impl Source {
                 } else {
                     MapAdvice::Normal
                 };
-                Source::Mapped(MappedFile::open(pf.file(), path, len, advice)?)
+                Source::Mapped(MappedFile::open_component(pf.file(), path, len, advice)?)
             }
         })
     }

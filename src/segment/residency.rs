@@ -221,7 +221,12 @@ impl<'a> OpenPlan<'a> {
                         let note = format!("anonymous index copy failed ({e}); mapping the file");
                         tracing::warn!("{note}");
                         r.notes.push(note);
-                        match MappedFile::open(pf.file(), pf.path(), pf.len(), MapAdvice::Random) {
+                        match MappedFile::open_component(
+                            pf.file(),
+                            pf.path(),
+                            pf.len(),
+                            MapAdvice::Random,
+                        ) {
                             Ok(m) => index = Source::Mapped(m),
                             Err(e) => r
                                 .notes
