@@ -15,6 +15,7 @@ pub mod config;
 pub mod error;
 pub mod format;
 pub mod io;
+pub mod layout;
 pub mod lifecycle;
 mod recovery;
 pub mod repair;

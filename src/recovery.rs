@@ -39,7 +39,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::io::fs;
+use crate::layout::StoreFile;
 use crate::lifecycle::set::manifest_path;
 use crate::lifecycle::{Deleter, Manifest, SnapshotManifest};
 use crate::segment::{validate_name, SegmentName};
@@ -57,23 +57,26 @@ pub(crate) fn recover(dir: &Path, deleter: &Deleter) -> Result<BTreeMap<String, 
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
     for e in rd {
         let e = e.map_err(|e| Error::io("list", dir, e))?;
-        let name = e.file_name().to_string_lossy().into_owned();
         let path = e.path();
-        if let Some(stem) = name.strip_suffix(fs::TMP_SUFFIX) {
-            // Never reuse the id of a half-written segment, even while its deletion waits.
-            if let Some((seg, _)) = SegmentName::parse_file_name(stem) {
-                let m = max_ids.entry(seg.table.clone()).or_insert(0);
-                *m = (*m).max(seg.id);
+        match StoreFile::parse(Path::new(&e.file_name())) {
+            Some(StoreFile::Temp(f)) => {
+                // Never reuse the id of a half-written segment, even while its deletion
+                // waits.
+                if let StoreFile::Segment(seg, _) = *f {
+                    let m = max_ids.entry(seg.table.clone()).or_insert(0);
+                    *m = (*m).max(seg.id);
+                }
+                doomed.push(path);
             }
-            doomed.push(path);
-        } else if let Some(table) = name.strip_suffix(".manifest") {
-            if validate_name("table", table).is_ok() {
-                let m = Manifest::load(&manifest_path(dir, table))?;
-                max_ids.insert(table.to_string(), m.next_id.saturating_sub(1));
-                tables.insert(table.to_string(), m.segments);
+            Some(StoreFile::Manifest(table)) => {
+                let m = Manifest::load(&path)?;
+                max_ids.insert(table.clone(), m.next_id.saturating_sub(1));
+                tables.insert(table, m.segments);
             }
-        } else if let Some((seg, _)) = SegmentName::parse_file_name(&name) {
-            segment_files.push((path, seg));
+            Some(StoreFile::Segment(seg, _)) => segment_files.push((path, seg)),
+            // Ours and kept (lock, journal, commitlog/, snapshots/), or not ours at all:
+            // recovery deletes only names the store creates.
+            _ => {}
         }
     }
     // Rule 4: segment files of a table without a manifest are refused, not deleted.

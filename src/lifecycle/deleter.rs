@@ -47,7 +47,7 @@ use crate::format::Malformed;
 use crate::io::{registry, FileId, FileRules, StoreFs};
 
 /// Name of the journal file in the store directory.
-pub const JOURNAL: &str = "deletions.pending";
+pub use crate::layout::JOURNAL;
 const JOURNAL_FORMAT: &str = "segstore-pending-deletions";
 /// The journal version written; version 1 (one raw path per line) is read too.
 const JOURNAL_VERSION: u32 = 2;

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::io::StoreFs;
 
 /// Name of the lock file.
-pub const LOCK_FILE: &str = "LOCK";
+pub use crate::layout::LOCK_FILE;
 
 /// The held lock; released on drop.
 #[derive(Debug)]

@@ -23,7 +23,7 @@ use crate::segment::{ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
 
 /// Manifest file name of a table.
 pub fn manifest_path(dir: &Path, table: &str) -> PathBuf {
-    dir.join(format!("{table}.manifest"))
+    crate::layout::StoreFile::Manifest(table.to_string()).path(dir)
 }
 
 /// How segments of a set are opened.

@@ -68,7 +68,7 @@ impl SegmentName {
 
     /// File name of one component.
     pub fn file_name(&self, c: Component) -> String {
-        format!("{}-{}-{}", self.table, self.id, c.suffix())
+        crate::layout::segment_file_name(self, c)
     }
 
     /// Path of one component under `dir`.
@@ -78,22 +78,7 @@ impl SegmentName {
 
     /// Parse a component file name back into (name, component).
     pub fn parse_file_name(file: &str) -> Option<(SegmentName, Component)> {
-        let c = Component::ALL
-            .into_iter()
-            .find(|c| file.ends_with(c.suffix()))?;
-        let stem = file.strip_suffix(c.suffix())?.strip_suffix('-')?;
-        let (table, id) = stem.rsplit_once('-')?;
-        if validate_name("table", table).is_err() || id.is_empty() {
-            return None;
-        }
-        let id = id.parse().ok()?;
-        Some((
-            SegmentName {
-                table: table.to_string(),
-                id,
-            },
-            c,
-        ))
+        crate::layout::parse_segment_file_name(file)
     }
 }
 

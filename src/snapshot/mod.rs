@@ -16,14 +16,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::io::fs;
 use crate::lifecycle::{Deleter, SnapshotManifest, View};
 use crate::segment::{validate_name, Component, SegmentName};
 
 /// Directory holding all snapshots.
-pub const SNAPSHOTS_DIR: &str = "snapshots";
+pub use crate::layout::SNAPSHOTS_DIR;
 /// File name of a snapshot's manifest.
-pub const MANIFEST: &str = "manifest";
+pub use crate::layout::SNAPSHOT_MANIFEST as MANIFEST;
 
 /// What `list` reports of one snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -76,7 +75,7 @@ pub fn create(
     static ATTEMPT: AtomicU64 = AtomicU64::new(0);
     let staging = loop {
         let n = ATTEMPT.fetch_add(1, Ordering::Relaxed);
-        let s = root.join(format!("{tag}.{n}{}", fs::TMP_SUFFIX));
+        let s = root.join(crate::layout::staging_dir_name(tag, n));
         if !s.exists() && !deleter.is_pending(&s) {
             break s;
         }

@@ -27,7 +27,7 @@ use crate::io::StoreFs;
 use crate::segment::validate_name;
 
 /// File name, inside the commit log directory.
-pub const FILE: &str = "positions";
+pub use crate::layout::POSITIONS_FILE as FILE;
 const FORMAT: &str = "segstore-commitlog-positions";
 /// The version written; version 1 (the same lines) is read too.
 const VERSION: u32 = 2;

@@ -39,7 +39,7 @@ use crate::io::{FileRules, StoreFs};
 use crate::lifecycle::{Deleter, SegmentSet};
 
 /// Directory of the commit log inside a store directory.
-pub const COMMITLOG_DIR: &str = "commitlog";
+pub use crate::layout::COMMITLOG_DIR;
 
 /// Write timestamps: wall-clock microseconds, strictly increasing within a process and
 /// never below a timestamp seen at open (so a clock stepped back across a restart does

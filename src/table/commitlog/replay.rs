@@ -48,24 +48,10 @@ use std::path::{Path, PathBuf};
 use super::format::{self, LogRecord, FILE_HEADER_LEN, FRAME_HEADER_LEN};
 use crate::error::{Error, Result};
 
-/// File name prefix of commit log files.
-pub const FILE_PREFIX: &str = "commitlog-";
-/// File name suffix of commit log files.
-pub const FILE_SUFFIX: &str = ".log";
-
-/// The name of log file number `id`.
-pub fn file_name(id: u64) -> String {
-    format!("{FILE_PREFIX}{id}{FILE_SUFFIX}")
-}
-
-/// The number of a log file name, if it is one.
-pub fn parse_file_name(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix(FILE_PREFIX)?.strip_suffix(FILE_SUFFIX)?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
+pub use crate::layout::{
+    commitlog_file_name as file_name, parse_commitlog_file_name as parse_file_name,
+    COMMITLOG_PREFIX as FILE_PREFIX, COMMITLOG_SUFFIX as FILE_SUFFIX,
+};
 
 /// The log files in `dir`, by ascending number. A missing directory has none.
 pub fn list_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
