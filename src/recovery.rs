@@ -3,9 +3,11 @@
 //! (`deletions.pending`) and before any table is opened.
 //!
 //! # Rules
-//! 1. `*.tmp` files (half-written segments, manifests, positions) are deleted, but the
-//!    segment id of a half-written segment is never reused: it counts towards the
-//!    table's largest id seen.
+//! 1. Temp files the store creates (`<table>.manifest.tmp`, `deletions.pending.tmp`,
+//!    half-written segment components, `commitlog/positions.tmp`; names per
+//!    [`crate::layout`]) are deleted, but the segment id of a half-written segment is
+//!    never reused: it counts towards the table's largest id seen. Names the store
+//!    never creates are left alone.
 //! 2. Every `<table>.manifest` is loaded (a bad one is [`Error::Corrupt`] naming it).
 //!    The tables returned are exactly those with a manifest, each with the largest
 //!    segment id seen on disk for it, so new ids never reuse a file name.
@@ -139,9 +141,28 @@ pub(crate) fn recover(dir: &Path, deleter: &Deleter) -> Result<BTreeMap<String, 
     }
     // Ids of temp files of tables without a manifest are of no use.
     max_ids.retain(|t, _| tables.contains_key(t));
+    recover_commitlog_temps(dir, &mut doomed)?;
     recover_snapshots(dir, deleter, &mut doomed)?;
     deleter.delete(&doomed)?;
     Ok(max_ids)
+}
+
+/// A `commitlog/positions.tmp` left by a crash while the positions were replaced.
+fn recover_commitlog_temps(dir: &Path, doomed: &mut Vec<PathBuf>) -> Result<()> {
+    let log_dir = dir.join(COMMITLOG_DIR);
+    let rd = match std::fs::read_dir(&log_dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("list", &log_dir, e)),
+    };
+    for e in rd {
+        let e = e.map_err(|e| Error::io("list", &log_dir, e))?;
+        let rel = Path::new(COMMITLOG_DIR).join(e.file_name());
+        if let Some(StoreFile::Temp(_)) = StoreFile::parse(&rel) {
+            doomed.push(e.path());
+        }
+    }
+    Ok(())
 }
 
 fn recover_snapshots(dir: &Path, deleter: &Deleter, doomed: &mut Vec<PathBuf>) -> Result<()> {

@@ -174,20 +174,17 @@ impl StoreFs {
             .rules
             .check_dir_fsync(dir)
             .map_err(|e| Error::io("fsync dir", dir, e))?;
-        self.logged(
-            "fsync dir",
-            dir,
-            || {
-                #[cfg(unix)]
-                File::open(dir)?.sync_all()?;
-                Ok(())
-            },
-            |_| None,
-        )?;
-        if let Some(s) = self.sim() {
-            s.dir_synced(dir);
+        let op = || {
+            #[cfg(unix)]
+            File::open(dir)?.sync_all()?;
+            Ok(())
+        };
+        match self.sim() {
+            None => op().map_err(|e| Error::io("fsync dir", dir, e)),
+            Some(s) => s
+                .fsync_dir(dir, op)
+                .map_err(|e| Error::io("fsync dir", dir, e)),
         }
-        Ok(())
     }
 
     /// Rename `from` to `to`, asking the rules first when `to` exists (a replace).
@@ -309,11 +306,6 @@ pub struct FsFile {
 }
 
 impl FsFile {
-    /// The open file (for reads and metadata).
-    pub fn file(&self) -> &File {
-        &self.file
-    }
-
     /// Its path.
     pub fn path(&self) -> &Path {
         &self.path

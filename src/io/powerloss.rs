@@ -10,7 +10,9 @@
 //!   partly kept at 512-byte granularity with the last kept sector possibly garbage;
 //! - creates, hard links, renames, unlinks and directory changes not made durable by an
 //!   fsync of their directory are undone, newest first (an unlinked or replaced file is
-//!   kept in a graveyard beside the store until then, so it can come back).
+//!   kept in a graveyard beside the store until then, so it can come back); with
+//!   reordering on, each of them may instead have persisted, in any order consistent per
+//!   name (POSIX orders nothing without the directory fsync).
 //!
 //! Files that existed before the simulator saw them are durable as they are. The
 //! simulator is a test tool: it serialises the operations it sees.
@@ -55,6 +57,24 @@ enum Undo {
 }
 
 impl Undo {
+    fn paths(&self) -> Vec<&PathBuf> {
+        match self {
+            Undo::Remove(p) | Undo::RemoveTree(p) | Undo::Recreate(p) => vec![p],
+            Undo::Rename { from, to, .. } => vec![from, to],
+            Undo::Restore { path, .. } => vec![path],
+        }
+    }
+
+    /// Do the two operations touch the same name, or one a name under the other's?
+    fn overlaps(&self, other: &Undo) -> bool {
+        self.paths().iter().any(|a| {
+            other
+                .paths()
+                .iter()
+                .any(|b| a.starts_with(b) || b.starts_with(a))
+        })
+    }
+
     fn paths_mut(&mut self) -> Vec<&mut PathBuf> {
         match self {
             Undo::Remove(p) | Undo::RemoveTree(p) | Undo::Recreate(p) => vec![p],
@@ -82,6 +102,7 @@ struct State {
     pending: Vec<Pending>,
     graves: u64,
     torn: bool,
+    reorder: bool,
     rng: u64,
 }
 
@@ -97,6 +118,8 @@ struct Sim {
 pub struct Recovery {
     /// Name operations undone (not durable at the power loss).
     pub undone: usize,
+    /// Name operations not durable at the power loss that persisted anyway (reordering).
+    pub kept: usize,
     /// Files cut back to what was fsynced (or torn).
     pub truncated: usize,
     /// Bytes dropped from them.
@@ -160,6 +183,12 @@ impl PowerLoss {
         self.sim.state.lock().torn = torn;
     }
 
+    /// Let each name operation not made durable persist or not at random (in any order,
+    /// as POSIX allows without a directory fsync) instead of undoing them all.
+    pub fn set_reordering(&self, reorder: bool) {
+        self.sim.state.lock().reorder = reorder;
+    }
+
     /// Operations seen so far.
     pub fn ops(&self) -> u64 {
         self.sim.state.lock().ops
@@ -221,9 +250,8 @@ impl PowerLoss {
 
     /// A file created through the boundary: nothing of it is durable yet.
     pub(crate) fn track_new(&self, file: &File, path: &Path) {
-        if let Ok(id) = FileId::of_file(file, path) {
-            self.sim.state.lock().files.insert(id, 0);
-        }
+        let id = FileId::of_file(file, path).expect("power-loss simulator: stat of a new file");
+        self.sim.state.lock().files.insert(id, 0);
     }
 
     /// fsync of a file: what it holds now is durable.
@@ -235,8 +263,10 @@ impl PowerLoss {
     ) -> io::Result<()> {
         let mut st = self.sim.state.lock();
         Self::check(&mut st, "fsync", path)?;
-        op()?;
+        // What the file holds when the fsync starts is durable after it; bytes appended
+        // meanwhile (appends do not take this lock) may not be.
         let len = file.metadata()?.len();
+        op()?;
         if let Ok(id) = FileId::of_file(file, path) {
             if let Some(l) = st.files.get_mut(&id) {
                 *l = len;
@@ -246,24 +276,34 @@ impl PowerLoss {
     }
 
     /// fsync of a directory: name operations in it are durable.
-    pub(crate) fn dir_synced(&self, dir: &Path) {
+    /// fsync of a directory, as one step: name operations in it so far are durable.
+    pub(crate) fn fsync_dir(
+        &self,
+        dir: &Path,
+        op: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<()> {
         let mut st = self.sim.state.lock();
+        Self::check(&mut st, "fsync dir", dir)?;
+        op()?;
         for p in &mut st.pending {
             p.dirs.retain(|d| d != dir);
         }
         // A directory whose removal is durable takes its (already unlinked) entries with
-        // it: those unlinks cannot be undone any more.
-        let gone: Vec<PathBuf> = st
-            .pending
-            .iter()
-            .filter_map(|p| match &p.undo {
-                Undo::Recreate(d) if p.dirs.is_empty() => Some(d.clone()),
-                _ => None,
-            })
-            .collect();
-        st.pending.retain(|p| {
-            !p.dirs.is_empty() && !gone.iter().any(|g| p.dirs.iter().any(|d| d.starts_with(g)))
-        });
+        // it: those earlier unlinks cannot be undone any more.
+        let mut keep = vec![true; st.pending.len()];
+        for (k, p) in st.pending.iter().enumerate() {
+            if let (Undo::Recreate(g), true) = (&p.undo, p.dirs.is_empty()) {
+                for (j, q) in st.pending[..k].iter().enumerate() {
+                    if q.dirs.iter().any(|d| d.starts_with(g)) {
+                        keep[j] = false;
+                    }
+                }
+            }
+        }
+        let mut keep = keep.into_iter();
+        st.pending
+            .retain(|p| keep.next().unwrap_or(true) && !p.dirs.is_empty());
+        Ok(())
     }
 
     fn grave(&self, st: &mut State) -> io::Result<PathBuf> {
@@ -318,8 +358,11 @@ impl PowerLoss {
     pub(crate) fn unlink(&self, path: &Path) -> io::Result<()> {
         let mut st = self.sim.state.lock();
         Self::check(&mut st, "unlink", path)?;
-        if !path.exists() {
-            return Err(io::Error::from(io::ErrorKind::NotFound));
+        if fs::symlink_metadata(path)?.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                format!("unlink of directory {}", path.display()),
+            ));
         }
         let g = self.grave(&mut st)?;
         fs::rename(path, &g)?;
@@ -348,8 +391,38 @@ impl PowerLoss {
     pub fn recover(&self) -> io::Result<Recovery> {
         let mut st = self.sim.state.lock();
         let mut rep = Recovery::default();
-        while let Some(p) = st.pending.pop() {
+        // With reordering on, each operation not made durable may have reached the disk
+        // anyway, in any order, except that an operation on a name (or under it) can only
+        // have persisted if every earlier one on that name did.
+        let pending = std::mem::take(&mut st.pending);
+        let mut kept = vec![false; pending.len()];
+        if st.reorder {
+            for i in 0..pending.len() {
+                let coin = Self::next_rand(&mut st) % 2 == 0;
+                kept[i] =
+                    coin && (0..i).all(|j| kept[j] || !pending[j].undo.overlaps(&pending[i].undo));
+            }
+        }
+        let mut pending: Vec<(Pending, bool)> = pending.into_iter().zip(kept).collect();
+        while let Some((p, kept)) = pending.pop() {
+            if kept {
+                rep.kept += 1;
+                continue;
+            }
             rep.undone += 1;
+            // Older records under a directory renamed later name it by its new name;
+            // once that rename is undone they are under the old one again.
+            if let Undo::Rename { from, to, .. } = &p.undo {
+                if to.is_dir() {
+                    for (q, _) in &mut pending {
+                        for path in q.undo.paths_mut().into_iter().chain(q.dirs.iter_mut()) {
+                            if let Ok(rest) = path.strip_prefix(to) {
+                                *path = from.join(rest);
+                            }
+                        }
+                    }
+                }
+            }
             let r = match p.undo {
                 Undo::Remove(path) => ignore_missing(fs::remove_file(&path)),
                 Undo::RemoveTree(path) => ignore_missing(fs::remove_dir_all(&path)),
@@ -403,10 +476,10 @@ impl PowerLoss {
             rep.dropped_bytes += len - keep;
         }
         let _ = fs::remove_dir_all(&self.sim.graveyard);
-        let torn = st.torn;
-        let rng = st.rng;
+        let (torn, reorder, rng) = (st.torn, st.reorder, st.rng);
         *st = State {
             torn,
+            reorder,
             rng,
             ..State::default()
         };

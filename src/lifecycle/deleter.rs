@@ -293,7 +293,8 @@ impl Deleter {
             }
             durable
         };
-        if !already_durable {
+        let mut durable = already_durable;
+        while !durable {
             if let Err(e) = self.write_journal() {
                 // Withdraw what no successful write named: the next open would not know
                 // of it, so it must not be unlinked now.
@@ -305,6 +306,30 @@ impl Deleter {
                 }
                 return Err(e);
             }
+            // A concurrent request for the same path whose journal write failed may have
+            // withdrawn it meanwhile: put back what is neither pending nor gone, and
+            // journal it again.
+            let mut st = self.inner.state.lock();
+            fresh = rel
+                .iter()
+                .filter(|r| {
+                    !st.pending.contains_key(*r)
+                        && std::fs::symlink_metadata(self.inner.dir.join(r)).is_ok()
+                })
+                .cloned()
+                .collect();
+            for r in &fresh {
+                st.pending.insert(
+                    r.clone(),
+                    Entry {
+                        reason: PendingReason::Queued,
+                        waiting: false,
+                        requested_at: Instant::now(),
+                        journaled: false,
+                    },
+                );
+            }
+            durable = fresh.is_empty();
         }
         {
             let mut st = self.inner.state.lock();
@@ -616,9 +641,15 @@ impl Deleter {
                 std::mem::take(&mut st.unsynced_done),
             )
         };
+        let mut synced: BTreeSet<&Path> = BTreeSet::new();
         for d in &dirs {
-            if !d.exists() {
-                continue; // removed itself (a cleared snapshot's directory): its parent is here too
+            // A directory removed since (a cleared snapshot's): its removal is made
+            // durable by an fsync of the nearest directory above it that still exists.
+            let Some(d) = d.ancestors().find(|a| a.is_dir()) else {
+                continue;
+            };
+            if !synced.insert(d) {
+                continue;
             }
             if let Err(e) = self.inner.fs.fsync_dir(d) {
                 let mut st = self.inner.state.lock();

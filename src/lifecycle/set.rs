@@ -148,7 +148,9 @@ impl SegmentSet {
         self.replace(&[], names)
     }
 
-    fn check_poisoned(&self) -> Result<()> {
+    /// `Err(Poisoned)` once a manifest publish left it unknown which manifest is
+    /// durable (see [`SegmentSet::replace`]).
+    pub fn check_poisoned(&self) -> Result<()> {
         match &*self.poisoned.lock() {
             Some(why) => Err(Error::Poisoned(why.clone())),
             None => Ok(()),
@@ -162,8 +164,8 @@ impl SegmentSet {
     /// later change fails with [`Error::Poisoned`]) and the next open decides from the
     /// manifest on disk, its orphan scan removing the segments that one does not name.
     pub fn replace(&self, old: &[u64], new: &[SegmentName]) -> Result<()> {
-        self.check_poisoned()?;
         let mut m = self.manifest.lock();
+        self.check_poisoned()?;
         if let Some(id) = old.iter().find(|id| !m.segments.contains(id)) {
             return Err(Error::InvalidArgument(format!(
                 "segment {}-{id} is not live",

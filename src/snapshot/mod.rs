@@ -47,6 +47,10 @@ pub fn snapshot_dir(store: &Path, tag: &str) -> PathBuf {
 }
 
 /// Create snapshot `tag` of the given live views (table name, view).
+///
+/// An error means the snapshot is not known to be durable. If only the final directory
+/// fsync failed, the renamed snapshot is visible now and may or may not survive a power
+/// loss: clear it (or create it again under another tag) to be sure of either.
 pub fn create(
     store: &Path,
     tag: &str,
@@ -100,8 +104,9 @@ pub fn create(
                 ids.insert(h.name().id);
             }
         }
+        // Publishing the manifest fsyncs the staging directory, which makes the links
+        // above durable too, before the rename below.
         fs.write_atomic(&staging.join(MANIFEST), &manifest.encode())?;
-        fs.fsync_dir(&staging)?;
         fs.rename(&staging, &dest).map_err(|e| {
             if dest.exists() {
                 // Another attempt with this tag published first.

@@ -392,7 +392,10 @@ impl Table {
         self.flush_memtables(true)?;
         self.ctx.checkpoint()?;
         self.ctx.schedule_compaction(self);
-        self.ctx.log.check_poisoned()
+        self.ctx.log.check_poisoned()?;
+        // A table whose manifest durability is unknown refuses changes, even when there
+        // was nothing to flush.
+        self.set.check_poisoned()
     }
 
     /// Flush frozen memtables, oldest first, after freezing the active one if `force`

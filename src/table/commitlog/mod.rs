@@ -422,6 +422,8 @@ fn create_file(fs: &StoreFs, dir: &Path, id: u64, first_seq: u64) -> Result<Acti
     let path = dir.join(replay::file_name(id));
     let file = fs.create_new(&path)?;
     file.append(&format::encode_file_header(first_seq))?;
+    // Header durable before the name: a later run must never find a file without its
+    // header followed by newer files.
     file.sync_all()?;
     fs.fsync_dir(dir)?;
     Ok(Active {
