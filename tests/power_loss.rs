@@ -9,7 +9,7 @@
 //! creates, renames and unlinks whose directory was not fsynced (or, every other pair of
 //! runs, lets a random subset of them persist, in any order consistent per name); the
 //! store is reopened with plain rules and checked:
-//! - it opens;
+//! - it opens (also after a second power loss during that recovery, every third point);
 //! - every write acknowledged under `batch` or `group` is there (under `periodic`, every
 //!   write before the last successful `sync` or flush); a write that failed or was not
 //!   acknowledged may or may not be there, and nothing else is;
@@ -411,6 +411,26 @@ fn every_crash_point(name: &str, o: Opts, script: Script) -> u64 {
         let rec = sim
             .recover()
             .unwrap_or_else(|e| panic!("{point}: recovery: {e}"));
+        // Every third point, the power goes again while the store recovers (open, the
+        // journal's and the orphans' deletions, a new commit log file) or closes.
+        let point = if at % 3 == 0 {
+            let again = PowerLoss::new(&dir, at + 1);
+            again.set_reordering(at % 2 == 0);
+            again.crash_at((at / 3) % 48);
+            if let Ok(s) = Store::open(&dir, config(o.sync, rules(o, &again), o.defer)) {
+                let _ = s.close();
+            }
+            let point = format!(
+                "{point}, then at {}",
+                again.crash_point().unwrap_or_else(|| "none".into())
+            );
+            again
+                .recover()
+                .unwrap_or_else(|e| panic!("{point}: recovery: {e}"));
+            point
+        } else {
+            point
+        };
         if only.is_some() {
             eprintln!("{point}: {rec:?}; model {model:?}");
             walk(&dir, &mut |p| {
