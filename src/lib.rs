@@ -1,6 +1,55 @@
-//! segstore: an embeddable storage engine whose immutable segments are read through memory
-//! maps or positional reads (`disk_access_mode`), with every mapping counted and every
-//! deletion deferred until no mapping of the file is open.
+//! segstore: an embeddable storage engine for a database written in Rust. Each table is
+//! an LSM tree (commit log, memtables, flush, size-tiered compaction) over immutable
+//! sorted segments, read through memory maps or positional reads (`disk_access_mode`),
+//! with every mapping counted and every deletion deferred until no mapping of the file is
+//! open; hard-link snapshots and Merkle-tree repair between replicas come with it.
+//!
+//! ```
+//! use segstore::{Config, DiskAccessMode, Store};
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let dir = tempfile::tempdir()?; // any directory; created if missing
+//!     let store = Store::open(
+//!         dir.path(),
+//!         Config {
+//!             disk_access_mode: DiskAccessMode::Mmap,
+//!             ..Config::default()
+//!         },
+//!     )?;
+//!     let users = store.table("users")?; // names: [A-Za-z0-9_], 1..=64 bytes
+//!     users.put(b"alice", b"31")?;
+//!     users.put(b"bob", b"42")?;
+//!     users.delete(b"bob")?;
+//!     assert_eq!(users.get(b"alice")?.as_deref(), Some(&b"31"[..]));
+//!     assert_eq!(users.get(b"bob")?, None);
+//!     let mut rows = Vec::new();
+//!     for row in users.scan(&b"a"[..]..&b"c"[..])? {
+//!         rows.push(row?); // (key, value), in key order; deleted keys are absent
+//!     }
+//!     assert_eq!(rows, vec![(b"alice".to_vec(), b"31".to_vec())]);
+//!     users.flush()?; // memtable -> segment (also automatic)
+//!     drop(users);
+//!     let report = store.close()?; // leaked handles or mappings, pending deletions
+//!     assert!(report.is_clean());
+//!     Ok(())
+//! }
+//! ```
+//!
+//! What a database built on it must know (the README says more):
+//!
+//! - **Last write wins, by timestamp.** Every cell carries a write timestamp in
+//!   microseconds; reads, compaction and repair keep a key's newest cell, whatever the
+//!   order of arrival, by one rule ([`table::newer_wins`]: newer timestamp, then
+//!   tombstone over value, then the larger value). [`table::Table::put`] and
+//!   [`table::Table::delete`] take the store's clock; [`table::WriteBatch::put_at`] and
+//!   [`table::WriteBatch::delete_at`], written with [`table::Table::write`], keep the
+//!   caller's timestamp (replication, repair, imports), so an older one loses to what is
+//!   there.
+//! - **Deletes can be resurrected after `gc_grace`.** Compaction purges a tombstone once
+//!   it is older than [`table::TableConfig::gc_grace_secs`] (default 10 days). A cell
+//!   arriving afterwards with an explicit timestamp older than the purged tombstone, for
+//!   example from a replica that missed the delete, is live again, as in Cassandra: run
+//!   repair ([`repair`]) more often than `gc_grace_secs`.
 //!
 //! Start with [`Store`] (tables, snapshots, stats), or with [`segment::SegmentWriter`]
 //! and [`segment::SegmentReader`] for the segment format alone. See

@@ -1,7 +1,8 @@
 //! The file layer: the only module with `unsafe` code.
 //!
-//! - [`mapped`]: read-only memory maps, each registered with the [`registry`] by file
-//!   identity before it exists and unregistered after it is gone.
+//! - [`mapped`]: read-only memory maps, each registered with the
+//!   [`registry`](mod@registry) by file identity before it exists and unregistered after
+//!   it is gone.
 //! - [`pread`]: positional reads into caller buffers.
 //! - [`fs`]: the I/O boundary, [`StoreFs`]: every create, write, fsync, rename, link and
 //!   unlink of the crate, each asking the [`rules`] (Windows emulation, faults,

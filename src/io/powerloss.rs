@@ -199,7 +199,7 @@ impl PowerLoss {
         self.sim.state.lock().crashed
     }
 
-    /// The operation at which power was lost ("rename of <path>").
+    /// The operation at which power was lost (`"rename of <path>"`).
     pub fn crash_point(&self) -> Option<String> {
         self.sim.state.lock().crash_point.clone()
     }
