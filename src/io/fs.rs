@@ -297,7 +297,7 @@ fn into_io(e: Error) -> io::Error {
 }
 
 /// A file open for writing through a [`StoreFs`]: writes and fsyncs obey its faults and
-/// simulator. Reads may use [`FsFile::file`].
+/// simulator. Read it back through `std::fs` by its path.
 #[derive(Debug)]
 pub struct FsFile {
     file: File,
