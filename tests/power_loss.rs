@@ -541,12 +541,17 @@ fn a_standalone_segment_is_whole_or_absent_after_power_loss() {
         write(&dir, &FileRules::posix().with_power_loss(sim.clone())).unwrap();
         sim.ops()
     };
-    for at in (0..=total).step_by(stride() as usize) {
+    // Few operations: each point runs with every combination of torn writes and
+    // reordering, and with four seeds.
+    let runs = (0..=total)
+        .step_by(stride() as usize)
+        .flat_map(|at| (0..16u64).map(move |v| (at, v)));
+    for (at, v) in runs {
         let tmp = tempfile::tempdir().unwrap();
         let dir = fresh(&tmp);
-        let sim = PowerLoss::new(&dir, at);
-        sim.set_torn_writes(at % 2 == 1);
-        sim.set_reordering(at % 4 >= 2);
+        let sim = PowerLoss::new(&dir, at * 16 + v);
+        sim.set_torn_writes(v % 2 == 1);
+        sim.set_reordering(v % 4 >= 2);
         sim.crash_at(at);
         let finished = write(&dir, &FileRules::posix().with_power_loss(sim.clone())).is_ok();
         let point = format!(
@@ -565,7 +570,10 @@ fn a_standalone_segment_is_whole_or_absent_after_power_loss() {
             assert_eq!(r.verify().unwrap(), CELLS, "{point}");
         }
     }
-    eprintln!("standalone segment: {} crash points", total + 1);
+    eprintln!(
+        "standalone segment: {} crash points, 16 runs each",
+        total + 1
+    );
 }
 
 /// Four writers under `group` sync and a flush, concurrently: the operations interleave
