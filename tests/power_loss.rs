@@ -56,6 +56,10 @@ struct Model {
     /// Snapshots cleared (Ok) and no re-creation attempted since.
     cleared: BTreeSet<String>,
     periodic: bool,
+    /// A write that failed (single-threaded scripts stop at the first one).
+    failed: Vec<(Key, Value)>,
+    /// One writer: what survived of `unsynced` + `failed` must be a prefix of it.
+    ordered: bool,
 }
 
 impl Model {
@@ -111,17 +115,31 @@ impl Ctx<'_> {
     }
 
     fn put(&mut self, t: &str, k: &str, v: &str) -> Result<()> {
-        self.model.attempt(t, k.as_bytes(), Some(v.as_bytes()));
-        self.table(t)?.put(k.as_bytes(), v.as_bytes())?;
-        self.model.acked(t, k.as_bytes(), Some(v.as_bytes()));
-        Ok(())
+        self.write(t, k, Some(v))
     }
 
     fn delete(&mut self, t: &str, k: &str) -> Result<()> {
-        self.model.attempt(t, k.as_bytes(), None);
-        self.table(t)?.delete(k.as_bytes())?;
-        self.model.acked(t, k.as_bytes(), None);
-        Ok(())
+        self.write(t, k, None)
+    }
+
+    fn write(&mut self, t: &str, k: &str, v: Option<&str>) -> Result<()> {
+        let value = v.map(str::as_bytes);
+        self.model.attempt(t, k.as_bytes(), value);
+        let r = self.table(t).and_then(|table| match value {
+            Some(v) => table.put(k.as_bytes(), v),
+            None => table.delete(k.as_bytes()),
+        });
+        match r {
+            Ok(()) => {
+                self.model.acked(t, k.as_bytes(), value);
+                Ok(())
+            }
+            Err(e) => {
+                let key = (t.to_string(), k.as_bytes().to_vec());
+                self.model.failed.push((key, value.map(<[u8]>::to_vec)));
+                Err(e)
+            }
+        }
     }
 
     fn flush(&mut self, t: &str) -> Result<()> {
@@ -239,6 +257,7 @@ fn config(sync: CommitLogSync, rules: FileRules, defer: bool) -> Config {
 fn run(dir: &Path, sync: CommitLogSync, defer: bool, rules: FileRules, script: Script) -> Model {
     let mut model = Model {
         periodic: matches!(sync, CommitLogSync::Periodic { .. }),
+        ordered: true,
         ..Model::default()
     };
     if let Ok(store) = Store::open(dir, config(sync, rules, defer)) {
@@ -280,6 +299,9 @@ fn check_once(dir: &Path, model: &Model, sync: CommitLogSync, point: &str) {
             got.as_deref().map(String::from_utf8_lossy),
             allowed
         );
+    }
+    if model.ordered {
+        check_prefix(&store, model, point);
     }
     let listed: BTreeSet<String> = store
         .list_snapshots()
@@ -329,6 +351,35 @@ fn check_once(dir: &Path, model: &Model, sync: CommitLogSync, point: &str) {
     assert!(temps.is_empty(), "{point}: temp files left: {temps:?}");
     let report = store.close().unwrap();
     assert!(report.is_clean(), "{point}: close not clean: {report:?}");
+}
+
+/// One writer: the log replays a prefix of what was written, so what survived of the
+/// writes not known durable (acknowledged but unsynced, then the failed one) must be a
+/// prefix of them in order: the store equals the durable state plus that prefix, never
+/// a later write without an earlier one.
+fn check_prefix(store: &Store, model: &Model, point: &str) {
+    let seq: Vec<&(Key, Value)> = model.unsynced.iter().chain(&model.failed).collect();
+    if seq.is_empty() {
+        return;
+    }
+    let mut actual: BTreeMap<&Key, Value> = BTreeMap::new();
+    for (k, _) in &seq {
+        actual.insert(k, store.table(&k.0).unwrap().get(&k.1).unwrap());
+    }
+    let fits = (0..=seq.len()).any(|p| {
+        let mut expect: BTreeMap<&Key, Value> = actual
+            .keys()
+            .map(|k| (*k, model.durable.get(*k).cloned().flatten()))
+            .collect();
+        for (k, v) in &seq[..p] {
+            expect.insert(k, v.clone());
+        }
+        expect == actual
+    });
+    assert!(
+        fits,
+        "{point}: the surviving writes are not a prefix of those written: {actual:?}"
+    );
 }
 
 fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
