@@ -16,6 +16,7 @@ pub mod error;
 pub mod format;
 pub mod io;
 pub mod lifecycle;
+pub mod range;
 pub mod repair;
 pub mod segment;
 pub mod snapshot;

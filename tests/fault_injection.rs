@@ -81,7 +81,7 @@ fn check(t: &Table, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
             String::from_utf8_lossy(k)
         );
     }
-    let n = t.scan::<[u8]>(..).unwrap().count();
+    let n = t.scan(..).unwrap().count();
     assert_eq!(n, model.len());
 }
 

@@ -240,12 +240,7 @@ fn repair_and_check(rs: &[TableReplica<'_>], model: &BTreeMap<Vec<u8>, Row>, par
     let want: Vec<Row> = model.values().cloned().collect();
     for r in rs {
         assert_eq!(r.scan().unwrap(), want, "{}", r.id());
-        let live: Vec<(Vec<u8>, Vec<u8>)> = r
-            .lsm()
-            .scan::<[u8]>(..)
-            .unwrap()
-            .map(|c| c.unwrap())
-            .collect();
+        let live: Vec<(Vec<u8>, Vec<u8>)> = r.lsm().scan(..).unwrap().map(|c| c.unwrap()).collect();
         let want_live: Vec<(Vec<u8>, Vec<u8>)> = want
             .iter()
             .filter(|c| !c.tombstone)

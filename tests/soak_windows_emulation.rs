@@ -91,7 +91,7 @@ fn check_all(store: &Store, model: &BTreeMap<Vec<u8>, u64>) {
         let v = t.get(k).unwrap().unwrap_or_else(|| panic!("{k:?} missing"));
         assert_eq!(counter(&v), *n, "{}", String::from_utf8_lossy(k));
     }
-    assert_eq!(t.scan::<[u8]>(..).unwrap().count(), model.len());
+    assert_eq!(t.scan(..).unwrap().count(), model.len());
 }
 
 fn repair(a: &Store, b: &Store) {
@@ -175,7 +175,7 @@ fn soak_under_refusing_windows_emulation() {
                     }
                     // Only writes acknowledged before the scan starts must show in it.
                     let acknowledged_before = !model.lock().is_empty();
-                    let scanned = t.scan::<[u8]>(..).unwrap().count();
+                    let scanned = t.scan(..).unwrap().count();
                     assert!(scanned > 0 || !acknowledged_before);
                 }
             });

@@ -71,7 +71,7 @@ fn flushes_release_commit_log_files_through_the_deleter() {
         0,
         "flushed records are not replayed"
     );
-    assert_eq!(t.scan::<[u8]>(..).unwrap().count(), 300);
+    assert_eq!(t.scan(..).unwrap().count(), 300);
 }
 
 #[test]
@@ -159,10 +159,7 @@ fn explicit_timestamps_resolve_across_memtable_and_segments() {
     t.write(WriteBatch::new().put_at(b"k".to_vec(), b"old".to_vec(), 50))
         .unwrap();
     assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"new"[..]));
-    assert_eq!(
-        t.scan::<[u8]>(..).unwrap().next().unwrap().unwrap().1,
-        b"new"
-    );
+    assert_eq!(t.scan(..).unwrap().next().unwrap().unwrap().1, b"new");
     // Equal timestamps: the larger value, then a tombstone.
     t.write(WriteBatch::new().put_at(b"k".to_vec(), b"newer".to_vec(), 100))
         .unwrap();
@@ -223,7 +220,7 @@ fn torn_commit_log_tail_after_a_crash_loses_only_the_torn_write() {
     for round in 0..2 {
         let store = Store::open(tmp.path(), c.clone()).unwrap();
         let t = store.table("t").unwrap();
-        let keys: Vec<_> = t.scan::<[u8]>(..).unwrap().map(|r| r.unwrap().0).collect();
+        let keys: Vec<_> = t.scan(..).unwrap().map(|r| r.unwrap().0).collect();
         if round == 0 {
             assert_eq!(keys, (0..49).map(key).collect::<Vec<_>>());
         } else {
@@ -286,8 +283,7 @@ fn concurrent_writers_and_readers_with_background_flush_and_compaction() {
         std::thread::spawn(move || {
             let mut scans = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let keys: Vec<Vec<u8>> =
-                    t.scan::<[u8]>(..).unwrap().map(|r| r.unwrap().0).collect();
+                let keys: Vec<Vec<u8>> = t.scan(..).unwrap().map(|r| r.unwrap().0).collect();
                 assert!(keys.windows(2).all(|w| w[0] < w[1]));
                 scans += 1;
             }
@@ -319,7 +315,7 @@ fn concurrent_writers_and_readers_with_background_flush_and_compaction() {
     eprintln!("{s:?}; {:?}", store.tables().commit_log().stats());
     assert!(s.flushes >= 5 && s.compactions >= 1, "{s:?}");
     let check = |t: &segstore::table::Table| {
-        let all: Vec<_> = t.scan::<[u8]>(..).unwrap().map(|r| r.unwrap()).collect();
+        let all: Vec<_> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
         assert_eq!(all.len(), 800);
         for (k, v) in all {
             let k = String::from_utf8(k).unwrap();
@@ -357,7 +353,7 @@ fn windows_rules_defer_deleting_compacted_segments_while_a_scan_maps_them() {
         .iter()
         .flat_map(|h| h.segment().component_paths().to_vec())
         .collect();
-    let mut scan = t.scan::<[u8]>(..).unwrap();
+    let mut scan = t.scan(..).unwrap();
     let first = scan.next().unwrap().unwrap();
     t.compact().unwrap();
     assert_eq!(t.stats().segments, 1);

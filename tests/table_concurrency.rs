@@ -283,7 +283,7 @@ fn check_final(t: &Table, p: &Progress) {
         let got = t.get(&key(i)).unwrap().map(|v| parse_value(&v));
         assert_eq!(got, Some(want), "{}", String::from_utf8(key(i)).unwrap());
     }
-    let rows: Vec<_> = t.scan::<[u8]>(..).unwrap().map(|r| r.unwrap()).collect();
+    let rows: Vec<_> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
     assert_eq!(rows.len(), KEYS);
     for (k, v) in rows {
         let i = key_index(&k);

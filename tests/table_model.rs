@@ -90,7 +90,7 @@ fn check(store: &Store, model: &Model, rng: &mut Rng) {
     for table in ["alpha", "beta"] {
         let t = store.table(table).unwrap();
         let want = model.live(table);
-        let got: Vec<_> = t.scan::<[u8]>(..).unwrap().map(|r| r.unwrap()).collect();
+        let got: Vec<_> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
         assert_eq!(got.len(), want.len(), "table {table}: scan length");
         assert_eq!(got, want, "table {table}: scan");
         for _ in 0..20 {

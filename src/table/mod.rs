@@ -31,11 +31,12 @@ pub mod merge;
 pub mod positions;
 pub mod tables;
 
+pub use crate::range::{prefix_range, KeyRange};
 pub use batch::WriteBatch;
 pub use cell::{newer_wins, validate_cell};
 pub use commitlog::{CommitLog, CommitLogConfig, CommitLogSync, LogRecord};
 pub use compaction::{Choice, CompactionConfig, SegmentSummary};
 pub use lsm::{Cells, Scan, Table, TableConfig, TableStats};
 pub use memtable::Memtable;
-pub use merge::{MergeIter, TombstonePolicy};
+pub use merge::{Cursor, MergeIter, TombstonePolicy};
 pub use tables::Tables;
