@@ -49,7 +49,7 @@ fn build(dir: &Path, pending: bool) -> BTreeMap<Vec<u8>, Vec<u8>> {
     for round in 0..3u32 {
         for i in round * 20..round * 20 + 30 {
             let v = format!("v{round}-{i}").into_bytes();
-            t.put(&key(i), &v).unwrap();
+            t.put(key(i), &v).unwrap();
             model.insert(key(i), v);
         }
         if round < 2 {

@@ -123,7 +123,7 @@ fn reopen_and_verify(dir: &Path, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
 
 fn fill(t: &Table, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, range: std::ops::Range<u32>, gen: u32) {
     for i in range {
-        t.put(&key(i), &val(i, gen)).unwrap();
+        t.put(key(i), val(i, gen)).unwrap();
         model.insert(key(i), val(i, gen));
     }
 }
@@ -142,14 +142,14 @@ fn commit_log_fsync_failure_poisons_and_reopen_recovers_acknowledged_writes() {
         t.flush().unwrap();
         fill(&t, &mut model, 20..60, 1);
         faults(&rules).add(FaultKind::Fsync, "commitlog-", 0, 1);
-        let e = t.put(&key(1000), b"never acknowledged").unwrap_err();
+        let e = t.put(key(1000), b"never acknowledged").unwrap_err();
         assert!(
             matches!(&e, Error::Io { op: "fsync", .. }),
             "the failing write reports the fsync: {e}"
         );
         // Never pretends: every later write is refused, though fsync would work again.
         for i in 0..5 {
-            let e = t.put(&key(2000 + i), b"x").unwrap_err();
+            let e = t.put(key(2000 + i), b"x").unwrap_err();
             assert!(matches!(e, Error::Poisoned(_)), "{e}");
         }
         let e = store
@@ -177,9 +177,9 @@ fn commit_log_fsync_failure_poisons_and_reopen_recovers_acknowledged_writes() {
         // refused ones are not.
         let store = Store::open(tmp.path(), cfg(FileRules::posix())).unwrap();
         let t = store.table("t").unwrap();
-        let maybe = t.get(&key(1000)).unwrap();
+        let maybe = t.get(key(1000)).unwrap();
         for i in 0..5 {
-            assert_eq!(t.get(&key(2000 + i)).unwrap(), None);
+            assert_eq!(t.get(key(2000 + i)).unwrap(), None);
         }
         if let Some(v) = maybe {
             model.insert(key(1000), v);
@@ -200,9 +200,9 @@ fn commit_log_write_failure_poisons() {
         let mut model = BTreeMap::new();
         fill(&t, &mut model, 0..30, 0);
         faults(&rules).add(kind, "commitlog-", 0, 1);
-        let e = t.put(&key(1000), b"never acknowledged").unwrap_err();
+        let e = t.put(key(1000), b"never acknowledged").unwrap_err();
         assert!(matches!(&e, Error::Io { op: "write", .. }), "{e}");
-        let e = t.put(&key(1001), b"x").unwrap_err();
+        let e = t.put(key(1001), b"x").unwrap_err();
         assert!(matches!(e, Error::Poisoned(_)), "{e}");
         drop(t);
         drop(store);

@@ -322,9 +322,9 @@ fn sequential_repair_sees_memtable_only_writes() {
     {
         let rs = cluster.replicas("t");
         for k in 0..10 {
-            rs[0].lsm().put(&key(k), b"only in a memtable").unwrap();
+            rs[0].lsm().put(key(k), b"only in a memtable").unwrap();
         }
-        rs[0].lsm().delete(&key(10)).unwrap();
+        rs[0].lsm().delete(key(10)).unwrap();
         assert_eq!(rs[0].lsm().stats().segments, 0);
         let opts = RepairOptions {
             parallelism: Parallelism::Sequential,

@@ -148,7 +148,7 @@ fn soak_under_refusing_windows_emulation() {
                         x ^= x << 17;
                         let k = key(si, w, (x % KEYS_PER_WRITER as u64) as u32);
                         n += 1;
-                        t.put(&k, &value(n)).unwrap();
+                        t.put(&k, value(n)).unwrap();
                         model.lock().insert(k, n);
                         ops[0].fetch_add(1, Ordering::Relaxed);
                     }

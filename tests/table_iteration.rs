@@ -531,7 +531,8 @@ fn keys_and_ranges_take_every_byte_string_form() {
     t.put("b", "2").unwrap();
     t.put(&owned, &owned).unwrap();
     t.put(slice, slice).unwrap();
-    t.put(b"e".to_vec(), String::from("5")).unwrap();
+    let (e, i): (Vec<u8>, Vec<u8>) = (b"e".to_vec(), b"i".to_vec());
+    t.put(e, String::from("5")).unwrap();
     t.put(&b"f"[..], vec![b'6']).unwrap();
     assert_eq!(t.get(b"a").unwrap(), Some(b"1".to_vec()));
     assert_eq!(t.get("b").unwrap(), Some(b"2".to_vec()));
@@ -556,7 +557,7 @@ fn keys_and_ranges_take_every_byte_string_form() {
         .put(&owned, &owned)
         .delete(slice)
         .delete("zz")
-        .put_at(b"i".to_vec(), "9", 1)
+        .put_at(i, "9", 1)
         .delete_at(&b"j"[..], 1);
     t.write(&b).unwrap();
     t.put("d", "4").unwrap();

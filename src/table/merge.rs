@@ -27,7 +27,7 @@
 //! is just the gc grace cutoff; in a minor one, the minimum of the gc grace cutoff and
 //! the `min_ts` of every overlapping segment left out.
 
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::ops::{Bound, Deref};
 
@@ -111,14 +111,14 @@ impl Cursor for MemtableCursor {
 /// A boxed cursor, for merging memtables and segments both ways.
 pub type BoxedCursor<'a> = Box<dyn Cursor + Send + 'a>;
 
-/// A cell pulled from a source and waiting in the heap.
+/// A cell pulled from a source and waiting in a heap. Ordered by key, then source:
+/// the forward heap holds `Reverse<Head>` (smallest key first), the backward heap
+/// `Head` (largest first); which of equal keys pops first does not matter.
 struct Head {
     entry: Entry,
-    src: usize,
+    src: u32,
     /// Taken from the source's back end (else its front).
     from_back: bool,
-    /// The heap's direction: forward pops the smallest key first.
-    fwd: bool,
 }
 
 impl PartialEq for Head {
@@ -134,14 +134,10 @@ impl PartialOrd for Head {
 }
 impl Ord for Head {
     fn cmp(&self, other: &Self) -> Ordering {
-        // `BinaryHeap` pops its greatest: the smallest key going forward, the largest
-        // going backward; on equal keys the lower source first (any order would do).
-        let keys = if self.fwd {
-            other.entry.key.cmp(&self.entry.key)
-        } else {
-            self.entry.key.cmp(&other.entry.key)
-        };
-        keys.then(other.src.cmp(&self.src))
+        self.entry
+            .key
+            .cmp(&other.entry.key)
+            .then(self.src.cmp(&other.src))
     }
 }
 
@@ -180,7 +176,9 @@ enum Dir {
 /// the merge's marks are the truth.
 pub struct MergeIter<I> {
     sources: Vec<Slot<I>>,
-    heap: BinaryHeap<Head>,
+    /// The fronts' cells going forward, the backs' going backward (one is empty).
+    fwd: BinaryHeap<Reverse<Head>>,
+    back: BinaryHeap<Head>,
     dir: Dir,
     policy: TombstonePolicy,
     error: Option<Error>,
@@ -205,7 +203,8 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
             })
             .collect();
         MergeIter {
-            heap: BinaryHeap::with_capacity(sources.len()),
+            fwd: BinaryHeap::with_capacity(sources.len()),
+            back: BinaryHeap::new(),
             sources,
             dir: Dir::Unset,
             policy,
@@ -218,8 +217,9 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
 
     /// Put the heap's cells back in their sources' slots.
     fn set_aside(&mut self) {
-        for h in self.heap.drain() {
-            let slot = &mut self.sources[h.src];
+        let fwd = self.fwd.drain().map(|h| h.0);
+        for h in fwd.chain(self.back.drain()) {
+            let slot = &mut self.sources[h.src as usize];
             if h.from_back {
                 slot.back = Some(h.entry);
             } else {
@@ -231,60 +231,95 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
 
     /// Check a cell of source `src` against the key it yielded last in this direction
     /// (invariant 3).
+    #[inline]
     fn in_order(&mut self, src: usize, e: &Entry, prev: Option<&[u8]>, fwd: bool) -> bool {
-        let ok = prev.is_none_or(|p| {
-            if fwd {
-                e.key.as_slice() > p
-            } else {
-                e.key.as_slice() < p
-            }
-        });
+        let ok = match prev {
+            None => true,
+            Some(p) if fwd => e.key.as_slice() > p,
+            Some(p) => e.key.as_slice() < p,
+        };
         if !ok {
-            let order = if fwd { "ascending" } else { "descending" };
-            self.error = Some(Error::InvalidArgument(format!(
-                "merge source {src} is not in strictly {order} key order"
-            )));
+            self.out_of_order(src, fwd);
         }
         ok
+    }
+
+    #[cold]
+    fn out_of_order(&mut self, src: usize, fwd: bool) {
+        let order = if fwd { "ascending" } else { "descending" };
+        self.error = Some(Error::InvalidArgument(format!(
+            "merge source {src} is not in strictly {order} key order"
+        )));
     }
 
     /// Source `src`'s next cell going forward, into the heap: a cell set aside from its
     /// front, else its front's next, else (its front being exhausted) a cell set aside
     /// from its back. `prev` is the key it gave last.
+    #[inline]
     fn pull_front(&mut self, src: usize, prev: Option<&[u8]>) {
         if self.error.is_some() {
             return;
         }
         let slot = &mut self.sources[src];
-        let mut found = slot.front.take().map(|e| (e, false));
-        if found.is_none() && !slot.front_end {
+        let (entry, from_back) = if let Some(e) = slot.front.take() {
+            (e, false)
+        } else if slot.front_end {
+            match slot.back.take() {
+                Some(e) => (e, true),
+                None => return,
+            }
+        } else {
             match slot.it.next() {
-                Some(Ok(e)) => found = Some((e, false)),
+                Some(Ok(e)) => (e, false),
                 Some(Err(e)) => {
                     self.error = Some(e);
                     return;
                 }
-                None => slot.front_end = true,
+                None => {
+                    slot.front_end = true;
+                    match slot.back.take() {
+                        Some(e) => (e, true),
+                        None => return,
+                    }
+                }
             }
-        }
-        if found.is_none() {
-            found = slot.back.take().map(|e| (e, true));
-        }
-        if let Some((entry, from_back)) = found {
-            if self.in_order(src, &entry, prev, true) {
-                self.heap.push(Head {
-                    entry,
-                    src,
-                    from_back,
-                    fwd: true,
-                });
-            }
+        };
+        if self.in_order(src, &entry, prev, true) {
+            self.fwd.push(Reverse(Head {
+                entry,
+                src: src as u32,
+                from_back,
+            }));
         }
     }
 
-    /// Pop the next winner off the heap (in its direction), refilling from each source
+    /// The next cell off the heap of direction `FWD`.
+    #[inline]
+    fn pop<const FWD: bool>(&mut self) -> Option<Head> {
+        if FWD {
+            self.fwd.pop().map(|h| h.0)
+        } else {
+            self.back.pop()
+        }
+    }
+
+    /// The key on top of the heap of direction `FWD`.
+    #[inline]
+    fn peek_key<const FWD: bool>(&self) -> Option<&[u8]> {
+        if FWD {
+            self.fwd.peek().map(|h| h.0.entry.key.as_slice())
+        } else {
+            self.back.peek().map(|h| h.entry.key.as_slice())
+        }
+    }
+
+    /// Pop the next winner off the heap of direction `FWD`, refilling from each source
     /// popped with `refill`, and apply the tombstone policy.
-    fn step(&mut self, refill: fn(&mut Self, usize, Option<&[u8]>)) -> Option<Result<Entry>> {
+    #[inline]
+    fn step<const FWD: bool>(
+        &mut self,
+        refill: impl Fn(&mut Self, usize, Option<&[u8]>),
+    ) -> Option<Result<Entry>> {
         loop {
             if let Some(e) = self.error.take() {
                 return Some(Err(e));
@@ -293,11 +328,11 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
                 entry: mut winner,
                 src,
                 ..
-            } = self.heap.pop()?;
-            refill(self, src, Some(&winner.key));
-            while self.heap.peek().is_some_and(|h| h.entry.key == winner.key) {
-                let Head { entry, src, .. } = self.heap.pop().expect("peeked");
-                refill(self, src, Some(&entry.key));
+            } = self.pop::<FWD>()?;
+            refill(self, src as usize, Some(&winner.key));
+            while self.peek_key::<FWD>() == Some(winner.key.as_slice()) {
+                let Head { entry, src, .. } = self.pop::<FWD>().expect("peeked");
+                refill(self, src as usize, Some(&entry.key));
                 let wins = cmp_versions(
                     entry.ts,
                     entry.tombstone,
@@ -321,10 +356,10 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
                 TombstonePolicy::DropOlderThan(cutoff) => winner.ts >= cutoff,
             };
             if keep {
-                let mark = if self.dir == Dir::Backward {
-                    &mut self.back_mark
-                } else {
+                let mark = if FWD {
                     &mut self.front_mark
+                } else {
+                    &mut self.back_mark
                 };
                 range::mark_excluded(mark, &winner.key);
                 return Some(Ok(winner));
@@ -332,16 +367,17 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
         }
     }
 
-    /// One step in direction `dir`, building its heap first if needed; an error ends
+    /// One step in direction `FWD`, building its heap first if needed; an error ends
     /// the iterator (invariant 3).
-    fn advance(
+    #[inline]
+    fn advance<const FWD: bool>(
         &mut self,
-        dir: Dir,
-        refill: fn(&mut Self, usize, Option<&[u8]>),
+        refill: impl Fn(&mut Self, usize, Option<&[u8]>),
     ) -> Option<Result<Entry>> {
         if self.failed {
             return None;
         }
+        let dir = if FWD { Dir::Forward } else { Dir::Backward };
         if self.dir != dir {
             self.set_aside();
             for src in 0..self.sources.len() {
@@ -349,7 +385,7 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
             }
             self.dir = dir;
         }
-        let r = self.step(refill);
+        let r = self.step::<FWD>(refill);
         if matches!(r, Some(Err(_))) {
             self.failed = true;
         }
@@ -365,29 +401,35 @@ impl<I: DoubleEndedIterator<Item = Result<Entry>>> MergeIter<I> {
             return;
         }
         let slot = &mut self.sources[src];
-        let mut found = slot.back.take().map(|e| (e, true));
-        if found.is_none() && !slot.back_end {
+        let (entry, from_back) = if let Some(e) = slot.back.take() {
+            (e, true)
+        } else if slot.back_end {
+            match slot.front.take() {
+                Some(e) => (e, false),
+                None => return,
+            }
+        } else {
             match slot.it.next_back() {
-                Some(Ok(e)) => found = Some((e, true)),
+                Some(Ok(e)) => (e, true),
                 Some(Err(e)) => {
                     self.error = Some(e);
                     return;
                 }
-                None => slot.back_end = true,
+                None => {
+                    slot.back_end = true;
+                    match slot.front.take() {
+                        Some(e) => (e, false),
+                        None => return,
+                    }
+                }
             }
-        }
-        if found.is_none() {
-            found = slot.front.take().map(|e| (e, false));
-        }
-        if let Some((entry, from_back)) = found {
-            if self.in_order(src, &entry, prev, false) {
-                self.heap.push(Head {
-                    entry,
-                    src,
-                    from_back,
-                    fwd: false,
-                });
-            }
+        };
+        if self.in_order(src, &entry, prev, false) {
+            self.back.push(Head {
+                entry,
+                src: src as u32,
+                from_back,
+            });
         }
     }
 }
@@ -411,7 +453,8 @@ impl<I: Cursor> MergeIter<I> {
     /// Drop every cell taken from the sources and move both ends of every source to
     /// the marks.
     fn reposition(&mut self) {
-        self.heap.clear();
+        self.fwd.clear();
+        self.back.clear();
         self.dir = Dir::Unset;
         for slot in &mut self.sources {
             slot.front = None;
@@ -428,13 +471,13 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for MergeIter<I> {
     type Item = Result<Entry>;
 
     fn next(&mut self) -> Option<Result<Entry>> {
-        self.advance(Dir::Forward, Self::pull_front)
+        self.advance::<true>(Self::pull_front)
     }
 }
 
 impl<I: DoubleEndedIterator<Item = Result<Entry>>> DoubleEndedIterator for MergeIter<I> {
     fn next_back(&mut self) -> Option<Result<Entry>> {
-        self.advance(Dir::Backward, Self::pull_back)
+        self.advance::<false>(Self::pull_back)
     }
 }
 
