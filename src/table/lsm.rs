@@ -21,6 +21,24 @@
 //!    cell outside the compaction (segments left out, memtables) — see
 //!    [`crate::table::merge`]. Cells written later with an explicit timestamp older
 //!    than `gc_grace` may resurrect deleted data, as in Cassandra.
+//!
+//! # Iteration
+//! [`Table::scan`] (live rows), [`Table::scan_cells`] (winning cells, tombstones
+//! included) and [`Table::scan_prefix`] merge a cursor per memtable and per segment
+//! ([`crate::table::merge`]) with the same reconciliation as point reads. Ranges are
+//! [`KeyRange`]s: `..`, `b"a"..b"b"`, `"a"..="b"`, `k.clone()..`, `(Bound, Bound)`, over
+//! any `AsRef<[u8]>` key, so no call needs a turbofish. Keys of `get`, `put`, `delete`,
+//! `get_cell` and [`WriteBatch`] are `impl AsRef<[u8]>` too.
+//!
+//! A [`Scan`] (and [`Cells`]) is a [`DoubleEndedIterator`]: `scan(..).rev()` walks
+//! backward, and `next` and `next_back` may be mixed, meeting in the middle with every
+//! key yielded once. [`Scan::seek`] moves the front to the first key at or above a key,
+//! [`Scan::seek_back`] the back to the last key at or below one; a seek is absolute
+//! within the scan's range (it can go back to keys already yielded), never crosses what
+//! the other end has yielded, and repositions every source in place: a memtable cursor
+//! by its key bound, a segment cursor by one index lookup at its next step. Segments
+//! are walked forward through the data file and backward through the index entries,
+//! each record read and checked through its entry.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
