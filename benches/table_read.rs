@@ -56,7 +56,7 @@ fn load(dir: &std::path::Path) {
     let t = store.table("bench").unwrap();
     let value = [0x5au8; 100];
     for i in 0..KEYS {
-        t.put(&key(i), &value).unwrap();
+        t.put(key(i), value).unwrap();
         if (i + 1) % (KEYS / LOAD_FLUSHES) == 0 {
             t.flush().unwrap();
         }
@@ -74,7 +74,7 @@ fn gets(t: &Table, iters: u64, rng: &mut u64) -> Duration {
         *rng ^= *rng << 13;
         *rng ^= *rng >> 7;
         *rng ^= *rng << 17;
-        let v = t.get(&key(*rng % KEYS)).unwrap();
+        let v = t.get(key(*rng % KEYS)).unwrap();
         assert!(v.is_some());
     }
     start.elapsed()
@@ -105,7 +105,7 @@ fn table_read(c: &mut Criterion) {
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     // A second segment, so the major compaction rewrites everything.
-                    t.put(&key(n % KEYS), &[0xa5u8; 100]).unwrap();
+                    t.put(key(n % KEYS), [0xa5u8; 100]).unwrap();
                     t.compact().unwrap();
                     n += 1;
                     merges.store(n, Ordering::Relaxed);

@@ -58,7 +58,7 @@ fn round(t: &Arc<Table>, threads: usize, per_thread: u64, next_key: &AtomicU64) 
                 s.spawn(move || {
                     start.wait();
                     for k in first..first + per_thread {
-                        t.put(format!("key{k:012}").as_bytes(), &VALUE).unwrap();
+                        t.put(format!("key{k:012}").as_bytes(), VALUE).unwrap();
                     }
                     Instant::now()
                 })

@@ -31,10 +31,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = Store::open(&dir, Config::default())?;
     let users = store.table("users")?;
     for i in 0..USERS {
-        users.put(&key(i), format!("profile of user {i}").as_bytes())?;
+        users.put(key(i), format!("profile of user {i}").as_bytes())?;
     }
     for i in (0..USERS).step_by(10) {
-        users.delete(&key(i))?;
+        users.delete(key(i))?;
     }
     users.flush()?;
     let segments = users.stats().segments;
@@ -62,7 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (mut gets, mut hits) = (0u32, 0u32);
         for i in (0..USERS).step_by(7) {
             gets += 1;
-            if let Some(value) = users.get(&key(i))? {
+            if let Some(value) = users.get(key(i))? {
                 assert_eq!(value, format!("profile of user {i}").as_bytes());
                 hits += 1;
             }

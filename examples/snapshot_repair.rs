@@ -159,8 +159,8 @@ fn print_repair(report: &RepairReport) {
 /// Compare every key's winning cell (value, timestamp, tombstone) on both tables, by
 /// full scans and by point reads. Returns the number of keys and the differing keys.
 fn compare(a: &Table, b: &Table) -> Res<(usize, Vec<String>)> {
-    let sa = a.scan_cells::<[u8]>(..)?.collect::<Result<Vec<_>, _>>()?;
-    let sb = b.scan_cells::<[u8]>(..)?.collect::<Result<Vec<_>, _>>()?;
+    let sa = a.scan_cells(..)?.collect::<Result<Vec<_>, _>>()?;
+    let sb = b.scan_cells(..)?.collect::<Result<Vec<_>, _>>()?;
     let keys: BTreeSet<&[u8]> = sa.iter().chain(&sb).map(|c| c.key.as_slice()).collect();
     let mut differ = Vec::new();
     for k in &keys {

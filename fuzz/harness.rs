@@ -112,6 +112,24 @@ pub fn segment(data: &[u8]) {
                 }
             }
         }
+        // Backward, through the index entries, and seeks of both ends.
+        if let Ok(it) = SegmentIter::new::<&[u8]>(&r, ..) {
+            for e in it.rev().take(10_000) {
+                if e.is_err() {
+                    break;
+                }
+            }
+        }
+        if let Ok(mut it) = SegmentIter::new(&r, key(20).as_slice()..=key(80).as_slice()) {
+            it.seek_back(&key(70));
+            it.seek(&key(40));
+            for _ in 0..10_000 {
+                match (it.next_back(), it.next()) {
+                    (Some(Ok(_)), _) | (_, Some(Ok(_))) => {}
+                    _ => break,
+                }
+            }
+        }
     }
 }
 

@@ -66,6 +66,7 @@ pub mod format;
 pub mod io;
 pub mod layout;
 pub mod lifecycle;
+pub mod range;
 mod recovery;
 pub mod repair;
 pub mod segment;

@@ -49,7 +49,7 @@ fn build(dir: &Path, pending: bool) -> BTreeMap<Vec<u8>, Vec<u8>> {
     for round in 0..3u32 {
         for i in round * 20..round * 20 + 30 {
             let v = format!("v{round}-{i}").into_bytes();
-            t.put(&key(i), &v).unwrap();
+            t.put(key(i), &v).unwrap();
             model.insert(key(i), v);
         }
         if round < 2 {
@@ -417,7 +417,7 @@ fn commit_log_without_missing_records_opens() {
     let t = store.table("t").unwrap();
     let mut model = BTreeMap::new();
     for i in 0..200u32 {
-        t.put(&key(i), b"v").unwrap();
+        t.put(key(i), b"v").unwrap();
         model.insert(key(i), b"v".to_vec());
         if i % 50 == 49 {
             t.flush().unwrap();
@@ -456,7 +456,7 @@ fn commit_log_without_missing_records_opens() {
     }
     let store = open(dir).unwrap();
     assert_eq!(
-        store.table("t").unwrap().get(&key(7)).unwrap().as_deref(),
+        store.table("t").unwrap().get(key(7)).unwrap().as_deref(),
         Some(&b"v"[..])
     );
     store.close().unwrap();

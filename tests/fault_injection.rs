@@ -85,7 +85,7 @@ fn check(t: &Table, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
             String::from_utf8_lossy(k)
         );
     }
-    let n = t.scan::<[u8]>(..).unwrap().count();
+    let n = t.scan(..).unwrap().count();
     assert_eq!(n, model.len());
 }
 
@@ -127,7 +127,7 @@ fn reopen_and_verify(dir: &Path, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
 
 fn fill(t: &Table, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, range: std::ops::Range<u32>, gen: u32) {
     for i in range {
-        t.put(&key(i), &val(i, gen)).unwrap();
+        t.put(key(i), val(i, gen)).unwrap();
         model.insert(key(i), val(i, gen));
     }
 }
@@ -146,14 +146,14 @@ fn commit_log_fsync_failure_poisons_and_reopen_recovers_acknowledged_writes() {
         t.flush().unwrap();
         fill(&t, &mut model, 20..60, 1);
         faults(&rules).add(FaultKind::Fsync, "commitlog-", 0, 1);
-        let e = t.put(&key(1000), b"never acknowledged").unwrap_err();
+        let e = t.put(key(1000), b"never acknowledged").unwrap_err();
         assert!(
             matches!(&e, Error::Io { op: "fsync", .. }),
             "the failing write reports the fsync: {e}"
         );
         // Never pretends: every later write is refused, though fsync would work again.
         for i in 0..5 {
-            let e = t.put(&key(2000 + i), b"x").unwrap_err();
+            let e = t.put(key(2000 + i), b"x").unwrap_err();
             assert!(matches!(e, Error::Poisoned(_)), "{e}");
         }
         let e = store
@@ -181,9 +181,9 @@ fn commit_log_fsync_failure_poisons_and_reopen_recovers_acknowledged_writes() {
         // refused ones are not.
         let store = Store::open(tmp.path(), cfg(FileRules::posix())).unwrap();
         let t = store.table("t").unwrap();
-        let maybe = t.get(&key(1000)).unwrap();
+        let maybe = t.get(key(1000)).unwrap();
         for i in 0..5 {
-            assert_eq!(t.get(&key(2000 + i)).unwrap(), None);
+            assert_eq!(t.get(key(2000 + i)).unwrap(), None);
         }
         if let Some(v) = maybe {
             model.insert(key(1000), v);
@@ -204,9 +204,9 @@ fn commit_log_write_failure_poisons() {
         let mut model = BTreeMap::new();
         fill(&t, &mut model, 0..30, 0);
         faults(&rules).add(kind, "commitlog-", 0, 1);
-        let e = t.put(&key(1000), b"never acknowledged").unwrap_err();
+        let e = t.put(key(1000), b"never acknowledged").unwrap_err();
         assert!(matches!(&e, Error::Io { op: "write", .. }), "{e}");
-        let e = t.put(&key(1001), b"x").unwrap_err();
+        let e = t.put(key(1001), b"x").unwrap_err();
         assert!(matches!(e, Error::Poisoned(_)), "{e}");
         drop(t);
         drop(store);
@@ -470,7 +470,7 @@ fn writers_stalled_behind_a_failing_flush_get_the_error() {
             let mut acked = Vec::new();
             for i in 0..2_000u32 {
                 let k = key(w * 10_000 + i);
-                match t.put(&k, &val(i, w)) {
+                match t.put(&k, val(i, w)) {
                     Ok(()) => acked.push((k, val(i, w))),
                     Err(e) => {
                         let _ = tx.send((w, Some(e), acked));

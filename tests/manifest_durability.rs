@@ -41,12 +41,12 @@ fn failed_directory_fsync_after_a_manifest_rename_poisons_and_deletes_nothing() 
         let t = store.table("t").unwrap();
         let mut model = BTreeMap::new();
         for i in 0..30 {
-            t.put(&key(i), b"one").unwrap();
+            t.put(key(i), b"one").unwrap();
             model.insert(key(i), b"one".to_vec());
         }
         t.flush().unwrap();
         for i in 20..50 {
-            t.put(&key(i), b"two").unwrap();
+            t.put(key(i), b"two").unwrap();
             model.insert(key(i), b"two".to_vec());
         }
         // The segment writer fsyncs the store directory twice (before its meta rename,

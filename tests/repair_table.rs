@@ -240,12 +240,7 @@ fn repair_and_check(rs: &[TableReplica<'_>], model: &BTreeMap<Vec<u8>, Row>, par
     let want: Vec<Row> = model.values().cloned().collect();
     for r in rs {
         assert_eq!(r.scan().unwrap(), want, "{}", r.id());
-        let live: Vec<(Vec<u8>, Vec<u8>)> = r
-            .lsm()
-            .scan::<[u8]>(..)
-            .unwrap()
-            .map(|c| c.unwrap())
-            .collect();
+        let live: Vec<(Vec<u8>, Vec<u8>)> = r.lsm().scan(..).unwrap().map(|c| c.unwrap()).collect();
         let want_live: Vec<(Vec<u8>, Vec<u8>)> = want
             .iter()
             .filter(|c| !c.tombstone)
@@ -327,9 +322,9 @@ fn sequential_repair_sees_memtable_only_writes() {
     {
         let rs = cluster.replicas("t");
         for k in 0..10 {
-            rs[0].lsm().put(&key(k), b"only in a memtable").unwrap();
+            rs[0].lsm().put(key(k), b"only in a memtable").unwrap();
         }
-        rs[0].lsm().delete(&key(10)).unwrap();
+        rs[0].lsm().delete(key(10)).unwrap();
         assert_eq!(rs[0].lsm().stats().segments, 0);
         let opts = RepairOptions {
             parallelism: Parallelism::Sequential,

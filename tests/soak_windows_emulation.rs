@@ -91,7 +91,7 @@ fn check_all(store: &Store, model: &BTreeMap<Vec<u8>, u64>) {
         let v = t.get(k).unwrap().unwrap_or_else(|| panic!("{k:?} missing"));
         assert_eq!(counter(&v), *n, "{}", String::from_utf8_lossy(k));
     }
-    assert_eq!(t.scan::<[u8]>(..).unwrap().count(), model.len());
+    assert_eq!(t.scan(..).unwrap().count(), model.len());
 }
 
 fn repair(a: &Store, b: &Store) {
@@ -148,7 +148,7 @@ fn soak_under_refusing_windows_emulation() {
                         x ^= x << 17;
                         let k = key(si, w, (x % KEYS_PER_WRITER as u64) as u32);
                         n += 1;
-                        t.put(&k, &value(n)).unwrap();
+                        t.put(&k, value(n)).unwrap();
                         model.lock().insert(k, n);
                         ops[0].fetch_add(1, Ordering::Relaxed);
                     }
@@ -175,7 +175,7 @@ fn soak_under_refusing_windows_emulation() {
                     }
                     // Only writes acknowledged before the scan starts must show in it.
                     let acknowledged_before = !model.lock().is_empty();
-                    let scanned = t.scan::<[u8]>(..).unwrap().count();
+                    let scanned = t.scan(..).unwrap().count();
                     assert!(scanned > 0 || !acknowledged_before);
                 }
             });

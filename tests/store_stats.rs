@@ -19,7 +19,7 @@ fn locked_index_maps_show_in_store_stats_from_the_kernel() {
     let store = Store::open(tmp.path(), cfg).unwrap();
     let t = store.table("t").unwrap();
     for i in 0..5000u32 {
-        t.put(format!("key{i:06}").as_bytes(), &[1u8; 64]).unwrap();
+        t.put(format!("key{i:06}").as_bytes(), [1u8; 64]).unwrap();
     }
     t.flush().unwrap();
     let segs = store.segment_stats();
@@ -75,7 +75,7 @@ fn standard_mode_index_cache_shows_in_store_stats() {
     let t = store.table("t").unwrap();
     for round in 0..2u32 {
         for i in 0..5000u32 {
-            t.put(format!("key{i:06}").as_bytes(), &round.to_le_bytes())
+            t.put(format!("key{i:06}").as_bytes(), round.to_le_bytes())
                 .unwrap();
         }
         t.flush().unwrap();

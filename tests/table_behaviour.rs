@@ -52,7 +52,7 @@ fn flushes_release_commit_log_files_through_the_deleter() {
     let store = Store::open(tmp.path(), cfg(FileRules::posix())).unwrap();
     let t = store.table("t").unwrap();
     for i in 0..300 {
-        t.put(&key(i), b"some value bytes").unwrap();
+        t.put(key(i), b"some value bytes").unwrap();
     }
     let before = log_files(store.dir());
     assert!(before > 5, "{before}");
@@ -71,7 +71,7 @@ fn flushes_release_commit_log_files_through_the_deleter() {
         0,
         "flushed records are not replayed"
     );
-    assert_eq!(t.scan::<[u8]>(..).unwrap().count(), 300);
+    assert_eq!(t.scan(..).unwrap().count(), 300);
 }
 
 #[test]
@@ -83,11 +83,11 @@ fn major_compaction_purges_tombstones_past_gc_grace_only() {
         let store = Store::open(tmp.path(), c).unwrap();
         let t = store.table("t").unwrap();
         for i in 0..100 {
-            t.put(&key(i), b"v").unwrap();
+            t.put(key(i), b"v").unwrap();
         }
         t.flush().unwrap();
         for i in 0..50 {
-            t.delete(&key(i * 2)).unwrap();
+            t.delete(key(i * 2)).unwrap();
         }
         t.compact().unwrap();
         let view = t.segments().view();
@@ -99,7 +99,7 @@ fn major_compaction_purges_tombstones_past_gc_grace_only() {
             assert_eq!((stats.entry_count, stats.tombstone_count), (100, 50));
         }
         for i in 0..100 {
-            assert_eq!(t.get(&key(i)).unwrap().is_some(), i % 2 == 1, "{i}");
+            assert_eq!(t.get(key(i)).unwrap().is_some(), i % 2 == 1, "{i}");
         }
     }
 }
@@ -120,15 +120,14 @@ fn minor_compaction_keeps_a_tombstone_that_shadows_a_segment_left_out() {
     let t = store.table("t").unwrap();
     // A big old segment holding the key...
     let mut b = WriteBatch::new();
-    b.put_at(b"victim".to_vec(), b"old value".to_vec(), 10);
+    b.put_at(b"victim", b"old value", 10);
     for i in 0..300 {
         b.put_at(key(i), vec![7u8; 64], 10);
     }
     t.write(&b).unwrap();
     t.flush().unwrap();
     // ...then four small ones, one with its tombstone: they form their own tier.
-    t.write(WriteBatch::new().delete_at(b"victim".to_vec(), 20))
-        .unwrap();
+    t.write(WriteBatch::new().delete_at(b"victim", 20)).unwrap();
     t.flush().unwrap();
     for i in 0..3 {
         t.put(format!("small{i}").as_bytes(), b"x").unwrap();
@@ -153,22 +152,17 @@ fn explicit_timestamps_resolve_across_memtable_and_segments() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open(tmp.path(), cfg(FileRules::posix())).unwrap();
     let t = store.table("t").unwrap();
-    t.write(WriteBatch::new().put_at(b"k".to_vec(), b"new".to_vec(), 100))
+    t.write(WriteBatch::new().put_at(b"k", b"new", 100))
         .unwrap();
     t.flush().unwrap();
-    t.write(WriteBatch::new().put_at(b"k".to_vec(), b"old".to_vec(), 50))
-        .unwrap();
+    t.write(WriteBatch::new().put_at(b"k", b"old", 50)).unwrap();
     assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"new"[..]));
-    assert_eq!(
-        t.scan::<[u8]>(..).unwrap().next().unwrap().unwrap().1,
-        b"new"
-    );
+    assert_eq!(t.scan(..).unwrap().next().unwrap().unwrap().1, b"new");
     // Equal timestamps: the larger value, then a tombstone.
-    t.write(WriteBatch::new().put_at(b"k".to_vec(), b"newer".to_vec(), 100))
+    t.write(WriteBatch::new().put_at(b"k", b"newer", 100))
         .unwrap();
     assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"newer"[..]));
-    t.write(WriteBatch::new().delete_at(b"k".to_vec(), 100))
-        .unwrap();
+    t.write(WriteBatch::new().delete_at(b"k", 100)).unwrap();
     assert_eq!(t.get(b"k").unwrap(), None);
     let cell = t.get_cell(b"k").unwrap().unwrap();
     assert!(cell.tombstone && cell.ts == 100);
@@ -203,7 +197,7 @@ fn torn_commit_log_tail_after_a_crash_loses_only_the_torn_write() {
         let store = Store::open(tmp.path(), c.clone()).unwrap();
         let t = store.table("t").unwrap();
         for i in 0..50 {
-            t.put(&key(i), b"value").unwrap();
+            t.put(key(i), b"value").unwrap();
         }
         // Crash: no close, no flush.
     }
@@ -223,16 +217,16 @@ fn torn_commit_log_tail_after_a_crash_loses_only_the_torn_write() {
     for round in 0..2 {
         let store = Store::open(tmp.path(), c.clone()).unwrap();
         let t = store.table("t").unwrap();
-        let keys: Vec<_> = t.scan::<[u8]>(..).unwrap().map(|r| r.unwrap().0).collect();
+        let keys: Vec<_> = t.scan(..).unwrap().map(|r| r.unwrap().0).collect();
         if round == 0 {
             assert_eq!(keys, (0..49).map(key).collect::<Vec<_>>());
         } else {
             // The torn tail is now in an older file, followed by a file that continues
             // at its sequence number: tolerated, and the rewrite is there.
             assert_eq!(keys, (0..50).map(key).collect::<Vec<_>>());
-            assert_eq!(t.get(&key(49)).unwrap().as_deref(), Some(&b"again"[..]));
+            assert_eq!(t.get(key(49)).unwrap().as_deref(), Some(&b"again"[..]));
         }
-        t.put(&key(49), b"again").unwrap();
+        t.put(key(49), b"again").unwrap();
         drop(t);
         drop(store); // crash again: the old torn tail is now in an older file
     }
@@ -286,8 +280,7 @@ fn concurrent_writers_and_readers_with_background_flush_and_compaction() {
         std::thread::spawn(move || {
             let mut scans = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let keys: Vec<Vec<u8>> =
-                    t.scan::<[u8]>(..).unwrap().map(|r| r.unwrap().0).collect();
+                let keys: Vec<Vec<u8>> = t.scan(..).unwrap().map(|r| r.unwrap().0).collect();
                 assert!(keys.windows(2).all(|w| w[0] < w[1]));
                 scans += 1;
             }
@@ -319,7 +312,7 @@ fn concurrent_writers_and_readers_with_background_flush_and_compaction() {
     eprintln!("{s:?}; {:?}", store.tables().commit_log().stats());
     assert!(s.flushes >= 5 && s.compactions >= 1, "{s:?}");
     let check = |t: &segstore::table::Table| {
-        let all: Vec<_> = t.scan::<[u8]>(..).unwrap().map(|r| r.unwrap()).collect();
+        let all: Vec<_> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
         assert_eq!(all.len(), 800);
         for (k, v) in all {
             let k = String::from_utf8(k).unwrap();
@@ -345,7 +338,7 @@ fn windows_rules_defer_deleting_compacted_segments_while_a_scan_maps_them() {
     let t = store.table("t").unwrap();
     for round in 0..4u32 {
         for i in 0..50 {
-            t.put(&key(i * 4 + round), format!("r{round}").as_bytes())
+            t.put(key(i * 4 + round), format!("r{round}").as_bytes())
                 .unwrap();
         }
         t.flush().unwrap();
@@ -357,7 +350,7 @@ fn windows_rules_defer_deleting_compacted_segments_while_a_scan_maps_them() {
         .iter()
         .flat_map(|h| h.segment().component_paths().to_vec())
         .collect();
-    let mut scan = t.scan::<[u8]>(..).unwrap();
+    let mut scan = t.scan(..).unwrap();
     let first = scan.next().unwrap().unwrap();
     t.compact().unwrap();
     assert_eq!(t.stats().segments, 1);

@@ -1,7 +1,9 @@
 //! Tables against a BTreeMap model: random puts, deletes, writes with explicit (old)
 //! timestamps, batches, flushes, major compactions, clean reopens and crash reopens
 //! (drop without close: the commit log replays), with tiny memtables, log files and
-//! compaction thresholds so every path runs. Reads are checked after every step.
+//! compaction thresholds so every path runs. Reads (gets, forward, reverse, bounded
+//! and prefix scans) are checked every 25 steps. `tests/table_iteration.rs` covers
+//! iteration (reverse, seeks, prefixes) in depth.
 
 mod common;
 
@@ -90,9 +92,24 @@ fn check(store: &Store, model: &Model, rng: &mut Rng) {
     for table in ["alpha", "beta"] {
         let t = store.table(table).unwrap();
         let want = model.live(table);
-        let got: Vec<_> = t.scan::<[u8]>(..).unwrap().map(|r| r.unwrap()).collect();
+        let got: Vec<_> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
         assert_eq!(got.len(), want.len(), "table {table}: scan length");
         assert_eq!(got, want, "table {table}: scan");
+        let mut back: Vec<_> = t.scan(..).unwrap().rev().map(|r| r.unwrap()).collect();
+        back.reverse();
+        assert_eq!(back, want, "table {table}: reverse scan");
+        let prefix = format!("k{:02}", rng.next() % 12).into_bytes();
+        let got: Vec<_> = t
+            .scan_prefix(&prefix)
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        let want_prefix: Vec<_> = want
+            .iter()
+            .filter(|(k, _)| k.starts_with(&prefix))
+            .cloned()
+            .collect();
+        assert_eq!(got, want_prefix, "table {table}: prefix scan");
         for _ in 0..20 {
             let k = format!("k{:03}", rng.next() % 120).into_bytes();
             let want = model

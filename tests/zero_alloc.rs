@@ -172,21 +172,21 @@ fn warm_get_with_allocates_nothing_in_any_mode() {
         let store = Store::open(tdir.path(), config).unwrap();
         let t = store.table("za").unwrap();
         for i in 0..N {
-            t.put(&key(i), &value(i)).unwrap();
+            t.put(key(i), value(i)).unwrap();
         }
         t.flush().unwrap();
         for &i in &probes {
-            t.get(&key(i)).unwrap().unwrap();
-            t.get(&missing(i)).unwrap();
+            t.get(key(i)).unwrap().unwrap();
+            t.get(missing(i)).unwrap();
         }
         let hits = allocs_in(|| {
             for &i in &probes {
-                t.get(&key(i)).unwrap().unwrap();
+                t.get(key(i)).unwrap().unwrap();
             }
         });
         let misses = allocs_in(|| {
             for &i in &probes {
-                assert!(t.get(&missing(i)).unwrap().is_none());
+                assert!(t.get(missing(i)).unwrap().is_none());
             }
         });
         println!(

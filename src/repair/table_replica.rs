@@ -102,13 +102,13 @@ impl<'a> TableReplica<'a> {
 
     /// Every winning cell in key order, tombstones included.
     pub fn scan(&self) -> Result<Vec<Row>> {
-        self.table.scan_cells::<[u8]>(..)?.collect()
+        self.table.scan_cells(..)?.collect()
     }
 }
 
 impl RowSource for TableReplica<'_> {
     fn rows(&self, ranges: &[TokenRange]) -> Result<RowIter<'_>> {
-        let cells = self.table.scan_cells::<[u8]>(..)?;
+        let cells = self.table.scan_cells(..)?;
         if ranges == [TokenRange::FULL] {
             return Ok(Box::new(cells));
         }

@@ -4,10 +4,11 @@
 
 use std::ops::{Bound, Deref, RangeBounds};
 
-use super::reader::{SegmentReader, Source};
+use super::reader::{Located, SegmentReader, Source};
 use crate::error::{Error, Result};
 use crate::format::record::{self, RecordRef, MAX_HEADER_LEN};
 use crate::format::Malformed;
+use crate::range;
 
 /// Standard-mode read-ahead: the first read of a scan is `FIRST_CHUNK` bytes (a short scan
 /// should not pay for 64 KiB), each later one twice the last, up to `CHUNK`.
@@ -27,19 +28,58 @@ pub struct Entry {
     pub tombstone: bool,
 }
 
-/// Iterator over the cells of one segment in key order. Generic over how it holds the
-/// reader: `&SegmentReader`, `Arc<SegmentReader>`, or a lifecycle handle that keeps the
-/// segment (and so its mappings) alive while the iterator lives.
+/// Iterator over the cells of one segment in key order, from either end. Generic over
+/// how it holds the reader: `&SegmentReader`, `Arc<SegmentReader>`, or a lifecycle
+/// handle that keeps the segment (and so its mappings) alive while the iterator lives.
+///
+/// Forward, it walks the data file from the record the index gives for the range's
+/// start. Backward ([`DoubleEndedIterator`]), it walks the index entries from the last
+/// key in the range down, block by block, and reads each record through its entry (its
+/// checksum checked, its key compared with the entry's). The two ends meet: a cell is
+/// yielded once, by whichever end reaches it first.
+///
+/// [`SegmentIter::seek`] and [`SegmentIter::seek_back`] reposition one end within the
+/// range (either way: a seek is absolute), without touching the other. After an error
+/// the iterator is done.
 pub struct SegmentIter<R: Deref<Target = SegmentReader>> {
     reader: R,
-    pos: u64,
-    end_pos: u64,
-    skip_equal: Option<Vec<u8>>,
+    /// The range given at creation.
+    start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
+    /// The range after seeks: the front yields nothing below `lo`, the back nothing
+    /// above `hi`; each end checks the other's bound too.
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    /// The front's next data offset, once found (`None`: find it from `lo`).
+    pos: Option<u64>,
+    /// The record at `pos` equals an excluded `lo`: skip it.
+    skip_equal: bool,
+    /// The front stops here: the data offset of the last cell the back yielded (the
+    /// end of the back's next cell once the back has found its place; else the end of
+    /// the data).
+    end_pos: u64,
+    back: Back,
+    /// Index block `back_block` as keys and locations, while the back walks it.
+    back_block: Option<usize>,
+    back_keys: Vec<u8>,
+    back_locs: Vec<(usize, Located)>,
     buf: Vec<u8>,
     buf_start: u64,
     chunk: usize,
-    done: bool,
+    failed: bool,
+}
+
+/// Where the back end of a [`SegmentIter`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Back {
+    /// Not found yet: the last entry at or below `hi`.
+    Unresolved,
+    /// The next entry to yield backward: (index block, entry within it).
+    At(usize, usize),
+    /// The next entry to yield backward is the last of this index block.
+    LastOf(usize),
+    /// Before the first entry.
+    Exhausted,
 }
 
 impl SegmentReader {
@@ -68,31 +108,82 @@ fn owned(b: Bound<&impl AsRef<[u8]>>) -> Bound<Vec<u8>> {
 impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
     /// Cells of `reader` with keys in `range`.
     pub fn new<K: AsRef<[u8]>>(reader: R, range: impl RangeBounds<K>) -> Result<Self> {
-        let start = owned(range.start_bound());
-        let end = owned(range.end_bound());
-        let (pos, skip_equal) = match &start {
-            Bound::Unbounded => (0, None),
-            Bound::Included(k) => (reader.seek(k)?, None),
-            Bound::Excluded(k) => (reader.seek(k)?, Some(k.clone())),
-        };
+        let (start, end) = (owned(range.start_bound()), owned(range.end_bound()));
+        let mut it = Self::with_bounds(reader, start, end);
+        it.find_front()?;
+        Ok(it)
+    }
+
+    /// Cells of `reader` between owned bounds. Finds its place lazily: errors come with
+    /// the first cell asked for.
+    pub(crate) fn with_bounds(reader: R, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Self {
         let end_pos = reader.data_body_len();
-        Ok(SegmentIter {
+        SegmentIter {
             reader,
-            pos,
-            end_pos,
-            skip_equal,
+            lo: start.clone(),
+            hi: end.clone(),
+            start,
             end,
+            pos: None,
+            skip_equal: false,
+            end_pos,
+            back: Back::Unresolved,
+            back_block: None,
+            back_keys: Vec::new(),
+            back_locs: Vec::new(),
             buf: Vec::new(),
             buf_start: 0,
             chunk: FIRST_CHUNK,
-            done: false,
-        })
+            failed: false,
+        }
     }
 
-    /// Make `buf` hold `[pos, pos + need)`, reading at least a chunk.
-    fn fill(&mut self, need: usize) -> Result<()> {
-        let have_from = self.pos.checked_sub(self.buf_start);
-        if let Some(skip) = have_from {
+    /// Move the front to the first cell whose key is at least `key` (and in the range):
+    /// forward past cells, or back to cells already yielded. Cells the back end has
+    /// yielded stay behind it. Costs one index lookup, at the next [`Iterator::next`].
+    pub fn seek(&mut self, key: &[u8]) {
+        self.seek_bound(Bound::Included(key));
+    }
+
+    /// Move the back to the last cell whose key is at most `key` (and in the range),
+    /// for [`DoubleEndedIterator::next_back`]. Cells the front has yielded stay behind
+    /// it.
+    pub fn seek_back(&mut self, key: &[u8]) {
+        self.seek_back_bound(Bound::Included(key));
+    }
+
+    /// Move the front to the cells above `lo` (within the range).
+    pub fn seek_bound(&mut self, lo: Bound<&[u8]>) {
+        self.lo = range::max_lower(&self.start, lo);
+        self.pos = None;
+        self.skip_equal = false;
+    }
+
+    /// Move the back to the cells below `hi` (within the range).
+    pub fn seek_back_bound(&mut self, hi: Bound<&[u8]>) {
+        self.hi = range::min_upper(&self.end, hi);
+        self.back = Back::Unresolved;
+        self.end_pos = self.reader.data_body_len();
+    }
+
+    /// The front's data offset, finding it from `lo` after creation or a seek.
+    fn find_front(&mut self) -> Result<u64> {
+        if let Some(p) = self.pos {
+            return Ok(p);
+        }
+        let (p, skip) = match &self.lo {
+            Bound::Unbounded => (0, false),
+            Bound::Included(k) => (self.reader.seek(k)?, false),
+            Bound::Excluded(k) => (self.reader.seek(k)?, true),
+        };
+        self.pos = Some(p);
+        self.skip_equal = skip;
+        Ok(p)
+    }
+
+    /// Make `buf` hold `[pos, pos + need)`, reading at least a chunk (within the data).
+    fn fill(&mut self, pos: u64, need: usize) -> Result<()> {
+        if let Some(skip) = pos.checked_sub(self.buf_start) {
             if skip as usize + need <= self.buf.len() {
                 return Ok(());
             }
@@ -100,49 +191,64 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         let Source::Standard(p) = &self.reader.data else {
             return Ok(());
         };
+        let body = self.reader.data_body_len();
         let want = need
             .max(self.chunk)
-            .min((self.end_pos - self.pos) as usize)
+            .min(body.saturating_sub(pos) as usize)
             .max(need);
         self.chunk = (self.chunk * 2).min(CHUNK);
         self.buf.resize(want, 0);
-        p.read_at(&mut self.buf, self.pos)?;
-        self.buf_start = self.pos;
+        p.read_at(&mut self.buf, pos)?;
+        self.buf_start = pos;
         Ok(())
+    }
+
+    /// Turn a step's result into an item; an error ends the iterator.
+    fn item<T>(&mut self, r: Result<Option<T>>) -> Option<Result<T>> {
+        match r {
+            Ok(t) => t.map(Ok),
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
     }
 
     /// The next cell, handed to `f` borrowed from the map or from the iterator's buffer:
     /// the allocation-free form of [`Iterator::next`], as [`SegmentReader::get_with`] is
     /// of `get`. `None` at the end; after an error the iterator is done.
     pub fn next_with<T>(&mut self, f: impl FnOnce(RecordRef<'_>) -> T) -> Option<Result<T>> {
-        if self.done {
+        if self.failed {
             return None;
         }
-        match self.next_record(f) {
-            Ok(Some(t)) => Some(Ok(t)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
+        let r = self.next_record(f);
+        self.item(r)
+    }
+
+    /// The next cell from the back, handed to `f` borrowed: the allocation-free form of
+    /// [`DoubleEndedIterator::next_back`]. `None` once the ends meet; after an error the
+    /// iterator is done.
+    pub fn next_back_with<T>(&mut self, f: impl FnOnce(RecordRef<'_>) -> T) -> Option<Result<T>> {
+        if self.failed {
+            return None;
         }
+        let r = self.next_back_record(f);
+        self.item(r)
     }
 
     fn next_record<T>(&mut self, f: impl FnOnce(RecordRef<'_>) -> T) -> Result<Option<T>> {
+        let body = self.reader.data_body_len();
         loop {
-            if self.pos >= self.end_pos {
+            let pos = self.find_front()?;
+            if pos >= self.end_pos || pos >= body {
                 return Ok(None);
             }
-            let remaining = (self.end_pos - self.pos) as usize;
-            let pos = self.pos;
+            let remaining = (body - pos) as usize;
             let (r, used) = match &self.reader.data {
                 Source::Mapped(m) => {
                     let s = m
                         .as_slice()
-                        .get(pos as usize..self.end_pos as usize)
+                        .get(pos as usize..body as usize)
                         .ok_or_else(|| {
                             Error::corrupt(m.path(), pos, "scan position past the data")
                         })?;
@@ -151,7 +257,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
                 Source::Standard(_) => {
                     let corrupt =
                         |this: &Self, e: Malformed| e.at(pos).into_error(this.reader.data.path());
-                    self.fill(MAX_HEADER_LEN.min(remaining))?;
+                    self.fill(pos, MAX_HEADER_LEN.min(remaining))?;
                     let at = (pos - self.buf_start) as usize;
                     let total = record::total_len(&self.buf[at..]).map_err(|e| corrupt(self, e))?;
                     if total > remaining {
@@ -161,28 +267,108 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
                             format!("record of {total} bytes passes the end of the data"),
                         ));
                     }
-                    self.fill(total)?;
+                    self.fill(pos, total)?;
                     let at = (pos - self.buf_start) as usize;
                     record::decode(&self.buf[at..at + total]).map_err(|e| corrupt(self, e))?
                 }
             };
-            self.pos += used as u64;
-            if let Some(k) = self.skip_equal.take() {
-                if r.key == k.as_slice() {
-                    continue;
-                }
+            if std::mem::take(&mut self.skip_equal) && !range::above(r.key, &self.lo) {
+                self.pos = Some(pos + used as u64);
+                continue;
             }
-            let past_end = match &self.end {
-                Bound::Unbounded => false,
-                Bound::Included(e) => r.key > e.as_slice(),
-                Bound::Excluded(e) => r.key >= e.as_slice(),
-            };
-            if past_end {
-                self.pos = self.end_pos;
+            // Past the upper bound: stay here (a seek may move the bound).
+            if !range::below(r.key, &self.hi) {
                 return Ok(None);
             }
+            self.pos = Some(pos + used as u64);
             return Ok(Some(f(r)));
         }
+    }
+
+    /// Make sure the entries of index block `b` are loaded for the back.
+    fn load_back_block(&mut self, b: usize) -> Result<()> {
+        if self.back_block != Some(b) {
+            self.back_block = None;
+            self.reader
+                .block_entries(b, &mut self.back_keys, &mut self.back_locs)?;
+            self.back_block = Some(b);
+        }
+        Ok(())
+    }
+
+    /// Entry `i` of the loaded back block: its key's end in `back_keys`, its location.
+    fn back_loc(&self, i: usize) -> Result<(usize, Located)> {
+        self.back_locs.get(i).copied().ok_or_else(|| {
+            Error::corrupt(
+                self.reader.index_path(),
+                0,
+                format!("index entry {i} is missing from its block"),
+            )
+        })
+    }
+
+    /// Find the back's place after creation or a seek: the last entry at or below
+    /// `hi`; the front may go up to and including it.
+    fn find_back(&mut self) -> Result<()> {
+        if self.back != Back::Unresolved {
+            return Ok(());
+        }
+        match self.reader.last_at_or_below(range::as_ref(&self.hi))? {
+            Some((b, i)) => {
+                self.load_back_block(b)?;
+                let loc = self.back_loc(i)?.1;
+                self.end_pos = loc.data_offset.saturating_add(loc.record_len);
+                self.back = Back::At(b, i);
+            }
+            None => {
+                self.end_pos = 0;
+                self.back = Back::Exhausted;
+            }
+        }
+        Ok(())
+    }
+
+    fn next_back_record<T>(&mut self, f: impl FnOnce(RecordRef<'_>) -> T) -> Result<Option<T>> {
+        let front = self.find_front()?;
+        self.find_back()?;
+        let (b, i) = match self.back {
+            Back::At(b, i) => {
+                self.load_back_block(b)?;
+                (b, i)
+            }
+            Back::LastOf(b) => {
+                self.load_back_block(b)?;
+                // A parsed block holds at least one entry.
+                let i = self.back_locs.len().saturating_sub(1);
+                self.back = Back::At(b, i);
+                (b, i)
+            }
+            Back::Unresolved | Back::Exhausted => return Ok(None),
+        };
+        let (key_end, loc) = self.back_loc(i)?;
+        // The front has passed this cell: the ends met.
+        if loc.data_offset < front {
+            return Ok(None);
+        }
+        let key_start = i.checked_sub(1).map_or(0, |p| self.back_locs[p].0);
+        let key = &self.back_keys[key_start..key_end];
+        let lo = &self.lo;
+        let got = self.reader.read_record(loc, Some(key), true, |r| {
+            range::above(r.key, lo).then(|| f(r))
+        })?;
+        // Below the lower bound: stay here (a seek may move the bound).
+        if got.is_none() {
+            return Ok(None);
+        }
+        self.end_pos = loc.data_offset;
+        self.back = if i > 0 {
+            Back::At(b, i - 1)
+        } else if b > 0 {
+            Back::LastOf(b - 1)
+        } else {
+            Back::Exhausted
+        };
+        Ok(got)
     }
 }
 
@@ -191,5 +377,11 @@ impl<R: Deref<Target = SegmentReader>> Iterator for SegmentIter<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.next_with(|r| Entry::from(r))
+    }
+}
+
+impl<R: Deref<Target = SegmentReader>> DoubleEndedIterator for SegmentIter<R> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.next_back_with(|r| Entry::from(r))
     }
 }

@@ -18,6 +18,7 @@
 
 use std::cell::Cell;
 use std::fs::File;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -417,6 +418,62 @@ impl SegmentReader {
         })
     }
 
+    /// The index component's path (for errors).
+    pub(super) fn index_path(&self) -> &Path {
+        self.index.path()
+    }
+
+    /// The index position (block, entry) of the last cell whose key is at or below
+    /// `hi`, if any: where a backward scan starts.
+    pub(super) fn last_at_or_below(&self, hi: Bound<&[u8]>) -> Result<Option<(usize, usize)>> {
+        let n = self.meta.summary.len();
+        let last_of = |b: usize| -> Result<Option<(usize, usize)>> {
+            let len = self.with_index_block(b, |blk| Ok(blk.len()))?;
+            Ok(Some((b, len - 1)))
+        };
+        let (k, inclusive) = match hi {
+            Bound::Unbounded => return if n == 0 { Ok(None) } else { last_of(n - 1) },
+            Bound::Included(k) => (k, true),
+            Bound::Excluded(k) => (k, false),
+        };
+        let Some(b) = self.meta.summary.block_for(k) else {
+            return Ok(None);
+        };
+        let i = self.with_index_block(b, |blk| {
+            let i = blk.lower_bound(k)?;
+            let hit = inclusive && i < blk.len() && blk.key_at(i)? == k;
+            Ok(if hit { Some(i) } else { i.checked_sub(1) })
+        })?;
+        match i {
+            Some(i) => Ok(Some((b, i))),
+            None if b > 0 => last_of(b - 1),
+            None => Ok(None),
+        }
+    }
+
+    /// The keys and record locations of every entry of index block `b`, for a backward
+    /// scan: `keys` receives the keys back to back, the result each entry's key end in
+    /// `keys` and its location.
+    pub(super) fn block_entries(
+        &self,
+        b: usize,
+        keys: &mut Vec<u8>,
+        locs: &mut Vec<(usize, Located)>,
+    ) -> Result<()> {
+        keys.clear();
+        locs.clear();
+        let block_off = self.meta.summary.block(b).0;
+        self.with_index_block(b, |blk| {
+            for i in 0..blk.len() {
+                let start = blk.entry_start(i)?;
+                let e = blk.entry_at(start)?;
+                keys.extend_from_slice(e.key);
+                locs.push((keys.len(), Located::new(&e, block_off, start)));
+            }
+            Ok(())
+        })
+    }
+
     /// Run `f` over parsed index block `i`, verifying its checksum on first use.
     fn with_index_block<R>(
         &self,
@@ -506,7 +563,7 @@ impl SegmentReader {
     /// `check_crc`); if `expect` is given, its key must match. A sound record (checksum
     /// correct) that disagrees with its entry is reported against the index file, at the
     /// entry: the index holds the bad bytes.
-    fn read_record<R>(
+    pub(super) fn read_record<R>(
         &self,
         loc: Located,
         expect: Option<&[u8]>,
@@ -717,9 +774,9 @@ impl SegmentReader {
 
 /// An index entry: where its record is, and where the entry itself is in the index file.
 #[derive(Debug, Clone, Copy)]
-struct Located {
-    data_offset: u64,
-    record_len: u64,
+pub(super) struct Located {
+    pub(super) data_offset: u64,
+    pub(super) record_len: u64,
     index_at: u64,
 }
 

@@ -12,7 +12,9 @@ struct BatchCell {
 }
 
 /// Puts and deletes for one table, written together by
-/// [`Table::write`](crate::table::Table::write). Cells without an explicit timestamp
+/// [`Table::write`](crate::table::Table::write). Keys and values are anything
+/// `AsRef<[u8]>` (`&[u8]`, `b"x"`, `"x"`, `Vec<u8>`, `&Vec<u8>`, `String`), copied into
+/// the batch. Cells without an explicit timestamp
 /// get the batch's timestamp, taken from the store's clock at write time (one per batch,
 /// as in Cassandra).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,41 +29,30 @@ impl WriteBatch {
     }
 
     /// Set `key` to `value`.
-    pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
-        self.push(key.into(), value.into(), None, false)
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
+        self.push(key.as_ref(), value.as_ref(), None, false)
     }
 
     /// Delete `key` (write a tombstone).
-    pub fn delete(&mut self, key: impl Into<Vec<u8>>) -> &mut Self {
-        self.push(key.into(), Vec::new(), None, true)
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
+        self.push(key.as_ref(), b"", None, true)
     }
 
     /// Set `key` to `value` with an explicit timestamp in microseconds (replication,
     /// repair, tests). The newest timestamp wins, whatever the order of arrival.
-    pub fn put_at(
-        &mut self,
-        key: impl Into<Vec<u8>>,
-        value: impl Into<Vec<u8>>,
-        ts: u64,
-    ) -> &mut Self {
-        self.push(key.into(), value.into(), Some(ts), false)
+    pub fn put_at(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ts: u64) -> &mut Self {
+        self.push(key.as_ref(), value.as_ref(), Some(ts), false)
     }
 
     /// Delete `key` with an explicit timestamp.
-    pub fn delete_at(&mut self, key: impl Into<Vec<u8>>, ts: u64) -> &mut Self {
-        self.push(key.into(), Vec::new(), Some(ts), true)
+    pub fn delete_at(&mut self, key: impl AsRef<[u8]>, ts: u64) -> &mut Self {
+        self.push(key.as_ref(), b"", Some(ts), true)
     }
 
-    fn push(
-        &mut self,
-        key: Vec<u8>,
-        value: Vec<u8>,
-        ts: Option<u64>,
-        tombstone: bool,
-    ) -> &mut Self {
+    fn push(&mut self, key: &[u8], value: &[u8], ts: Option<u64>, tombstone: bool) -> &mut Self {
         self.cells.push(BatchCell {
-            key,
-            value,
+            key: key.to_vec(),
+            value: value.to_vec(),
             ts,
             tombstone,
         });

@@ -32,8 +32,25 @@
 //! made. A flush failure is not poisoning: nothing durable was damaged (the commit log
 //! holds the data, the segment's temp files are removed), so every stalled write asks
 //! for another attempt, and the first one that succeeds lets writes go on.
+//!
+//! # Iteration
+//! [`Table::scan`] (live rows), [`Table::scan_cells`] (winning cells, tombstones
+//! included) and [`Table::scan_prefix`] merge a cursor per memtable and per segment
+//! ([`crate::table::merge`]) with the same reconciliation as point reads. Ranges are
+//! [`KeyRange`]s: `..`, `b"a"..b"b"`, `"a"..="b"`, `k.clone()..`, `(Bound, Bound)`, over
+//! any `AsRef<[u8]>` key, so no call needs a turbofish. Keys of `get`, `put`, `delete`,
+//! `get_cell` and [`WriteBatch`] are `impl AsRef<[u8]>` too.
+//!
+//! A [`Scan`] (and [`Cells`]) is a [`DoubleEndedIterator`]: `scan(..).rev()` walks
+//! backward, and `next` and `next_back` may be mixed, meeting in the middle with every
+//! key yielded once. [`Scan::seek`] moves the front to the first key at or above a key,
+//! [`Scan::seek_back`] the back to the last key at or below one; a seek is absolute
+//! within the scan's range (it can go back to keys already yielded), never crosses what
+//! the other end has yielded, and repositions every source in place: a memtable cursor
+//! by its key bound, a segment cursor by one index lookup at its next step. Segments
+//! are walked forward through the data file and backward through the index entries,
+//! each record read and checked through its entry.
 
-use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,10 +61,11 @@ use serde::{Deserialize, Serialize};
 use super::batch::WriteBatch;
 use super::compaction::{choose, Choice, CompactionConfig, SegmentSummary};
 use super::memtable::Memtable;
-use super::merge::{BoxedSource, MergeIter, TombstonePolicy};
+use super::merge::{BoxedCursor, BoxedSource, MemtableCursor, MergeIter, TombstonePolicy};
 use super::tables::Context;
 use crate::error::{Error, Result};
 use crate::lifecycle::{SegmentHandle, SegmentSet};
+use crate::range::{prefix_range, KeyBounds, KeyRange};
 use crate::segment::{Entry, SegmentIter};
 use crate::table::cell::cmp_versions;
 
@@ -217,12 +235,12 @@ impl Table {
     }
 
     /// Set `key` to `value`, timestamped by the store's clock.
-    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         self.write(WriteBatch::new().put(key, value))
     }
 
     /// Delete `key`, timestamped by the store's clock.
-    pub fn delete(&self, key: &[u8]) -> Result<()> {
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.write(WriteBatch::new().delete(key))
     }
 
@@ -304,7 +322,7 @@ impl Table {
     }
 
     /// The value of `key`, or `None` if it is absent or deleted.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         Ok(self
             .get_cell(key)?
             .filter(|e| !e.tombstone)
@@ -312,7 +330,8 @@ impl Table {
     }
 
     /// The winning cell of `key`, tombstones included (invariant 4).
-    pub fn get_cell(&self, key: &[u8]) -> Result<Option<Entry>> {
+    pub fn get_cell(&self, key: impl AsRef<[u8]>) -> Result<Option<Entry>> {
+        let key = key.as_ref();
         self.ctx.check_open()?;
         let mut best: Option<Entry> = None;
         let consider = |best: &mut Option<Entry>, e: Entry| {
@@ -343,42 +362,52 @@ impl Table {
         Ok(best)
     }
 
-    /// Live keys and values in `range`, in key order. The scan sees the memtables and
-    /// segments of the moment it starts; it holds segment handles until dropped.
-    pub fn scan<K: AsRef<[u8]> + ?Sized>(&self, range: impl RangeBounds<K>) -> Result<Scan> {
+    /// Live keys and values in `range`, in key order; from the back too
+    /// ([`DoubleEndedIterator`]: `scan(..).rev()`), and repositioned by
+    /// [`Scan::seek`] / [`Scan::seek_back`]. `range` is any range of byte keys:
+    /// `..`, `b"a"..b"b"`, `"a"..="b"`, `key.clone()..`, `..=&k[..]`, or a pair of
+    /// `Bound`s ([`KeyRange`]). The scan sees the memtables and segments of the moment it
+    /// starts; it holds segment handles until dropped.
+    pub fn scan(&self, range: impl KeyRange) -> Result<Scan> {
         Ok(Scan {
-            inner: self.merged(range, TombstonePolicy::Hide)?,
+            inner: self.merged(range.into_key_bounds(), TombstonePolicy::Hide)?,
+        })
+    }
+
+    /// Live keys that start with `prefix`, and their values, in key order: the range
+    /// `[prefix, successor)`, where the successor drops the prefix's trailing `0xFF`
+    /// bytes and increments its last byte (no upper bound if every byte is `0xFF`;
+    /// every key for an empty prefix). A [`Scan`] like any other: reversible, seekable
+    /// within the prefix.
+    pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<Scan> {
+        Ok(Scan {
+            inner: self.merged(prefix_range(prefix.as_ref()), TombstonePolicy::Hide)?,
         })
     }
 
     /// The winning cell of every key in `range`, in key order, tombstones included
     /// (what [`Table::get_cell`] answers, for a range: repair and tools). Like
-    /// [`Table::scan`], it sees the memtables and segments of the moment it starts.
-    pub fn scan_cells<K: AsRef<[u8]> + ?Sized>(&self, range: impl RangeBounds<K>) -> Result<Cells> {
+    /// [`Table::scan`], it sees the memtables and segments of the moment it starts, and
+    /// reverses and seeks.
+    pub fn scan_cells(&self, range: impl KeyRange) -> Result<Cells> {
         Ok(Cells {
-            inner: self.merged(range, TombstonePolicy::Keep)?,
+            inner: self.merged(range.into_key_bounds(), TombstonePolicy::Keep)?,
         })
     }
 
-    /// The merge of the memtables (first, invariant 2) and the view over `range`.
-    fn merged<K: AsRef<[u8]> + ?Sized>(
-        &self,
-        range: impl RangeBounds<K>,
-        policy: TombstonePolicy,
-    ) -> Result<MergeIter<BoxedSource<'static>>> {
+    /// The merge of the memtables (first, invariant 2) and the view over `bounds`.
+    fn merged(&self, bounds: KeyBounds, policy: TombstonePolicy) -> Result<Merged> {
         self.ctx.check_open()?;
-        let own = |b: Bound<&K>| match b {
-            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        let bounds = (own(range.start_bound()), own(range.end_bound()));
-        let mut sources: Vec<BoxedSource<'static>> = Vec::new();
+        let mut sources: Vec<BoxedCursor<'static>> = Vec::new();
         for m in self.memtables() {
-            sources.push(Box::new(m.range_owned::<Vec<u8>>(bounds.clone()).map(Ok)));
+            sources.push(Box::new(MemtableCursor(m.range_owned(bounds.clone()))));
         }
         for h in &self.set.view().segments {
-            sources.push(Box::new(SegmentIter::new(h.clone(), bounds.clone())?));
+            sources.push(Box::new(SegmentIter::with_bounds(
+                h.clone(),
+                bounds.0.clone(),
+                bounds.1.clone(),
+            )));
         }
         Ok(MergeIter::new(sources, policy))
     }
@@ -440,6 +469,19 @@ impl Table {
         }
         self.flush_ended(None);
         Ok(added)
+    }
+
+    /// Freeze the active memtable without flushing it: it stays readable as a frozen
+    /// memtable until the next flush writes it out (writers wait once
+    /// `max_frozen_memtables` are frozen). For tests and tools that need cells spread
+    /// over several memtables.
+    #[doc(hidden)]
+    pub fn freeze_memtable(&self) {
+        let mut m = self.mem.write();
+        if !m.active.is_empty() {
+            let old = std::mem::replace(&mut m.active, Arc::new(Memtable::new()));
+            m.frozen.push(old);
+        }
     }
 
     /// Every record of this table numbered at or below this is in a segment.
@@ -595,9 +637,33 @@ impl Table {
     }
 }
 
-/// A range scan over a table: live (key, value) pairs in key order.
+type Merged = MergeIter<BoxedCursor<'static>>;
+
+/// A range scan over a table: live (key, value) pairs in key order, from either end.
+///
+/// The ends meet: once `next` and `next_back` have between them yielded every key of the
+/// range, both return `None`. [`Scan::seek`] moves the front to the first key at or
+/// above a key, forward or back (a seek is absolute within the scan's range), and
+/// [`Scan::seek_back`] moves the back to the last key at or below one; a seek keeps the
+/// scan's sources (segment handles, memtables) and repositions each of them, and costs
+/// one index lookup per segment at the next step. Keys yielded by the other end stay
+/// behind it. After an error the scan is done.
 pub struct Scan {
-    inner: MergeIter<BoxedSource<'static>>,
+    inner: Merged,
+}
+
+impl Scan {
+    /// Move the front to the first live key at or above `key` (within the scan's
+    /// range): the next [`Iterator::next`] yields it.
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) {
+        self.inner.seek(key.as_ref())
+    }
+
+    /// Move the back to the last live key at or below `key` (within the scan's range):
+    /// the next [`DoubleEndedIterator::next_back`] yields it.
+    pub fn seek_back(&mut self, key: impl AsRef<[u8]>) {
+        self.inner.seek_back(key.as_ref())
+    }
 }
 
 impl Iterator for Scan {
@@ -608,9 +674,28 @@ impl Iterator for Scan {
     }
 }
 
-/// A range scan over a table's winning cells, tombstones included, in key order.
+impl DoubleEndedIterator for Scan {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.inner.next_back().map(|r| r.map(|e| (e.key, e.value)))
+    }
+}
+
+/// A range scan over a table's winning cells, tombstones included, in key order, from
+/// either end; seeks as [`Scan`] does.
 pub struct Cells {
-    inner: MergeIter<BoxedSource<'static>>,
+    inner: Merged,
+}
+
+impl Cells {
+    /// Move the front to the first key at or above `key` (see [`Scan::seek`]).
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) {
+        self.inner.seek(key.as_ref())
+    }
+
+    /// Move the back to the last key at or below `key` (see [`Scan::seek_back`]).
+    pub fn seek_back(&mut self, key: impl AsRef<[u8]>) {
+        self.inner.seek_back(key.as_ref())
+    }
 }
 
 impl Iterator for Cells {
@@ -618,6 +703,12 @@ impl Iterator for Cells {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.inner.next()
+    }
+}
+
+impl DoubleEndedIterator for Cells {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.inner.next_back()
     }
 }
 
@@ -647,12 +738,11 @@ mod tests {
         let t = store.table("t").unwrap();
         // A tombstone in a segment of its own, then an older value of the same key (a
         // repair, say) still in the memtable.
-        t.write(WriteBatch::new().delete_at(b"k".to_vec(), 2_000))
-            .unwrap();
+        t.write(WriteBatch::new().delete_at(b"k", 2_000)).unwrap();
         t.flush().unwrap();
         let tomb_segment = t.segments().live_ids();
         assert_eq!(tomb_segment.len(), 1);
-        t.write(WriteBatch::new().put_at(b"k".to_vec(), b"old".to_vec(), 1_000))
+        t.write(WriteBatch::new().put_at(b"k", b"old", 1_000))
             .unwrap();
         assert_eq!(t.get(b"k").unwrap(), None);
         // The flush lands exactly between compaction's two reads.

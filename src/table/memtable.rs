@@ -33,6 +33,7 @@ use crossbeam_skiplist::SkipMap;
 use parking_lot::RwLock;
 
 use crate::format::record::RecordRef;
+use crate::range::{self, KeyRange};
 use crate::segment::Entry;
 use crate::table::cell::cmp_versions;
 
@@ -186,16 +187,15 @@ impl Memtable {
     }
 
     /// Like [`Memtable::range`], but holding the memtable by `Arc`, so the iterator can
-    /// outlive the borrow (a scan that keeps a frozen memtable alive). Each step is a
-    /// seek, O(log n).
-    pub fn range_owned<K: AsRef<[u8]> + ?Sized>(
-        self: &Arc<Self>,
-        range: impl RangeBounds<K>,
-    ) -> OwnedMemtableIter {
-        let (start, end) = owned_bounds(&range);
+    /// outlive the borrow (a scan that keeps a frozen memtable alive), and from both
+    /// ends, with seeks. Each step is a search of the skiplist, O(log n).
+    pub fn range_owned(self: &Arc<Self>, range: impl KeyRange) -> OwnedMemtableIter {
+        let (start, end) = range.into_key_bounds();
         OwnedMemtableIter {
             memtable: Arc::clone(self),
-            next: start,
+            next: start.clone(),
+            back: end.clone(),
+            start,
             end,
         }
     }
@@ -242,42 +242,74 @@ impl Iterator for MemtableIter<'_> {
     }
 }
 
-/// Iterator over a key range of a memtable held by `Arc`.
+/// Iterator over a key range of a memtable held by `Arc`, from either end
+/// ([`DoubleEndedIterator`]); the ends meet, each key yielded once. Each end keeps the
+/// key it yielded last as a bound, so writes that race with the iteration may or may not
+/// be seen, but the order holds. [`OwnedMemtableIter::seek`] and
+/// [`OwnedMemtableIter::seek_back`] reposition one end within the range.
 pub struct OwnedMemtableIter {
     memtable: Arc<Memtable>,
-    next: Bound<Vec<u8>>,
+    /// The range given at creation.
+    start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
+    /// The front yields keys above this, the back keys below `back`.
+    next: Bound<Vec<u8>>,
+    back: Bound<Vec<u8>>,
+}
+
+impl OwnedMemtableIter {
+    /// Move the front to the first key at or above `key` (within the range; keys the
+    /// back has yielded stay behind it).
+    pub fn seek(&mut self, key: &[u8]) {
+        self.seek_bound(Bound::Included(key));
+    }
+
+    /// Move the back to the last key at or below `key` (within the range; keys the front
+    /// has yielded stay behind it).
+    pub fn seek_back(&mut self, key: &[u8]) {
+        self.seek_back_bound(Bound::Included(key));
+    }
+
+    /// Move the front to the keys above `lo` (within the range).
+    pub fn seek_bound(&mut self, lo: Bound<&[u8]>) {
+        self.next = range::max_lower(&self.start, lo);
+    }
+
+    /// Move the back to the keys below `hi` (within the range).
+    pub fn seek_back_bound(&mut self, hi: Bound<&[u8]>) {
+        self.back = range::min_upper(&self.end, hi);
+    }
 }
 
 impl Iterator for OwnedMemtableIter {
     type Item = Entry;
 
     fn next(&mut self) -> Option<Entry> {
-        let found = {
-            let bound = match &self.next {
-                Bound::Included(k) => Bound::Included(k.as_slice()),
-                Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-                Bound::Unbounded => Bound::Unbounded,
-            };
-            let e = self.memtable.map.lower_bound(bound)?;
-            let in_range = match &self.end {
-                Bound::Included(end) => e.key() <= end,
-                Bound::Excluded(end) => e.key() < end,
-                Bound::Unbounded => true,
-            };
-            in_range.then(|| e.value().read().entry(e.key()))
+        let entry = {
+            let e = self.memtable.map.lower_bound(range::as_ref(&self.next))?;
+            if !range::below(e.key(), &self.back) {
+                return None;
+            }
+            let entry = e.value().read().entry(e.key());
+            entry
         };
-        match found {
-            Some(entry) => {
-                self.next = Bound::Excluded(entry.key.clone());
-                Some(entry)
+        self.next = Bound::Excluded(entry.key.clone());
+        Some(entry)
+    }
+}
+
+impl DoubleEndedIterator for OwnedMemtableIter {
+    fn next_back(&mut self) -> Option<Entry> {
+        let entry = {
+            let e = self.memtable.map.upper_bound(range::as_ref(&self.back))?;
+            if !range::above(e.key(), &self.next) {
+                return None;
             }
-            None => {
-                self.next = Bound::Included(Vec::new());
-                self.end = Bound::Excluded(Vec::new());
-                None
-            }
-        }
+            let entry = e.value().read().entry(e.key());
+            entry
+        };
+        self.back = Bound::Excluded(entry.key.clone());
+        Some(entry)
     }
 }
 
@@ -354,7 +386,7 @@ mod tests {
             keys(&mut m.range(b"k010".as_slice()..b"k020".as_slice()))
         );
         assert_eq!(it.next(), None);
-        assert_eq!(keys(&mut m.range_owned::<&[u8]>(..)), all);
+        assert_eq!(keys(&mut m.range_owned(..)), all);
     }
 
     #[test]

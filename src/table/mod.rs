@@ -6,7 +6,8 @@
 //!   (`periodic`, `batch`, `group`), checksummed records, rolling files and replay.
 //! - [`memtable`]: the concurrent sorted in-memory table that absorbs writes.
 //! - [`merge`]: the k-way merge of sorted sources (memtables, segment iterators) that
-//!   reconciles versions of a key and applies the tombstone policy of reads or compaction.
+//!   reconciles versions of a key and applies the tombstone policy of reads or compaction;
+//!   from both ends and with seeks when its sources are [`Cursor`]s.
 //! - [`compaction`]: the size-tiered policy, a pure function over segment summaries.
 //! - [`cell`]: the one reconciliation rule every other part uses.
 //!
@@ -15,7 +16,11 @@
 //! On top of those, built on the lifecycle layer's [`crate::lifecycle::SegmentSet`]:
 //!
 //! - [`lsm`]: [`Table`]: writes through the log into memtables, point reads and scans
-//!   over memtables and segments, flush, size-tiered and major compaction.
+//!   over memtables and segments (forward, reverse, prefix, seek: see its module docs),
+//!   flush, size-tiered and major compaction.
+//!
+//! Range arguments are [`KeyRange`]s ([`crate::range`], re-exported here with
+//! [`prefix_range`]).
 //! - [`tables`]: [`Tables`]: the store-wide commit log, write clock, background worker,
 //!   replay at open, checkpoints that release commit log files, close.
 //! - [`positions`]: the file recording how far each table's segments reach into the log.
@@ -31,11 +36,12 @@ pub mod merge;
 pub mod positions;
 pub mod tables;
 
+pub use crate::range::{prefix_range, KeyRange};
 pub use batch::WriteBatch;
 pub use cell::{newer_wins, validate_cell};
 pub use commitlog::{CommitLog, CommitLogConfig, CommitLogSync, LogRecord};
 pub use compaction::{Choice, CompactionConfig, SegmentSummary};
 pub use lsm::{Cells, Scan, Table, TableConfig, TableStats};
 pub use memtable::Memtable;
-pub use merge::{MergeIter, TombstonePolicy};
+pub use merge::{Cursor, MergeIter, TombstonePolicy};
 pub use tables::Tables;

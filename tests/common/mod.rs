@@ -226,6 +226,33 @@ pub fn scan_all(
         it.next_with(|_| ()).is_none(),
         "a finished scan stays finished"
     );
+    // Backward (through the index entries) the same cells, in reverse.
+    let mut back: Vec<Entry> = r
+        .scan::<Vec<u8>>((start.clone(), end.clone()))?
+        .rev()
+        .collect::<segstore::Result<_>>()?;
+    back.reverse();
+    assert_eq!(back, owned, "a backward scan disagrees");
+    // From both ends at once: each cell once, where the ends meet.
+    let mut it = r.scan::<Vec<u8>>((start.clone(), end.clone()))?;
+    let (mut front, mut back) = (Vec::new(), Vec::new());
+    loop {
+        let step = if (front.len() + back.len()) % 3 == 2 {
+            it.next_back().map(|e| back.push(e))
+        } else {
+            it.next().map(|e| front.push(e))
+        };
+        if step.is_none() && it.next_back().map(|e| back.push(e)).is_none() {
+            break;
+        }
+    }
+    let mut both: Vec<Entry> = front.into_iter().collect::<segstore::Result<_>>()?;
+    both.extend(
+        back.into_iter()
+            .rev()
+            .collect::<segstore::Result<Vec<_>>>()?,
+    );
+    assert_eq!(both, owned, "scanning from both ends disagrees");
     Ok(owned)
 }
 
