@@ -92,7 +92,9 @@ def main():
             elif r.returncode != 0 and "panicked" in out:
                 failed = [l.split()[0] for l in out.splitlines() if l.startswith("    ") and "::" not in l and l.strip() and " " not in l.strip()]
                 first = next((l for l in out.splitlines() if "power lost at" in l or "panicked" in l), "")
-                verdict, detail = "caught", (", ".join(sorted(set(failed))) or first)[:160]
+                names = sorted(set(failed))
+                verdict = "caught"
+                detail = f"{len(names)}: {', '.join(names)}" if names else first[:200]
             elif r.returncode != 0:
                 verdict, detail = "failed without an assertion", out[-300:]
                 bad += 1
