@@ -362,6 +362,13 @@ impl Tables {
             read_only,
             positions_dirty: AtomicBool::new(false),
         });
+        // From here on an error drops `out`, whose drop clears the tables (each holds
+        // the context: a cycle that would otherwise keep their segments mapped).
+        let out = Tables {
+            ctx,
+            worker: Mutex::new(None),
+        };
+        let ctx = &out.ctx;
         let mut created = Vec::new();
         for (name, mem) in replayed {
             let set = open_set(&name)?;
@@ -372,32 +379,27 @@ impl Tables {
                 .get(&name)
                 .copied()
                 .unwrap_or(0);
-            let t = Arc::new(Table::new(&name, set, Arc::clone(&ctx), mem, flushed));
+            let t = Arc::new(Table::new(&name, set, Arc::clone(ctx), mem, flushed));
             ctx.tables.write().insert(name, Arc::clone(&t));
             created.push(t);
         }
         if read_only {
-            return Ok(Tables {
-                ctx,
-                worker: Mutex::new(None),
-            });
+            return Ok(out);
         }
         ctx.checkpoint()?;
-        let c = Arc::clone(&ctx);
+        let c = Arc::clone(ctx);
         let handle = std::thread::Builder::new()
             .name("segstore-tables".into())
             .spawn(move || c.run_worker())
             .map_err(|e| Error::io("spawn worker", store_dir, e))?;
+        *out.worker.lock() = Some(handle);
         for t in &created {
             if t.stats().memtable_bytes >= config.memtable_flush_bytes {
                 ctx.schedule_flush(t);
             }
             ctx.schedule_compaction(t);
         }
-        Ok(Tables {
-            ctx,
-            worker: Mutex::new(Some(handle)),
-        })
+        Ok(out)
     }
 
     /// The table `name`, creating it (and its segment set, through `open_set`) if needed.
