@@ -87,9 +87,11 @@ impl SegmentSet {
             }
             m
         } else {
+            // A new table starts at `min_next_id`, durably: a table created again after
+            // a drop must never look like the dropped one (recovery rule 8).
             let m = Manifest {
                 table: table.to_string(),
-                next_id: 1,
+                next_id: min_next_id.max(1),
                 ..Manifest::default()
             };
             m.store(&mpath, deleter.fs())?;
