@@ -34,7 +34,7 @@
 //! table that replay no longer needs it for (its number is below `replay_from`).
 //!
 //! # Read-only
-//! [`Tables::open_read_only`] replays into memtables and writes nothing: no new log
+//! A read-only open ([`crate::Store::open_read_only`]) replays into memtables and writes nothing: no new log
 //! file ([`CommitLog::open_read_only`]), no checkpoint, no worker. Writes, flushes and
 //! checkpoints fail with [`Error::ReadOnly`].
 
