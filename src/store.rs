@@ -465,17 +465,13 @@ impl Store {
     /// Clear snapshot `tag` (an error names a missing tag). Files still mapped are
     /// deleted when their last mapping closes.
     pub fn clear_snapshot(&self, tag: &str) -> Result<()> {
-        if self.read_only {
-            return Err(Error::ReadOnly);
-        }
+        self.check_writable()?;
         snapshot::clear(&self.dir, tag, &self.deleter)
     }
 
     /// Clear every snapshot.
     pub fn clear_all_snapshots(&self) -> Result<()> {
-        if self.read_only {
-            return Err(Error::ReadOnly);
-        }
+        self.check_writable()?;
         for tag in snapshot::list_tags(&self.dir, &self.deleter)? {
             self.clear_snapshot(&tag)?;
         }

@@ -54,6 +54,10 @@ fn close_takes_a_shared_store_once_and_releases_the_lock() {
     assert!(again.is_clean(), "{again:?}");
     assert!(matches!(store.table("t"), Err(Error::Closed)));
     assert!(matches!(store.snapshot("s", None), Err(Error::Closed)));
+    // Nothing that writes runs on a closed store (its lock is released).
+    assert!(matches!(store.tables().flush(None), Err(Error::Closed)));
+    assert!(matches!(store.clear_snapshot("s"), Err(Error::Closed)));
+    assert!(matches!(store.drop_table("t"), Err(Error::Closed)));
     // The closed store object still lives, but its lock is gone: reopen in place.
     let reopened = Store::open(&dir, Config::default()).unwrap();
     assert_eq!(

@@ -463,6 +463,11 @@ impl Tables {
     /// Flush every table (or only `only`), and checkpoint. If the commit log is
     /// poisoned, [`Error::Poisoned`] after flushing (see [`Table::flush`]).
     pub fn flush(&self, only: Option<&str>) -> Result<()> {
+        self.ctx.check_writable()?;
+        self.flush_tables(only)
+    }
+
+    fn flush_tables(&self, only: Option<&str>) -> Result<()> {
         let tables: Vec<Arc<Table>> = self.ctx.tables.read().values().cloned().collect();
         for t in tables.iter().filter(|t| only.is_none_or(|n| t.name() == n)) {
             t.flush_memtables(true)?;
@@ -501,7 +506,7 @@ impl Tables {
         let flushed = if self.ctx.read_only {
             Ok(())
         } else {
-            self.flush(None)
+            self.flush_tables(None)
         };
         let closed = self.ctx.log.close();
         self.ctx.tables.write().clear();
