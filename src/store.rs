@@ -553,8 +553,10 @@ impl Store {
     /// past the dropped one's, so no file name is reused). A [`Table`] or segment set
     /// of it still held keeps reading what it held (memtables and segments) until
     /// dropped; its writes, flushes and compactions fail with [`Error::Dropped`]. The
-    /// segment files and manifest are deleted through the deleter: a file still mapped
-    /// (by such a handle, under `defer_while_mapped`) goes when its last mapping closes.
+    /// segments are retired as compaction retires its inputs (journaled at once,
+    /// deleted when their last handle drops: at once, unless such a handle, a scan, a
+    /// snapshot being taken or a checkpoint still reads them), and the manifest is
+    /// deleted through the deleter.
     ///
     /// Crash safety: the drop's commit point is the durable replacement of
     /// `commitlog/positions` with a `dropped` line for the table (replay then skips its
@@ -587,8 +589,22 @@ impl Store {
         }
         sets.remove(name);
         self.dropped.lock().insert(name.to_string(), first_id);
-        if let Err(e) = delete_dropped(&self.dir, &self.deleter, name, first_id, &set.live_ids()) {
-            tracing::warn!(table = %name, error = %e, "table dropped, but its files could not be queued for deletion; the next open (or a new table of the name) deletes them");
+        // The live segments go as compaction's inputs do: journaled now, unlinked when
+        // their last handle drops (the set's own view, with the last `Table` of it, or a
+        // scan, snapshot or checkpoint still reading them). Then the manifest.
+        let view = set.view();
+        let mut announce = Vec::new();
+        for h in &view.segments {
+            announce.extend_from_slice(h.segment().component_paths());
+            h.segment().mark_obsolete();
+        }
+        if let Err(e) = self.deleter.announce(&announce) {
+            tracing::warn!(table = %name, error = %e, "could not journal a dropped table's segments; they go when their last handle drops, or at the next open");
+        }
+        let live: Vec<u64> = view.segments.iter().map(|h| h.name().id).collect();
+        drop(view);
+        if let Err(e) = delete_dropped(&self.dir, &self.deleter, name, first_id, &live) {
+            tracing::warn!(table = %name, error = %e, "table dropped, but its manifest could not be queued for deletion; the next open (or a new table of the name) deletes it");
         }
         Ok(())
     }
@@ -789,34 +805,30 @@ impl Drop for Store {
     }
 }
 
-/// Delete what is left of dropped table `name` (segments `ids` and those its manifest
-/// on disk names, then the manifest, if that manifest is the dropped table's: its
-/// `next_id` is below `first_id`) through the deleter, in one journaled request.
+/// Delete the manifest of dropped table `name` if it is still there and is the dropped
+/// table's (its `next_id` is below `first_id`), after the segments it names other than
+/// `retired` (those retire with their handles), in one journaled request.
 fn delete_dropped(
     dir: &Path,
     deleter: &Deleter,
     name: &str,
     first_id: u64,
-    ids: &[u64],
+    retired: &[u64],
 ) -> Result<()> {
     let mpath = manifest_path(dir, name);
-    let mut ids: BTreeSet<u64> = ids.iter().copied().collect();
-    let mut doomed_manifest = false;
-    if mpath.exists() && !deleter.is_pending(&mpath) {
-        let m = Manifest::load(&mpath)?;
-        if m.next_id < first_id {
-            ids.extend(m.segments);
-            doomed_manifest = true;
-        }
+    if !mpath.exists() || deleter.is_pending(&mpath) {
+        return Ok(());
+    }
+    let m = Manifest::load(&mpath)?;
+    if m.next_id >= first_id {
+        return Ok(());
     }
     let mut paths = Vec::new();
-    for id in ids.into_iter().filter(|&id| id < first_id) {
+    for id in m.segments.into_iter().filter(|id| !retired.contains(id)) {
         let seg = SegmentName::new(name, id)?;
         paths.extend(Component::ALL.map(|c| seg.path(dir, c)));
     }
-    if doomed_manifest {
-        paths.push(mpath);
-    }
+    paths.push(mpath);
     deleter.delete(&paths)
 }
 
