@@ -12,7 +12,7 @@ use std::path::Path;
 
 use common::{files, test_config};
 use segstore::io::rules::{FaultKind, Faults};
-use segstore::io::FileRules;
+use segstore::io::{FileRules, PowerLoss};
 use segstore::lifecycle::PendingReason;
 use segstore::table::commitlog::CommitLogSync;
 use segstore::table::TableConfig;
@@ -206,4 +206,71 @@ fn a_taken_destination_is_refused_and_left_alone() {
         .filter(|n| n.contains("checkpoint"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Power lost at every operation of a checkpoint (its flush included): afterwards the
+/// destination is absent or a whole store, present whenever the call returned Ok, and
+/// the source still holds everything.
+#[test]
+fn power_lost_during_a_checkpoint_leaves_no_destination_or_a_whole_one() {
+    let attempt = |tmp: &Path, sim: &PowerLoss, crash_after: Option<u64>| -> bool {
+        let store = Store::open(
+            tmp.join("store"),
+            config(FileRules::posix().with_power_loss(sim.clone())),
+        )
+        .unwrap();
+        fill(&store);
+        let before = sim.ops();
+        if let Some(n) = crash_after {
+            sim.crash_at(before + n);
+        }
+        let ok = store.checkpoint(tmp.join("copy")).is_ok();
+        if crash_after.is_none() {
+            CHECKPOINT_OPS.store(sim.ops() - before, std::sync::atomic::Ordering::Relaxed);
+        }
+        drop(store);
+        ok
+    };
+    static CHECKPOINT_OPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    {
+        let tmp = tempfile::tempdir().unwrap();
+        let sim = PowerLoss::new(&tmp.path().join("store"), 0);
+        assert!(attempt(tmp.path(), &sim, None));
+    }
+    let total = CHECKPOINT_OPS.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(total > 10, "a checkpoint of {total} operations");
+    let (mut absent, mut whole) = (0, 0);
+    for at in 0..=total {
+        let tmp = tempfile::tempdir().unwrap();
+        let sim = PowerLoss::new(&tmp.path().join("store"), at);
+        // The last operation is the fsync after the rename: with reordering the
+        // rename may persist without it.
+        sim.set_reordering(at % 2 == 1 || at + 1 == total);
+        sim.set_torn_writes(at % 4 >= 2);
+        let ok = attempt(tmp.path(), &sim, Some(at));
+        let point = sim.crash_point().unwrap_or_else(|| "the end".into());
+        sim.recover().unwrap();
+        let dest = tmp.path().join("copy");
+        let present = std::fs::read_dir(&dest).is_ok_and(|mut d| d.next().is_some());
+        assert!(
+            !ok || present,
+            "{point}: checkpoint returned Ok, the copy is gone"
+        );
+        if present {
+            let copy = Store::open(&dest, config(FileRules::posix()))
+                .unwrap_or_else(|e| panic!("{point}: the copy does not open: {e}"));
+            check(&copy);
+            assert_eq!(copy.table_names(), ["a", "b", "c"], "{point}");
+            copy.close().unwrap();
+            whole += 1;
+        } else {
+            absent += 1;
+        }
+        let store = Store::open(tmp.path().join("store"), config(FileRules::posix()))
+            .unwrap_or_else(|e| panic!("{point}: the source does not open: {e}"));
+        check(&store);
+        assert!(store.close().unwrap().is_clean(), "{point}");
+    }
+    eprintln!("checkpoint: {total} operations; no copy after {absent} crash points, a whole one after {whole}");
+    assert!(absent > 0 && whole > 0);
 }
