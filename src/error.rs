@@ -137,6 +137,19 @@ pub enum Error {
     #[error("store is closed")]
     Closed,
 
+    /// The store was opened read-only ([`crate::Store::open_read_only`]): writes,
+    /// flushes, compactions, snapshots and drops are refused.
+    #[error("store is open read-only")]
+    ReadOnly,
+
+    /// The table was dropped ([`crate::Store::drop_table`]): a handle of it still held
+    /// reads what it held, but writes, flushes and compactions are refused.
+    #[error("table {table:?} was dropped")]
+    Dropped {
+        /// The table.
+        table: String,
+    },
+
     /// Replicas cannot be repaired against each other.
     #[error("repair refused: {0}")]
     RepairMismatch(String),

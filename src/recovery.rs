@@ -36,6 +36,17 @@
 //!    table): otherwise [`Error::Corrupt`] naming the missing manifest, rather than
 //!    opening an empty table while replay skips the records it thinks are flushed.
 //!    Tables that positions name with nothing flushed hold no segment data.
+//! 8. A table dropped by [`crate::Store::drop_table`] has a `dropped <name> <seq> <id>`
+//!    line in `commitlog/positions`, written durably before any of its files is
+//!    deleted (the drop's commit point). A manifest of that name whose `next_id` is
+//!    below `<id>` is the dropped table's: it is deleted (after its segment files), and
+//!    the table is not returned. Segment files of that name with an id below `<id>` and
+//!    no live manifest are the dropped table's too: deleted, not refused under rule 4.
+//!    So a crash at any point of a drop leaves a store that opens: before the commit
+//!    point with the table whole, after it without the table.
+//!
+//! [`scan`] applies the rules without deleting anything (a read-only open);
+//! [`recover`] then hands what they doom to the deleter.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -46,15 +57,42 @@ use crate::lifecycle::set::manifest_path;
 use crate::lifecycle::{Deleter, Manifest, SnapshotManifest};
 use crate::segment::{validate_name, SegmentName};
 use crate::snapshot;
-use crate::table::positions::{Positions, FILE as POSITIONS_FILE};
+use crate::table::positions::{DroppedTable, Positions, FILE as POSITIONS_FILE};
 use crate::table::tables::COMMITLOG_DIR;
 
-/// Recovery scan at open. Returns every table (from manifests) with the largest segment
-/// id seen on disk for it, so new ids never reuse a name.
-pub(crate) fn recover(dir: &Path, deleter: &Deleter) -> Result<BTreeMap<String, u64>> {
+/// What the recovery scan found.
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    /// Every table with a live manifest, with the largest segment id seen on disk for
+    /// it, so new ids never reuse a name.
+    pub(crate) tables: BTreeMap<String, u64>,
+    /// Dropped tables (rule 8), from `commitlog/positions`.
+    pub(crate) dropped: BTreeMap<String, DroppedTable>,
+    /// What the rules delete, in order.
+    pub(crate) doomed: Vec<PathBuf>,
+}
+
+/// Recovery at open: [`scan`], then delete what it doomed through the deleter.
+pub(crate) fn recover(dir: &Path, deleter: &Deleter) -> Result<Recovered> {
+    let r = scan(dir, deleter)?;
+    deleter.delete(&r.doomed)?;
+    Ok(r)
+}
+
+/// The recovery scan (module docs), deleting nothing.
+pub(crate) fn scan(dir: &Path, deleter: &Deleter) -> Result<Recovered> {
+    let positions = Positions::load(&dir.join(COMMITLOG_DIR))?;
+    // Rule 8: the dropped table's own names.
+    let dropped_id = |table: &str, id: u64| {
+        positions
+            .dropped
+            .get(table)
+            .is_some_and(|d| id < d.first_id)
+    };
     let mut tables: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
     let mut max_ids: BTreeMap<String, u64> = BTreeMap::new();
     let mut doomed: Vec<PathBuf> = Vec::new();
+    let mut dropped_manifests: Vec<PathBuf> = Vec::new();
     let mut segment_files: Vec<(PathBuf, SegmentName)> = Vec::new();
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
     for e in rd {
@@ -72,6 +110,13 @@ pub(crate) fn recover(dir: &Path, deleter: &Deleter) -> Result<BTreeMap<String, 
             }
             Some(StoreFile::Manifest(table)) => {
                 let m = Manifest::load(&path)?;
+                if dropped_id(&table, m.next_id) {
+                    if !deleter.is_pending(&path) {
+                        tracing::info!(table = %table, "completing the drop of a table");
+                        dropped_manifests.push(path);
+                    }
+                    continue;
+                }
                 max_ids.insert(table.clone(), m.next_id.saturating_sub(1));
                 tables.insert(table, m.segments);
             }
@@ -95,6 +140,7 @@ pub(crate) fn recover(dir: &Path, deleter: &Deleter) -> Result<BTreeMap<String, 
                 tracing::info!(path = %path.display(), "removing orphan segment file");
                 doomed.push(path);
             }
+            None if dropped_id(&seg.table, seg.id) => doomed.push(path),
             None => {
                 let name = path.file_name().unwrap_or_default().to_string_lossy();
                 unexplained
@@ -124,8 +170,9 @@ pub(crate) fn recover(dir: &Path, deleter: &Deleter) -> Result<BTreeMap<String, 
             ),
         ));
     }
+    // Rule 8: a dropped table's manifest goes after its segment files.
+    doomed.extend(dropped_manifests);
     // Rule 7: a table the commit log positions say was flushed must have a manifest.
-    let positions = Positions::load(&dir.join(COMMITLOG_DIR))?;
     for (table, &flushed) in &positions.flushed {
         if flushed > 0 && !tables.contains_key(table) {
             return Err(Error::corrupt(
@@ -143,8 +190,11 @@ pub(crate) fn recover(dir: &Path, deleter: &Deleter) -> Result<BTreeMap<String, 
     max_ids.retain(|t, _| tables.contains_key(t));
     recover_commitlog_temps(dir, &mut doomed)?;
     recover_snapshots(dir, deleter, &mut doomed)?;
-    deleter.delete(&doomed)?;
-    Ok(max_ids)
+    Ok(Recovered {
+        tables: max_ids,
+        dropped: positions.dropped,
+        doomed,
+    })
 }
 
 /// A `commitlog/positions.tmp` left by a crash while the positions were replaced.

@@ -4,22 +4,27 @@
 //! Open: take the directory lock (invariant 7); resolve and log `disk_access_mode`;
 //! open the deleter, which completes the journal of deletions left by a crash; run the
 //! recovery scan (`src/recovery.rs`: temp files, snapshot staging directories,
-//! ephemeral snapshots and orphans go to the deleter); open every table's segments;
-//! then open the commit log and replay it into the tables' memtables
-//! ([`crate::table::tables`]). Close: flush every table and close the commit
-//! log, clear ephemeral snapshots, release the views, report handles and mappings still
-//! held (leaks), and finish every deletion that can run.
+//! ephemeral snapshots, orphans and what a drop left go to the deleter); open every
+//! table's segments; then open the commit log and replay it into the tables' memtables
+//! ([`crate::table::tables`]). Close ([`Store::close`], once; later calls do nothing):
+//! flush every table and close the commit log, clear ephemeral snapshots, release the
+//! views, report handles and mappings still held (leaks), finish every deletion that
+//! can run, and release the directory lock. Drop without close: the commit log's final
+//! fsync and nothing else (see [`Store`]).
 //!
 //! Tables: [`Store::table`] gives the LSM [`Table`] of a name (writes through the commit
 //! log, memtables, flush, compaction); [`Store::segments`] gives the bare segment set
-//! underneath, for code that writes segments itself.
+//! underneath, for code that writes segments itself; [`Store::drop_table`] removes one.
+//!
+//! Also: [`Store::open_read_only`] (a shared lock, no writes at all) and
+//! [`Store::checkpoint`] (a consistent copy in another directory that opens as a store).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::config::{DiskAccessMode, MemoryOptions, ResolvedModes, SegmentOptions};
 use crate::error::{Error, Result};
@@ -28,13 +33,13 @@ use crate::io::kstats::SmapsSnapshot;
 use crate::io::registry::MappingSite;
 use crate::io::residency::ResidencyTotals;
 use crate::io::{registry, FileRules, MappingStats, StoreFs};
-use crate::lifecycle::set::open_handle;
+use crate::lifecycle::set::{manifest_path, open_handle, Frozen};
 use crate::lifecycle::{
-    DeletePolicy, Deleter, DeleterStats, DirLock, HandleSite, LeakTracker, PendingDeletion,
-    SegmentHandle, SegmentSet, SetOptions,
+    DeletePolicy, Deleter, DeleterStats, DirLock, HandleSite, LeakTracker, Manifest,
+    PendingDeletion, SegmentHandle, SegmentSet, SetOptions, View,
 };
 use crate::recovery;
-use crate::segment::{validate_name, SegmentName};
+use crate::segment::{validate_name, Component, SegmentName};
 use crate::segment::{IndexCacheStats, ReaderOptions};
 use crate::snapshot::{self, SnapshotInfo};
 use crate::table::commitlog::CommitLogConfig;
@@ -90,7 +95,7 @@ impl Default for Config {
     }
 }
 
-/// What `close` found.
+/// What `close` found. A second [`Store::close`] returns an empty one.
 #[derive(Debug, Default)]
 pub struct CloseReport {
     /// Segment handles still held by the application (leaks).
@@ -161,6 +166,15 @@ pub struct SnapshotView {
 }
 
 /// An open store directory.
+///
+/// Close it with [`Store::close`] (it takes `&self`, so a store shared across threads
+/// can be closed where it is; closing twice is harmless). A store dropped without a
+/// close does exactly this: refuses further use, stops the background worker, closes
+/// the commit log (its final fsync, so every write acknowledged so far, under
+/// `periodic` sync too, is as durable as a close would have made it, unless that fsync
+/// fails, which is logged), releases its views and retries deletions that can run now.
+/// It flushes no memtable, writes no positions and clears no ephemeral snapshot: the
+/// next open replays the commit log and finishes the rest, as after a crash.
 #[derive(Debug)]
 pub struct Store {
     dir: PathBuf,
@@ -172,13 +186,47 @@ pub struct Store {
     tables: RwLock<BTreeMap<String, Arc<SegmentSet>>>,
     lsm: Tables,
     closed: AtomicBool,
-    _lock: DirLock,
+    read_only: bool,
+    /// First segment id of a later table of each dropped name (positions' `dropped`).
+    dropped: Mutex<BTreeMap<String, u64>>,
+    /// Held until close.
+    lock: Mutex<Option<DirLock>>,
+}
+
+/// Opens (creating) segment sets by name for the store and for replay.
+struct SetOpener<'a> {
+    dir: &'a Path,
+    sets: &'a RwLock<BTreeMap<String, Arc<SegmentSet>>>,
+    opts: SetOptions,
+    deleter: &'a Deleter,
+    read_only: bool,
+    dropped: &'a Mutex<BTreeMap<String, u64>>,
 }
 
 impl Store {
     /// Open (creating if needed) the store in `dir`.
     pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
-        let dir = dir.as_ref();
+        Self::open_inner(dir.as_ref(), config, false)
+    }
+
+    /// Open the store in `dir` read-only: for reads while no process has it open for
+    /// writing, or of a copy that must stay as it is.
+    ///
+    /// Takes a shared lock on `LOCK` (several read-only opens at a time, in one process
+    /// or many; [`Error::Locked`] while it is open for writing, and a writer gets
+    /// `Locked` while any read-only open holds it). Writes nothing at all: no recovery
+    /// deletions (temp files, orphans and what the journal names stay; what recovery
+    /// would delete is not read), no journal rewrite, no new commit log file, no
+    /// positions, no background work. The commit log is replayed into memtables, so
+    /// reads see every write the last writer acknowledged. Writes, flushes, compactions,
+    /// snapshots, checkpoints and drops fail with [`Error::ReadOnly`]; a table that does
+    /// not exist is [`Error::NotFound`]. `dir` must be a store (a missing `LOCK` file is
+    /// [`Error::NotFound`]). Close and drop write nothing either.
+    pub fn open_read_only(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
+        Self::open_inner(dir.as_ref(), config, true)
+    }
+
+    fn open_inner(dir: &Path, config: Config, read_only: bool) -> Result<Store> {
         config.segment.validate()?;
         config.commitlog.validate()?;
         config.table.validate()?;
@@ -190,17 +238,32 @@ impl Store {
                 reason: "must be a number from 0.0 to 1.0".into(),
             });
         }
-        StoreFs::new(dir, &config.file_rules).create_dir_all(dir)?;
+        if !read_only {
+            StoreFs::new(dir, &config.file_rules).create_dir_all(dir)?;
+        }
         let dir = dir
             .canonicalize()
             .map_err(|e| Error::io("canonicalize", dir, e))?;
-        let lock = DirLock::acquire(&StoreFs::new(&dir, &config.file_rules))?;
+        let lock = if read_only {
+            DirLock::acquire_shared(&dir)?
+        } else {
+            DirLock::acquire(&StoreFs::new(&dir, &config.file_rules))?
+        };
         let modes = config.disk_access_mode.resolve();
         modes.log();
-        let deleter = Deleter::open(&dir, config.file_rules.clone(), config.delete_policy)?;
+        let deleter = if read_only {
+            Deleter::open_read_only(&dir, config.file_rules.clone(), config.delete_policy)?
+        } else {
+            Deleter::open(&dir, config.file_rules.clone(), config.delete_policy)?
+        };
         let tracker = config.track_leaks.then(|| Arc::new(LeakTracker::default()));
-        let max_ids = recovery::recover(&dir, &deleter)?;
-        deleter.compact_journal()?;
+        let recovered = if read_only {
+            recovery::scan(&dir, &deleter)?
+        } else {
+            let r = recovery::recover(&dir, &deleter)?;
+            deleter.compact_journal()?;
+            r
+        };
         let reader = ReaderOptions {
             crc_check_chance: config.crc_check_chance,
             ..ReaderOptions::from_config(&config.memory)?
@@ -212,18 +275,41 @@ impl Store {
             reader: reader.clone(),
         };
         let mut tables = BTreeMap::new();
-        for (table, max_id) in max_ids {
+        for (table, max_id) in recovered.tables {
             let set = SegmentSet::open(&dir, &table, opts.clone(), deleter.clone(), max_id + 1)?;
+            if read_only {
+                set.freeze(Some(Frozen::ReadOnly));
+            }
             tables.insert(table, Arc::new(set));
         }
         let tables = RwLock::new(tables);
-        let lsm = Tables::open(
+        let dropped = Mutex::new(
+            recovered
+                .dropped
+                .iter()
+                .map(|(t, d)| (t.clone(), d.first_id))
+                .collect(),
+        );
+        let opener = SetOpener {
+            dir: &dir,
+            sets: &tables,
+            opts,
+            deleter: &deleter,
+            read_only,
+            dropped: &dropped,
+        };
+        let open = if read_only {
+            Tables::open_read_only
+        } else {
+            Tables::open
+        };
+        let lsm = open(
             &dir,
             &config.commitlog,
             &config.table,
             &config.file_rules,
             &deleter,
-            &|name| open_set(&dir, &tables, &opts, &deleter, name),
+            &|name| opener.open_set(name),
         )?;
         Ok(Store {
             dir,
@@ -235,8 +321,15 @@ impl Store {
             tables,
             lsm,
             closed: AtomicBool::new(false),
-            _lock: lock,
+            read_only,
+            dropped,
+            lock: Mutex::new(Some(lock)),
         })
+    }
+
+    /// Was it opened with [`Store::open_read_only`]?
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// The store directory (canonical).
@@ -262,6 +355,15 @@ impl Store {
         }
     }
 
+    /// Open, and not read-only.
+    fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        Ok(())
+    }
+
     fn set_options(&self) -> SetOptions {
         SetOptions {
             modes: self.modes,
@@ -271,20 +373,27 @@ impl Store {
         }
     }
 
-    /// The segments of table `name`, creating the table if it does not exist.
+    fn opener(&self) -> SetOpener<'_> {
+        SetOpener {
+            dir: &self.dir,
+            sets: &self.tables,
+            opts: self.set_options(),
+            deleter: &self.deleter,
+            read_only: self.read_only,
+            dropped: &self.dropped,
+        }
+    }
+
+    /// The segments of table `name`, creating the table if it does not exist
+    /// ([`Error::NotFound`] on a read-only store).
     pub fn segments(&self, name: &str) -> Result<Arc<SegmentSet>> {
         self.check_open()?;
-        open_set(
-            &self.dir,
-            &self.tables,
-            &self.set_options(),
-            &self.deleter,
-            name,
-        )
+        self.opener().open_set(name)
     }
 
     /// The LSM table `name` (commit log, memtables, flush, compaction), creating it if
-    /// it does not exist. Its segments are [`Store::segments`] of the same name.
+    /// it does not exist ([`Error::NotFound`] on a read-only store). Its segments are
+    /// [`Store::segments`] of the same name.
     pub fn table(&self, name: &str) -> Result<Arc<Table>> {
         self.check_open()?;
         self.lsm.table(name, || self.segments(name))
@@ -311,7 +420,7 @@ impl Store {
     }
 
     fn snapshot_inner(&self, tag: &str, table: Option<&str>, ephemeral: bool) -> Result<()> {
-        self.check_open()?;
+        self.check_writable()?;
         // Memtables first, so the snapshot holds every acknowledged write (Cassandra
         // flushes before a snapshot too).
         self.lsm.flush(table)?;
@@ -356,11 +465,13 @@ impl Store {
     /// Clear snapshot `tag` (an error names a missing tag). Files still mapped are
     /// deleted when their last mapping closes.
     pub fn clear_snapshot(&self, tag: &str) -> Result<()> {
+        self.check_writable()?;
         snapshot::clear(&self.dir, tag, &self.deleter)
     }
 
     /// Clear every snapshot.
     pub fn clear_all_snapshots(&self) -> Result<()> {
+        self.check_writable()?;
         for tag in snapshot::list_tags(&self.dir, &self.deleter)? {
             self.clear_snapshot(&tag)?;
         }
@@ -434,24 +545,218 @@ impl Store {
         out
     }
 
-    /// Close: clear ephemeral snapshots, release views, report leaks, finish deletions.
-    pub fn close(self) -> Result<CloseReport> {
-        self.closed.store(true, Ordering::Release);
+    /// Drop table `name`: its data, its segment files and its manifest.
+    ///
+    /// The table stops taking writes at once (its flushes and compactions too) and
+    /// leaves the store: [`Store::table_names`] no longer lists it, and a later
+    /// [`Store::table`] of the name creates a new, empty table (whose segment ids start
+    /// past the dropped one's, so no file name is reused). A [`Table`] or segment set
+    /// of it still held keeps reading what it held (memtables and segments) until
+    /// dropped; its writes, flushes and compactions fail with [`Error::Dropped`]. The
+    /// segments are retired as compaction retires its inputs (journaled at once,
+    /// deleted when their last handle drops: at once, unless such a handle, a scan, a
+    /// snapshot being taken or a checkpoint still reads them), and the manifest is
+    /// deleted through the deleter.
+    ///
+    /// Crash safety: the drop's commit point is the durable replacement of
+    /// `commitlog/positions` with a `dropped` line for the table (replay then skips its
+    /// records). A crash before it leaves the table whole; after it, the next open
+    /// deletes whatever of the table is left (recovery rule 8, `src/recovery.rs`), in
+    /// any order, and the store opens without it. If writing the positions file fails
+    /// the error is returned and the table is back in this run (taking writes again),
+    /// but the file on disk may be the new one until the next checkpoint rewrites it:
+    /// a crash in between completes the drop at the next open. Once the drop is
+    /// committed it returns `Ok` even if queuing the file deletions failed (logged;
+    /// the next open, or a new table of the name, finishes them).
+    ///
+    /// [`Error::NotFound`] if there is no such table, [`Error::ReadOnly`],
+    /// [`Error::Closed`].
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        self.check_writable()?;
+        validate_name("table", name)?;
+        // Held throughout: no set of this name is created or listed meanwhile.
+        let mut sets = self.tables.write();
+        let set = sets.get(name).cloned().ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: name.to_string(),
+        })?;
+        // Every id the set handed out is below its next id; +1 keeps a manifest of the
+        // dropped table (whose next_id is at most that) below the first id too.
+        let first_id = set.freeze(Some(Frozen::Dropped)) + 1;
+        if let Err(e) = self.lsm.drop_table(name, first_id) {
+            set.freeze(None);
+            return Err(e);
+        }
+        sets.remove(name);
+        self.dropped.lock().insert(name.to_string(), first_id);
+        // The live segments go as compaction's inputs do: journaled now, unlinked when
+        // their last handle drops (the set's own view, with the last `Table` of it, or a
+        // scan, snapshot or checkpoint still reading them). Then the manifest.
+        let view = set.view();
+        let mut announce = Vec::new();
+        for h in &view.segments {
+            announce.extend_from_slice(h.segment().component_paths());
+            h.segment().mark_obsolete();
+        }
+        if let Err(e) = self.deleter.announce(&announce) {
+            tracing::warn!(table = %name, error = %e, "could not journal a dropped table's segments; they go when their last handle drops, or at the next open");
+        }
+        let live: Vec<u64> = view.segments.iter().map(|h| h.name().id).collect();
+        drop(view);
+        if let Err(e) = delete_dropped(&self.dir, &self.deleter, name, first_id, &live) {
+            tracing::warn!(table = %name, error = %e, "table dropped, but its manifest could not be queued for deletion; the next open (or a new table of the name) deletes it");
+        }
+        Ok(())
+    }
+
+    /// A consistent copy of the store in `dest`, which `Store::open(dest, ..)` opens as
+    /// a store holding every write acknowledged before the call.
+    ///
+    /// Flushes every table, then, holding the views of that moment (so no segment is
+    /// deleted meanwhile), hard-links every live segment's components (copies them,
+    /// fsynced, where a link fails: another file system, or no hard links), writes each
+    /// table's manifest and a `LOCK` file, into a staging directory beside `dest`
+    /// (`.<dest name>.checkpoint-<n>.tmp`), fsyncs it, and renames it to `dest`, then
+    /// fsyncs `dest`'s parent. No commit log and no positions file: the copy replays
+    /// nothing. Snapshots and pending deletions are not copied. All file operations go
+    /// through the I/O boundary with the store's file rules.
+    ///
+    /// `dest` must not exist, or be an empty directory, and must lie outside the store
+    /// directory: otherwise [`Error::AlreadyExists`] (kind `"checkpoint destination"`)
+    /// or [`Error::InvalidArgument`]; [`Error::ReadOnly`] on a read-only store (its
+    /// memtables cannot be flushed). Writes after the call may or may not be in the
+    /// copy. On an error `dest` is as it was; a staging directory may be left beside it
+    /// (the store's deleter serves its own directory only), which is the caller's to
+    /// remove.
+    pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<()> {
+        self.check_writable()?;
+        let dest = std::path::absolute(dest.as_ref())
+            .map_err(|e| Error::io("resolve", dest.as_ref(), e))?;
+        let taken = || Error::AlreadyExists {
+            kind: "checkpoint destination",
+            name: dest.display().to_string(),
+        };
+        match std::fs::read_dir(&dest) {
+            Ok(mut entries) => {
+                if entries.next().is_some() {
+                    return Err(taken());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => return Err(taken()),
+            Err(e) => return Err(Error::io("list", &dest, e)),
+        }
+        let (Some(parent), Some(file_name)) = (dest.parent(), dest.file_name()) else {
+            return Err(Error::InvalidArgument(format!(
+                "checkpoint destination {} has no parent directory",
+                dest.display()
+            )));
+        };
+        let real_parent = parent.canonicalize().ok();
+        if dest.starts_with(&self.dir) || real_parent.is_some_and(|p| p.starts_with(&self.dir)) {
+            return Err(Error::InvalidArgument(format!(
+                "checkpoint destination {} lies inside the store directory {}",
+                dest.display(),
+                self.dir.display()
+            )));
+        }
+        // Every acknowledged write into a segment, then the views that hold them.
+        self.lsm.flush(None)?;
+        let views: Vec<(String, Arc<View>)> = self
+            .tables
+            .read()
+            .iter()
+            .map(|(n, s)| (n.clone(), s.view()))
+            .collect();
+        let fs = StoreFs::new(parent, &self.config.file_rules);
+        fs.create_dir_all(parent)?;
+        static ATTEMPT: AtomicU64 = AtomicU64::new(0);
+        let staging = loop {
+            let n = ATTEMPT.fetch_add(1, Ordering::Relaxed);
+            let s = parent.join(format!(
+                ".{}.checkpoint-{}-{n}.tmp",
+                file_name.to_string_lossy(),
+                std::process::id()
+            ));
+            if std::fs::symlink_metadata(&s).is_err() {
+                break s;
+            }
+        };
+        fs.create_dir(&staging)?;
+        let staged = (|| {
+            for (table, view) in &views {
+                let mut manifest = Manifest {
+                    table: table.clone(),
+                    next_id: 1,
+                    ..Manifest::default()
+                };
+                for h in &view.segments {
+                    for c in Component::ALL {
+                        let src = h.name().path(h.dir(), c);
+                        let dst = staging.join(h.name().file_name(c));
+                        if fs.hard_link(&src, &dst).is_err() {
+                            fs.copy_durable(&src, &dst)?;
+                        }
+                    }
+                    manifest.segments.insert(h.name().id);
+                    manifest.next_id = manifest.next_id.max(h.name().id + 1);
+                }
+                // Publishing fsyncs the staging directory: the links above are durable.
+                manifest.store(&manifest_path(&staging, table), &fs)?;
+            }
+            drop(fs.open_lock_file(&staging.join(crate::layout::LOCK_FILE))?);
+            fs.fsync_dir(&staging)
+        })();
+        if let Err(e) = staged {
+            tracing::warn!(staging = %staging.display(), error = %e, "checkpoint failed; its staging directory is left for the caller to remove");
+            return Err(e);
+        }
+        drop(views);
+        fs.rename(&staging, &dest).map_err(|e| {
+            tracing::warn!(staging = %staging.display(), error = %e, "checkpoint not renamed into place; its staging directory is left for the caller to remove");
+            let occupied = std::fs::read_dir(&dest).is_ok_and(|mut d| d.next().is_some());
+            if occupied {
+                taken()
+            } else {
+                e
+            }
+        })?;
+        fs.fsync_dir(parent)
+    }
+
+    /// Close: flush the tables and close the commit log, clear ephemeral snapshots,
+    /// release views, report leaks, finish deletions, release the directory lock.
+    ///
+    /// Takes `&self`; the store refuses every later use with [`Error::Closed`]. Only
+    /// the first call closes: a later one (or one racing with it) does nothing and
+    /// returns an empty report, so an error is reported once, by the call that closed.
+    /// Every step runs even if an earlier one failed; the first error is returned. On a
+    /// read-only store nothing is written, and no pending deletion is reported (the
+    /// journal's are the last writer's, left for the next writable open).
+    pub fn close(&self) -> Result<CloseReport> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(CloseReport::default());
+        }
         // Flush and close the log first; finish the rest of the close even if that
         // failed (the commit log still holds what was not flushed).
         let tables_closed = self.lsm.close();
-        for tag in snapshot::list_tags(&self.dir, &self.deleter)? {
-            if snapshot::load(&self.dir, &tag, &self.deleter)?.ephemeral {
-                self.clear_snapshot(&tag)?;
-            }
-        }
+        let snapshots_cleared = if self.read_only {
+            Ok(())
+        } else {
+            self.clear_ephemeral_snapshots()
+        };
         for s in self.tables.read().values() {
             s.release();
         }
+        let pending = if self.read_only {
+            Ok(Vec::new())
+        } else {
+            self.deleter.close()
+        };
         let report = CloseReport {
             leaked_handles: self.tracker.as_ref().map(|t| t.live()).unwrap_or_default(),
             leaked_mappings: registry().open_under(&self.dir),
-            pending_deletions: self.deleter.close()?,
+            pending_deletions: pending.as_ref().map(Vec::clone).unwrap_or_default(),
         };
         for h in &report.leaked_handles {
             tracing::error!(segment = %h.segment, taken_at = %h.taken_at, "LEAK DETECTED: segment handle still held at close");
@@ -459,49 +764,107 @@ impl Store {
         for m in &report.leaked_mappings {
             tracing::error!(path = %m.path.display(), opened_at = %m.opened_at, "LEAK DETECTED: mapping still open at close");
         }
+        self.lock.lock().take();
         tables_closed?;
+        snapshots_cleared?;
+        pending?;
         Ok(report)
+    }
+
+    fn clear_ephemeral_snapshots(&self) -> Result<()> {
+        let mut first = Ok(());
+        for tag in snapshot::list_tags(&self.dir, &self.deleter)? {
+            let r =
+                snapshot::load(&self.dir, &tag, &self.deleter).and_then(|m| match m.ephemeral {
+                    true => snapshot::clear(&self.dir, &tag, &self.deleter),
+                    false => Ok(()),
+                });
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
     }
 }
 
 impl Drop for Store {
+    /// See [`Store`]: the commit log's final fsync, nothing flushed.
     fn drop(&mut self) {
-        if !self.closed.load(Ordering::Acquire) {
-            // Not closed: behave like a crash, except that deletions which can run now
-            // do (the journal already holds them for the next open). The commit log
-            // holds every acknowledged write.
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            // Like a crash, except that the commit log is fsynced and closed (every
+            // acknowledged write durable) and deletions which can run now do (the
+            // journal already holds them for the next open).
             self.lsm.abandon();
             for s in self.tables.read().values() {
                 s.release();
             }
-            self.deleter.retry_all();
+            if !self.read_only {
+                self.deleter.retry_all();
+            }
         }
     }
 }
 
-/// The segment set of table `name` from `sets`, opening (creating) it if needed.
-fn open_set(
+/// Delete the manifest of dropped table `name` if it is still there and is the dropped
+/// table's (its `next_id` is below `first_id`), after the segments it names other than
+/// `retired` (those retire with their handles), in one journaled request.
+fn delete_dropped(
     dir: &Path,
-    sets: &RwLock<BTreeMap<String, Arc<SegmentSet>>>,
-    opts: &SetOptions,
     deleter: &Deleter,
     name: &str,
-) -> Result<Arc<SegmentSet>> {
-    validate_name("table", name)?;
-    if let Some(s) = sets.read().get(name) {
-        return Ok(s.clone());
+    first_id: u64,
+    retired: &[u64],
+) -> Result<()> {
+    let mpath = manifest_path(dir, name);
+    if !mpath.exists() || deleter.is_pending(&mpath) {
+        return Ok(());
     }
-    let mut t = sets.write();
-    if let Some(s) = t.get(name) {
-        return Ok(s.clone());
+    let m = Manifest::load(&mpath)?;
+    if m.next_id >= first_id {
+        return Ok(());
     }
-    let set = Arc::new(SegmentSet::open(
-        dir,
-        name,
-        opts.clone(),
-        deleter.clone(),
-        1,
-    )?);
-    t.insert(name.to_string(), set.clone());
-    Ok(set)
+    let mut paths = Vec::new();
+    for id in m.segments.into_iter().filter(|id| !retired.contains(id)) {
+        let seg = SegmentName::new(name, id)?;
+        paths.extend(Component::ALL.map(|c| seg.path(dir, c)));
+    }
+    paths.push(mpath);
+    deleter.delete(&paths)
+}
+
+impl SetOpener<'_> {
+    /// The segment set of table `name`, opening (creating) it if needed.
+    fn open_set(&self, name: &str) -> Result<Arc<SegmentSet>> {
+        validate_name("table", name)?;
+        if let Some(s) = self.sets.read().get(name) {
+            return Ok(s.clone());
+        }
+        if self.read_only {
+            return Err(Error::NotFound {
+                kind: "table",
+                name: name.to_string(),
+            });
+        }
+        let mut t = self.sets.write();
+        if let Some(s) = t.get(name) {
+            return Ok(s.clone());
+        }
+        let first_id = self.dropped.lock().get(name).copied();
+        if let Some(first_id) = first_id {
+            // A table of this name was dropped: finish deleting its files if that
+            // failed before, and make sure no journaled deletion of its manifest can
+            // ever apply to the new one.
+            delete_dropped(self.dir, self.deleter, name, first_id, &[])?;
+            self.deleter.reserve(&manifest_path(self.dir, name))?;
+        }
+        let set = Arc::new(SegmentSet::open(
+            self.dir,
+            name,
+            self.opts.clone(),
+            self.deleter.clone(),
+            first_id.unwrap_or(1),
+        )?);
+        t.insert(name.to_string(), set.clone());
+        Ok(set)
+    }
 }

@@ -66,6 +66,43 @@ fn bad_crc_check_chance_or_index_cache_is_refused_before_anything_changes() {
     store.close().unwrap();
 }
 
+/// Every commit log sync spelling the README's comment shows parses, durations as text
+/// alike (`period` as `window`); the older `period_ms` still reads.
+#[test]
+fn the_readme_sync_spellings_parse() {
+    let block = readme_toml();
+    let line = block
+        .lines()
+        .find(|l| l.starts_with("sync = "))
+        .expect("a sync line");
+    let comment = line.split_once('#').expect("a comment").1;
+    let spellings: Vec<&str> = comment.split(" | ").map(str::trim).collect();
+    assert_eq!(spellings.len(), 3, "{comment}");
+    let parsed: Vec<CommitLogSync> = spellings
+        .iter()
+        .map(|s| {
+            toml::from_str::<Config>(&format!("[commitlog]\nsync = {s}"))
+                .unwrap_or_else(|e| panic!("{s}: {e}"))
+                .commitlog
+                .sync
+        })
+        .collect();
+    assert_eq!(
+        parsed,
+        [
+            CommitLogSync::Batch,
+            CommitLogSync::Periodic { period_ms: 10_000 },
+            CommitLogSync::Group {
+                window: std::time::Duration::from_micros(100)
+            },
+        ]
+    );
+    let old: Config =
+        toml::from_str("[commitlog]\nsync = { periodic = { period_ms = 10000 } }").unwrap();
+    assert_eq!(old.commitlog.sync, parsed[1]);
+    assert_eq!(parsed[1].to_string(), "periodic:10s");
+}
+
 #[test]
 fn a_bad_disk_access_mode_lists_the_valid_values() {
     let err = toml::from_str::<Config>("disk_access_mode = \"mmap_all\"")

@@ -15,6 +15,8 @@
 //!   acknowledged may or may not be there, and nothing else is;
 //! - every snapshot whose creation returned Ok and that was not cleared is listed and
 //!   opens; a snapshot whose clear returned Ok is not listed;
+//! - a table whose drop returned Ok holds nothing written before the drop (a drop
+//!   that failed may or may not have taken effect);
 //! - every segment file is named by a table manifest or is waiting for the deleter, no
 //!   temp file is left, and the store closes with nothing leaked or pending.
 //!
@@ -90,6 +92,31 @@ impl Model {
     /// log holding other tables' writes was not necessarily synced).
     fn flushed(&mut self, table: &str) {
         self.synced_where(|t| t == table);
+    }
+
+    /// A drop of `table` is attempted: every key of it may read as absent from now on.
+    fn drop_attempt(&mut self, table: &str) {
+        let keys: Vec<Key> = self
+            .durable
+            .keys()
+            .chain(self.maybe.keys())
+            .filter(|(t, _)| t == table)
+            .cloned()
+            .collect();
+        for k in keys {
+            self.maybe.entry(k).or_default().push(None);
+        }
+    }
+
+    /// The drop returned Ok: nothing written to `table` before it is there.
+    fn dropped(&mut self, table: &str) {
+        for (k, v) in self.durable.iter_mut() {
+            if k.0 == table {
+                *v = None;
+            }
+        }
+        self.maybe.retain(|(t, _), _| t != table);
+        self.unsynced.retain(|((t, _), _)| t != table);
     }
 
     fn synced_where(&mut self, f: impl Fn(&str) -> bool) {
@@ -170,6 +197,14 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// A drop that failed may or may not have taken effect.
+    fn drop_table(&mut self, t: &str) -> Result<()> {
+        self.model.drop_attempt(t);
+        self.store.drop_table(t)?;
+        self.model.dropped(t);
+        Ok(())
+    }
+
     /// A clear that failed may or may not have taken effect.
     fn clear(&mut self, tag: &str) -> Result<()> {
         self.model.snapshots.remove(tag);
@@ -226,6 +261,22 @@ fn deferred(c: &mut Ctx<'_>) -> Result<()> {
     drop(view);
     c.flush("a")?;
     c.snapshot("s")?;
+    c.sync()
+}
+
+/// Tables dropped with flushed and logged data, one of them written again under the
+/// same name, and a snapshot naming the dropped table's segments.
+fn drop_tables(c: &mut Ctx<'_>) -> Result<()> {
+    writes(c, "a", 1, 5)?;
+    writes(c, "b", 1, 3)?;
+    c.flush("a")?;
+    c.snapshot("s")?;
+    writes(c, "a", 2, 5)?;
+    c.drop_table("a")?;
+    writes(c, "a", 3, 3)?;
+    c.flush("a")?;
+    c.drop_table("b")?;
+    writes(c, "b", 4, 2)?;
     c.sync()
 }
 
@@ -545,6 +596,46 @@ fn batch_snapshots_clear_and_tag_reuse() {
 #[test]
 fn periodic_snapshots_clear_and_tag_reuse() {
     assert!(every_crash_point("periodic/snapshots", opts(PERIODIC), snapshots) > 50);
+}
+
+#[test]
+fn batch_drop_tables() {
+    assert!(every_crash_point("batch/drop tables", opts(CommitLogSync::Batch), drop_tables) > 50);
+}
+
+/// A store dropped without close, the power lost right after: under `periodic` every
+/// acknowledged write is there (the drop fsyncs the commit log, as a close would).
+#[test]
+fn periodic_writes_survive_a_drop_without_close() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let sim = PowerLoss::new(&dir, 0);
+    let mut model = Model {
+        periodic: true,
+        ..Model::default()
+    };
+    {
+        let store =
+            Store::open(&dir, config(PERIODIC, rules(opts(PERIODIC), &sim), false)).unwrap();
+        let mut c = Ctx {
+            store: &store,
+            model: &mut model,
+        };
+        writes(&mut c, "a", 1, 6).unwrap();
+        c.flush("a").unwrap();
+        writes(&mut c, "a", 2, 6).unwrap();
+        writes(&mut c, "b", 2, 3).unwrap();
+        assert!(!c.model.unsynced.is_empty());
+    }
+    sim.crash_now();
+    model.synced();
+    sim.recover().unwrap();
+    check(
+        &dir,
+        &model,
+        PERIODIC,
+        "periodic: power lost after a drop without close",
+    );
 }
 
 #[test]

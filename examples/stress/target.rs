@@ -665,7 +665,7 @@ mod tests {
             let s = stats(sync);
             assert!(s.appends == 20 && s.syncs >= 20, "{sync}: {s:?}");
         }
-        let s = stats("periodic:10000ms");
+        let s = stats("periodic:10s");
         assert!(s.appends == 20 && s.syncs < 5, "{s:?}");
     }
 }

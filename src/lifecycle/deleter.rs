@@ -155,6 +155,9 @@ struct Inner {
     journal_io: Mutex<()>,
     /// Called with each path right after it is unlinked (benchmarks, tests).
     on_complete: Mutex<Option<Callback>>,
+    /// Opened for a read-only store: knows the journal's paths, deletes nothing and
+    /// writes no journal ([`Deleter::open_read_only`]).
+    read_only: bool,
 }
 
 struct Callback(Box<dyn Fn(&Path) + Send + Sync>);
@@ -190,6 +193,7 @@ impl Deleter {
                 state: Mutex::new(State::default()),
                 journal_io: Mutex::new(()),
                 on_complete: Mutex::new(None),
+                read_only: false,
             }),
         };
         let recovered = read_journal(dir)?;
@@ -204,6 +208,44 @@ impl Deleter {
             d.write_journal()?;
         }
         Ok(d)
+    }
+
+    /// The deleter of a store opened read-only: reads the journal so that
+    /// [`Deleter::is_pending`] names what a crash left to delete, but never unlinks
+    /// anything nor writes the journal (requests fail with [`Error::ReadOnly`]).
+    pub(crate) fn open_read_only(
+        dir: &Path,
+        rules: FileRules,
+        policy: DeletePolicy,
+    ) -> Result<Deleter> {
+        let recovered = read_journal(dir)?;
+        let mut st = State {
+            on_disk: recovered.iter().cloned().collect(),
+            on_disk_exact: true,
+            ..State::default()
+        };
+        for r in recovered {
+            st.pending.insert(
+                r,
+                Entry {
+                    reason: PendingReason::Queued,
+                    waiting: false,
+                    requested_at: Instant::now(),
+                    journaled: true,
+                },
+            );
+        }
+        Ok(Deleter {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                fs: StoreFs::new(dir, &rules),
+                policy: policy.effective(),
+                state: Mutex::new(st),
+                journal_io: Mutex::new(()),
+                on_complete: Mutex::new(None),
+                read_only: true,
+            }),
+        })
     }
 
     /// The policy in force.
@@ -400,13 +442,14 @@ impl Deleter {
     /// last close.
     fn attempt(&self, rel: &Path) {
         // Only what a successfully written journal names may go.
-        if !self
-            .inner
-            .state
-            .lock()
-            .pending
-            .get(rel)
-            .is_some_and(|e| e.journaled)
+        if self.inner.read_only
+            || !self
+                .inner
+                .state
+                .lock()
+                .pending
+                .get(rel)
+                .is_some_and(|e| e.journaled)
         {
             return;
         }
@@ -626,6 +669,9 @@ impl Deleter {
     /// disk names exactly that. On success every path it names may be unlinked; on
     /// failure the journal on disk may name the old paths or these.
     fn write_journal(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly);
+        }
         // Concurrent writers (a flush's obsolete segments, a snapshot clear, the last
         // unmap of a file) used to race on `deletions.pending.tmp` (one removed or
         // renamed the other's temp file: a spurious `NotFound` error) and could publish

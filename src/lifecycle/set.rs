@@ -19,7 +19,7 @@ use super::manifest::Manifest;
 use super::view::{View, ViewCell};
 use crate::config::{ResolvedModes, SegmentOptions};
 use crate::error::{Error, Result};
-use crate::segment::{ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
+use crate::segment::{Component, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
 
 /// Manifest file name of a table.
 pub fn manifest_path(dir: &Path, table: &str) -> PathBuf {
@@ -39,6 +39,15 @@ pub struct SetOptions {
     pub reader: ReaderOptions,
 }
 
+/// Why a set refuses every change for good (unlike a poisoning, nothing is in doubt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Frozen {
+    /// The store was opened read-only.
+    ReadOnly,
+    /// The table was dropped.
+    Dropped,
+}
+
 /// One table's live segments.
 #[derive(Debug)]
 pub struct SegmentSet {
@@ -51,6 +60,8 @@ pub struct SegmentSet {
     /// Set when a manifest publish failed after its rename may have taken effect: which
     /// manifest is durable is unknown, so the set refuses changes until reopened.
     poisoned: Mutex<Option<String>>,
+    /// Set by a read-only open or a drop ([`SegmentSet::freeze`]).
+    frozen: Mutex<Option<Frozen>>,
 }
 
 impl SegmentSet {
@@ -76,9 +87,11 @@ impl SegmentSet {
             }
             m
         } else {
+            // A new table starts at `min_next_id`, durably: a table created again after
+            // a drop must never look like the dropped one (recovery rule 8).
             let m = Manifest {
                 table: table.to_string(),
-                next_id: 1,
+                next_id: min_next_id.max(1),
                 ..Manifest::default()
             };
             m.store(&mpath, deleter.fs())?;
@@ -102,6 +115,7 @@ impl SegmentSet {
             view: ViewCell::default(),
             manifest: Mutex::new(manifest),
             poisoned: Mutex::new(None),
+            frozen: Mutex::new(None),
         };
         set.view.replace(|_| segments);
         Ok(set)
@@ -133,9 +147,10 @@ impl SegmentSet {
     /// Start writing a new segment under a fresh id (ids are never reused, even if the
     /// writer is abandoned).
     pub fn writer(&self) -> Result<SegmentWriter> {
-        self.check_poisoned()?;
         let name = {
             let mut m = self.manifest.lock();
+            // Under the manifest lock: no id is handed out after a freeze.
+            self.check_poisoned()?;
             let id = m.next_id;
             m.next_id += 1;
             SegmentName::new(&self.table, id)?
@@ -148,9 +163,34 @@ impl SegmentSet {
         self.replace(&[], names)
     }
 
+    /// Refuse (`Some`) or allow again (`None`) every change: new writers and manifest
+    /// replacements fail with [`Error::ReadOnly`] or [`Error::Dropped`]. Waits for a
+    /// replacement in progress. Returns the next segment id the set would have handed
+    /// out (every id it ever handed out is below it).
+    pub(crate) fn freeze(&self, why: Option<Frozen>) -> u64 {
+        let m = self.manifest.lock();
+        *self.frozen.lock() = why;
+        m.next_id
+    }
+
+    /// Was its table dropped?
+    pub(crate) fn is_dropped(&self) -> bool {
+        *self.frozen.lock() == Some(Frozen::Dropped)
+    }
+
     /// `Err(Poisoned)` once a manifest publish left it unknown which manifest is
-    /// durable (see [`SegmentSet::replace`]).
+    /// durable (see [`SegmentSet::replace`]); `Err(ReadOnly)` or `Err(Dropped)` once
+    /// frozen.
     pub fn check_poisoned(&self) -> Result<()> {
+        match *self.frozen.lock() {
+            Some(Frozen::ReadOnly) => return Err(Error::ReadOnly),
+            Some(Frozen::Dropped) => {
+                return Err(Error::Dropped {
+                    table: self.table.clone(),
+                })
+            }
+            None => {}
+        }
         match &*self.poisoned.lock() {
             Some(why) => Err(Error::Poisoned(why.clone())),
             None => Ok(()),
@@ -165,6 +205,18 @@ impl SegmentSet {
     /// manifest on disk, its orphan scan removing the segments that one does not name.
     pub fn replace(&self, old: &[u64], new: &[SegmentName]) -> Result<()> {
         let mut m = self.manifest.lock();
+        if *self.frozen.lock() == Some(Frozen::Dropped) {
+            // Written for a table that is gone (a flush or compaction that was running
+            // when it was dropped): nobody has opened them, nothing will name them.
+            let doomed: Vec<PathBuf> = new
+                .iter()
+                .filter(|n| n.table == self.table)
+                .flat_map(|n| Component::ALL.map(|c| n.path(&self.dir, c)))
+                .collect();
+            if let Err(e) = self.deleter.delete(&doomed) {
+                tracing::warn!(error = %e, "could not delete segments written for a dropped table; the next open removes them");
+            }
+        }
         self.check_poisoned()?;
         if let Some(id) = old.iter().find(|id| !m.segments.contains(id)) {
             return Err(Error::InvalidArgument(format!(

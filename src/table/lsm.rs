@@ -169,6 +169,9 @@ pub struct Table {
     compactions: AtomicU64,
     pub(crate) flush_queued: AtomicBool,
     pub(crate) compaction_queued: AtomicBool,
+    /// Dropped ([`crate::Store::drop_table`]): writes are refused; read under the
+    /// memtable read lock, so once a drop has taken the write lock no write is left.
+    dropped: AtomicBool,
     /// Runs once inside compaction, between its reads of the memtables and the view
     /// (tests of invariant 5 against a concurrent flush).
     #[cfg(test)]
@@ -214,6 +217,7 @@ impl Table {
             compactions: AtomicU64::new(0),
             flush_queued: AtomicBool::new(false),
             compaction_queued: AtomicBool::new(false),
+            dropped: AtomicBool::new(false),
             #[cfg(test)]
             cutoff_hook: Mutex::new(None),
         }
@@ -253,13 +257,18 @@ impl Table {
     /// the cause, and nothing of it is logged or applied; the next write retries the
     /// flush, and writes go on as soon as one succeeds.
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
-        self.ctx.check_open()?;
+        self.ctx.check_writable()?;
         if batch.is_empty() {
             return Ok(());
         }
         let mut cells = batch.cells(self.ctx.clock.now());
         let full = loop {
             let m = self.mem.read();
+            if self.dropped.load(Ordering::Acquire) {
+                return Err(Error::Dropped {
+                    table: self.name.clone(),
+                });
+            }
             if m.frozen.len() >= self.ctx.config.max_frozen_memtables {
                 drop(m);
                 self.wait_for_flushes()?;
@@ -276,6 +285,24 @@ impl Table {
         Ok(())
     }
 
+    /// Refuse writes (a drop) or accept them again (a drop that failed). Refusing
+    /// waits until no write, flush or compaction of the table is in flight (their
+    /// segment set, frozen first, refuses what they would still change), so every
+    /// record of the table is below the commit log's next sequence number.
+    pub(crate) fn set_dropped(&self, dropped: bool) {
+        self.dropped.store(dropped, Ordering::Release);
+        if dropped {
+            // Writers waiting for a flush see it at once.
+            {
+                let _waiters = self.flush_state.lock();
+                self.stall.notify_all();
+            }
+            drop(self.flush_lock.lock());
+            drop(self.compaction_lock.lock());
+            drop(self.mem.write());
+        }
+    }
+
     /// Backpressure: wait while too many frozen memtables await their flush, asking the
     /// worker for one. A flush attempt that ends in failure during the wait ends it
     /// with that failure (a failure from before the wait only makes it ask again).
@@ -284,6 +311,11 @@ impl Table {
         let start = st.attempts;
         while self.mem.read().frozen.len() >= self.ctx.config.max_frozen_memtables {
             self.ctx.check_open()?;
+            if self.dropped.load(Ordering::Acquire) {
+                return Err(Error::Dropped {
+                    table: self.name.clone(),
+                });
+            }
             if st.attempts > start {
                 if let Some(cause) = &st.failure {
                     return Err(Error::FlushFailed {

@@ -6,9 +6,15 @@
 //! segstore-commitlog-positions 2
 //! replay_from <seq>          lowest sequence number any table may still need
 //! table <name> <seq>         every record of <name> numbered <= seq is in a segment
+//! dropped <name> <seq> <id>  (zero or more) table <name> was dropped: its records
+//!                            numbered <= seq are dead, and segment ids below <id> and
+//!                            a manifest whose next_id is below <id> are the dropped
+//!                            table's (see `Store::drop_table`, recovery rule 8)
 //! crc32c <8 hex digits>      of every byte above
 //! ```
-//! Version 1 (before the codec) holds the same lines and is read as it is.
+//! Version 1 (before the codec) holds the same lines and is read as it is. `dropped`
+//! lines are written only by stores that dropped a table (a reader that predates them
+//! refuses the file as unknown rather than replaying a dropped table).
 //!
 //! Replaced atomically (invariant 5) after a flush has added its segment to the table's
 //! manifest and before any commit log file is released. A crash between the manifest
@@ -39,6 +45,18 @@ pub struct Positions {
     pub replay_from: u64,
     /// Per table: every record numbered at or below this is in a segment.
     pub flushed: BTreeMap<String, u64>,
+    /// Dropped tables (`Store::drop_table`), until nothing needs to know.
+    pub dropped: BTreeMap<String, DroppedTable>,
+}
+
+/// What the store keeps of a dropped table (a `dropped` line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DroppedTable {
+    /// Every record of the table numbered at or below this is dead: replay skips it.
+    pub through_seq: u64,
+    /// Segment ids of the dropped table are below this, and so is its manifest's
+    /// `next_id`; a table created again under the name starts its ids here.
+    pub first_id: u64,
 }
 
 impl Default for Positions {
@@ -46,6 +64,7 @@ impl Default for Positions {
         Positions {
             replay_from: 1,
             flushed: BTreeMap::new(),
+            dropped: BTreeMap::new(),
         }
     }
 }
@@ -57,6 +76,14 @@ impl Positions {
         w.line(["replay_from", &self.replay_from.to_string()]);
         for (name, seq) in &self.flushed {
             w.line(["table", name.as_str(), &seq.to_string()]);
+        }
+        for (name, d) in &self.dropped {
+            w.line([
+                "dropped",
+                name.as_str(),
+                &d.through_seq.to_string(),
+                &d.first_id.to_string(),
+            ]);
         }
         w.finish()
     }
@@ -70,6 +97,7 @@ impl Positions {
         let mut p = Positions {
             replay_from: 0,
             flushed: BTreeMap::new(),
+            dropped: BTreeMap::new(),
         };
         for line in sealed::decode(bytes, FORMAT, 1..=VERSION)?.lines {
             let f = line.fields()?;
@@ -92,6 +120,19 @@ impl Positions {
                     let n = f.u64(2)?;
                     if p.flushed.insert(name.to_string(), n).is_some() {
                         return Err(Malformed::new(f.offset, "table named twice"));
+                    }
+                }
+                b"dropped" => {
+                    f.expect_len(4)?;
+                    let name = f.str(1)?;
+                    validate_name("table", name)
+                        .map_err(|e| Malformed::new(f.offset, e.to_string()))?;
+                    let d = DroppedTable {
+                        through_seq: f.u64(2)?,
+                        first_id: f.u64(3)?,
+                    };
+                    if p.dropped.insert(name.to_string(), d).is_some() {
+                        return Err(Malformed::new(f.offset, "dropped table named twice"));
                     }
                 }
                 _ => {
@@ -135,6 +176,15 @@ mod tests {
             flushed: [("users".to_string(), 41), ("t2".to_string(), 7)]
                 .into_iter()
                 .collect(),
+            dropped: [(
+                "old".to_string(),
+                DroppedTable {
+                    through_seq: 40,
+                    first_id: 9,
+                },
+            )]
+            .into_iter()
+            .collect(),
         };
         let b = p.encode();
         let path = Path::new("commitlog/positions");

@@ -18,8 +18,25 @@
 //!
 //! # Close
 //! Refuse new writes, stop the worker, flush every table, checkpoint, close the log
-//! (final fsync). A store dropped without close stops the worker and nothing more: the
-//! commit log has every acknowledged write.
+//! (final fsync). A store dropped without close stops the worker and closes the log
+//! (its final fsync, so that a write acknowledged under `periodic` sync is as durable
+//! as a close would have made it) and flushes nothing: replay at the next open brings
+//! the memtables back.
+//!
+//! # Drop of a table
+//! The table refuses writes and waits for those in flight (and its segment set, frozen
+//! by the store first, refuses flushes and compactions), so every record of it is below
+//! the log's next sequence number `n`. Under the positions lock it leaves the registry,
+//! and the positions file is replaced with its `flushed` entry gone and a `dropped`
+//! line (`n - 1` and the first segment id a later table of the name may use): the
+//! drop's commit point. Replay skips the table's records up to `n - 1` from then on; the
+//! store deletes the files. A `dropped` line goes once the name is in use again by a
+//! table that replay no longer needs it for (its number is below `replay_from`).
+//!
+//! # Read-only
+//! A read-only open ([`crate::Store::open_read_only`]) replays into memtables and writes nothing: no new log
+//! file ([`CommitLog::open_read_only`]), no checkpoint, no worker. Writes, flushes and
+//! checkpoints fail with [`Error::ReadOnly`].
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -33,7 +50,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::commitlog::{CommitLog, CommitLogConfig};
 use super::lsm::{Table, TableConfig};
 use super::memtable::Memtable;
-use super::positions::Positions;
+use super::positions::{DroppedTable, Positions};
 use crate::error::{Error, Result};
 use crate::io::{FileRules, StoreFs};
 use crate::lifecycle::{Deleter, SegmentSet};
@@ -100,6 +117,11 @@ pub(crate) struct Context {
     worker_cv: Condvar,
     idle_cv: Condvar,
     closed: AtomicBool,
+    /// Opened read-only: nothing is written.
+    read_only: bool,
+    /// A positions write failed: the file on disk may differ from `positions`, so the
+    /// next checkpoint writes whatever it finds.
+    positions_dirty: AtomicBool,
 }
 
 impl Context {
@@ -111,13 +133,22 @@ impl Context {
         }
     }
 
+    /// Open, and not read-only.
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        Ok(())
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
 
     fn push(&self, job: Job) {
         let mut w = self.worker.lock();
-        if !w.stop {
+        if !w.stop && !self.read_only {
             w.jobs.push_back(job);
             self.worker_cv.notify_one();
         }
@@ -143,6 +174,9 @@ impl Context {
 
     /// Persist the positions and release obsolete commit log files (module docs).
     pub(crate) fn checkpoint(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
         let mut pos = self.positions.lock();
         let mut lowest = self.log.next_seq();
         let tables: Vec<Arc<Table>> = self.tables.read().values().cloned().collect();
@@ -154,8 +188,16 @@ impl Context {
             next.flushed.insert(t.name().to_string(), t.flushed_seq());
         }
         next.replay_from = lowest;
-        if next != *pos {
-            next.store(&self.log_dir, &self.fs)?;
+        // A dropped table's line is needed while replay may meet its records, and while
+        // no live table of the name carries its first id (module docs).
+        next.dropped
+            .retain(|name, d| d.through_seq >= lowest || !tables.iter().any(|t| t.name() == name));
+        if next != *pos || self.positions_dirty.load(Ordering::Acquire) {
+            if let Err(e) = next.store(&self.log_dir, &self.fs) {
+                self.positions_dirty.store(true, Ordering::Release);
+                return Err(e);
+            }
+            self.positions_dirty.store(false, Ordering::Release);
             *pos = next;
         }
         drop(pos);
@@ -241,29 +283,62 @@ impl Tables {
         deleter: &Deleter,
         open_set: &dyn Fn(&str) -> Result<Arc<SegmentSet>>,
     ) -> Result<Tables> {
+        Self::open_inner(
+            store_dir, log_config, config, rules, deleter, open_set, false,
+        )
+    }
+
+    /// As [`Tables::open`], writing nothing (module docs, "Read-only"). `open_set` must
+    /// not create tables either.
+    pub(crate) fn open_read_only(
+        store_dir: &Path,
+        log_config: &CommitLogConfig,
+        config: &TableConfig,
+        rules: &FileRules,
+        deleter: &Deleter,
+        open_set: &dyn Fn(&str) -> Result<Arc<SegmentSet>>,
+    ) -> Result<Tables> {
+        Self::open_inner(
+            store_dir, log_config, config, rules, deleter, open_set, true,
+        )
+    }
+
+    fn open_inner(
+        store_dir: &Path,
+        log_config: &CommitLogConfig,
+        config: &TableConfig,
+        rules: &FileRules,
+        deleter: &Deleter,
+        open_set: &dyn Fn(&str) -> Result<Arc<SegmentSet>>,
+        read_only: bool,
+    ) -> Result<Tables> {
         config.validate()?;
         let log_dir = store_dir.join(COMMITLOG_DIR);
         let positions = Positions::load(&log_dir)?;
         let clock = Clock::default();
         let mut replayed: BTreeMap<String, Memtable> = BTreeMap::new();
-        let (log, outcome) = CommitLog::open_with_rules(
-            &log_dir,
-            log_config,
-            positions.replay_from,
-            rules,
-            |rec| {
-                if rec.seq > positions.flushed.get(&rec.table).copied().unwrap_or(0) {
-                    for c in &rec.cells {
-                        clock.observe(c.ts);
-                    }
-                    replayed
-                        .entry(rec.table.clone())
-                        .or_default()
-                        .apply_entries(rec.seq, &rec.cells);
+        let apply = |rec: crate::table::LogRecord| {
+            let flushed = positions.flushed.get(&rec.table).copied().unwrap_or(0);
+            let dead = positions
+                .dropped
+                .get(&rec.table)
+                .map_or(0, |d| d.through_seq);
+            if rec.seq > flushed.max(dead) {
+                for c in &rec.cells {
+                    clock.observe(c.ts);
                 }
-                Ok(())
-            },
-        )?;
+                replayed
+                    .entry(rec.table.clone())
+                    .or_default()
+                    .apply_entries(rec.seq, &rec.cells);
+            }
+            Ok(())
+        };
+        let (log, outcome) = if read_only {
+            CommitLog::open_read_only(&log_dir, log_config, positions.replay_from, apply)?
+        } else {
+            CommitLog::open_with_rules(&log_dir, log_config, positions.replay_from, rules, apply)?
+        };
         if !outcome.stops.is_empty() {
             tracing::warn!(
                 stops = outcome.stops.len(),
@@ -284,7 +359,16 @@ impl Tables {
             worker_cv: Condvar::new(),
             idle_cv: Condvar::new(),
             closed: AtomicBool::new(false),
+            read_only,
+            positions_dirty: AtomicBool::new(false),
         });
+        // From here on an error drops `out`, whose drop clears the tables (each holds
+        // the context: a cycle that would otherwise keep their segments mapped).
+        let out = Tables {
+            ctx,
+            worker: Mutex::new(None),
+        };
+        let ctx = &out.ctx;
         let mut created = Vec::new();
         for (name, mem) in replayed {
             let set = open_set(&name)?;
@@ -295,26 +379,27 @@ impl Tables {
                 .get(&name)
                 .copied()
                 .unwrap_or(0);
-            let t = Arc::new(Table::new(&name, set, Arc::clone(&ctx), mem, flushed));
+            let t = Arc::new(Table::new(&name, set, Arc::clone(ctx), mem, flushed));
             ctx.tables.write().insert(name, Arc::clone(&t));
             created.push(t);
         }
+        if read_only {
+            return Ok(out);
+        }
         ctx.checkpoint()?;
-        let c = Arc::clone(&ctx);
+        let c = Arc::clone(ctx);
         let handle = std::thread::Builder::new()
             .name("segstore-tables".into())
             .spawn(move || c.run_worker())
             .map_err(|e| Error::io("spawn worker", store_dir, e))?;
+        *out.worker.lock() = Some(handle);
         for t in &created {
             if t.stats().memtable_bytes >= config.memtable_flush_bytes {
                 ctx.schedule_flush(t);
             }
             ctx.schedule_compaction(t);
         }
-        Ok(Tables {
-            ctx,
-            worker: Mutex::new(Some(handle)),
-        })
+        Ok(out)
     }
 
     /// The table `name`, creating it (and its segment set, through `open_set`) if needed.
@@ -332,6 +417,12 @@ impl Tables {
         let mut tables = self.ctx.tables.write();
         if let Some(t) = tables.get(name) {
             return Ok(Arc::clone(t));
+        }
+        if set.is_dropped() {
+            // Dropped between `open_set` and now: never wrap a dropped set.
+            return Err(Error::Dropped {
+                table: name.to_string(),
+            });
         }
         let flushed = self
             .ctx
@@ -372,6 +463,11 @@ impl Tables {
     /// Flush every table (or only `only`), and checkpoint. If the commit log is
     /// poisoned, [`Error::Poisoned`] after flushing (see [`Table::flush`]).
     pub fn flush(&self, only: Option<&str>) -> Result<()> {
+        self.ctx.check_writable()?;
+        self.flush_tables(only)
+    }
+
+    fn flush_tables(&self, only: Option<&str>) -> Result<()> {
         let tables: Vec<Arc<Table>> = self.ctx.tables.read().values().cloned().collect();
         for t in tables.iter().filter(|t| only.is_none_or(|n| t.name() == n)) {
             t.flush_memtables(true)?;
@@ -407,17 +503,67 @@ impl Tables {
             return Ok(());
         }
         self.stop_worker();
-        let flushed = self.flush(None);
+        let flushed = if self.ctx.read_only {
+            Ok(())
+        } else {
+            self.flush_tables(None)
+        };
         let closed = self.ctx.log.close();
         self.ctx.tables.write().clear();
         flushed.and(closed)
     }
 
-    /// Stop without flushing (a store dropped without close behaves like a crash).
+    /// Stop without flushing, but close the log, whose final fsync makes every
+    /// acknowledged write durable (module docs). Once only; a no-op after
+    /// [`Tables::close`].
     pub(crate) fn abandon(&self) {
-        self.ctx.closed.store(true, Ordering::Release);
+        if self.ctx.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
         self.stop_worker();
+        if let Err(e) = self.ctx.log.close() {
+            tracing::error!(error = %e, "store dropped without close: the final fsync of the commit log failed; writes acknowledged since the last sync may be lost to a power failure");
+        }
         self.ctx.tables.write().clear();
+    }
+
+    /// Drop table `name` (module docs, "Drop of a table"); its segment set is frozen
+    /// already. `first_id` is the first segment id a later table of the name may use.
+    /// On an error nothing changed in memory (the table takes writes again); the
+    /// positions file on disk may hold the drop or not, and the next checkpoint rewrites
+    /// it.
+    pub(crate) fn drop_table(&self, name: &str, first_id: u64) -> Result<()> {
+        self.ctx.check_open()?;
+        if self.ctx.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let table = self.ctx.table(name);
+        if let Some(t) = &table {
+            t.set_dropped(true);
+        }
+        let mut pos = self.ctx.positions.lock();
+        let through_seq = self.ctx.log.next_seq().saturating_sub(1);
+        let mut next = pos.clone();
+        next.flushed.remove(name);
+        next.dropped.insert(
+            name.to_string(),
+            DroppedTable {
+                through_seq,
+                first_id,
+            },
+        );
+        if let Err(e) = next.store(&self.ctx.log_dir, &self.ctx.fs) {
+            self.ctx.positions_dirty.store(true, Ordering::Release);
+            drop(pos);
+            if let Some(t) = &table {
+                t.set_dropped(false);
+            }
+            return Err(e);
+        }
+        self.ctx.positions_dirty.store(false, Ordering::Release);
+        *pos = next;
+        self.ctx.tables.write().remove(name);
+        Ok(())
     }
 }
 

@@ -3,15 +3,20 @@
 //!
 //! | mode | acknowledged | durable after |
 //! | --- | --- | --- |
-//! | `periodic { period_ms }` (default, 10 000 ms) | at once, after the write reaches the OS | the next periodic fsync (a power loss can lose up to one period) |
+//! | `periodic { period }` (default, `10s`) | at once, after the write reaches the OS | the next periodic fsync (a power loss can lose up to one period) |
 //! | `batch` | after an fsync covering the write | the acknowledgement |
 //! | `group { window }` | after the fsync that closes a window of `window` (e.g. `100us`) | the acknowledgement |
 //!
 //! In a configuration file the modes are spelled (TOML):
-//! `sync = "batch"`, `sync = { periodic = { period_ms = 10000 } }`,
-//! `sync = { group = { window = "100us" } }`. On a command line, [`CommitLogSync`]'s
-//! `FromStr` takes `batch`, `periodic`, `periodic:<duration>`, `group` or
-//! `group:<duration>`, where a duration is a number with a unit `ns`, `us`, `ms` or `s`.
+//! `sync = "batch"`, `sync = { periodic = { period = "10s" } }`,
+//! `sync = { group = { window = "100us" } }`: both durations are text with a unit
+//! ([`duration_text`]: `ns`, `us`, `ms` or `s`). The period must be a whole number of
+//! milliseconds. For compatibility `{ periodic = { period_ms = 10000 } }` (a bare number
+//! of milliseconds, the spelling before durations were text) is still read; giving both
+//! `period` and `period_ms` is an error, giving neither means the default. Serialising
+//! writes `period`. On a command line, [`CommitLogSync`]'s `FromStr` takes `batch`,
+//! `periodic`, `periodic:<duration>`, `group` or `group:<duration>`; its `Display`
+//! prints the same form (`periodic:10s`, `group:100us`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -35,9 +40,11 @@ pub const COMMITLOG_SYNC_VALUES: &str =
 /// When an append is acknowledged relative to the fsync that makes it durable. See the
 /// module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[serde(try_from = "SyncText", into = "SyncText")]
 pub enum CommitLogSync {
     /// Acknowledge at once; a background thread fsyncs every `period_ms` milliseconds.
+    /// In a configuration file: `{ periodic = { period = "10s" } }` (or, as before,
+    /// `period_ms = 10000`).
     Periodic {
         /// Milliseconds between fsyncs (at least 1).
         period_ms: u64,
@@ -51,9 +58,78 @@ pub enum CommitLogSync {
     Group {
         /// How long the leader collects writers before the fsync (sub-millisecond
         /// values are honoured).
+        window: Duration,
+    },
+}
+
+/// The configuration-file form of [`CommitLogSync`] (module docs): durations as text,
+/// `period_ms` still read.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum SyncText {
+    Periodic(PeriodText),
+    Batch,
+    Group {
         #[serde(with = "duration_text")]
         window: Duration,
     },
+}
+
+#[derive(Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct PeriodText {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    period: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    period_ms: Option<u64>,
+}
+
+impl TryFrom<SyncText> for CommitLogSync {
+    type Error = String;
+
+    fn try_from(t: SyncText) -> std::result::Result<Self, String> {
+        Ok(match t {
+            SyncText::Batch => CommitLogSync::Batch,
+            SyncText::Group { window } => CommitLogSync::Group { window },
+            SyncText::Periodic(p) => {
+                match (p.period, p.period_ms) {
+                    (Some(_), Some(_)) => return Err(
+                        "periodic: give `period` (e.g. \"10s\") or the older `period_ms`, not both"
+                            .into(),
+                    ),
+                    (None, None) => CommitLogSync::default(),
+                    (None, Some(period_ms)) => CommitLogSync::Periodic { period_ms },
+                    (Some(text), None) => CommitLogSync::Periodic {
+                        period_ms: period_millis(&text)?,
+                    },
+                }
+            }
+        })
+    }
+}
+
+impl From<CommitLogSync> for SyncText {
+    fn from(s: CommitLogSync) -> SyncText {
+        match s {
+            CommitLogSync::Batch => SyncText::Batch,
+            CommitLogSync::Group { window } => SyncText::Group { window },
+            CommitLogSync::Periodic { period_ms } => SyncText::Periodic(PeriodText {
+                period: Some(duration_text::format(Duration::from_millis(period_ms))),
+                period_ms: None,
+            }),
+        }
+    }
+}
+
+/// A period's text as whole milliseconds.
+fn period_millis(text: &str) -> std::result::Result<u64, String> {
+    let d = duration_text::parse(text)?;
+    if d.subsec_nanos() % 1_000_000 != 0 {
+        return Err(format!(
+            "period {text:?}: the period must be a whole number of milliseconds"
+        ));
+    }
+    u64::try_from(d.as_millis()).map_err(|_| format!("period {text:?} out of range"))
 }
 
 impl Default for CommitLogSync {
@@ -88,7 +164,11 @@ impl CommitLogSync {
 impl fmt::Display for CommitLogSync {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CommitLogSync::Periodic { period_ms } => write!(f, "periodic:{period_ms}ms"),
+            CommitLogSync::Periodic { period_ms } => write!(
+                f,
+                "periodic:{}",
+                duration_text::format(Duration::from_millis(*period_ms))
+            ),
             CommitLogSync::Batch => f.write_str("batch"),
             CommitLogSync::Group { window } => {
                 write!(f, "group:{}", duration_text::format(*window))
@@ -119,14 +199,9 @@ impl FromStr for CommitLogSync {
             ("batch", None) => CommitLogSync::Batch,
             ("periodic", None) => CommitLogSync::default(),
             ("periodic", Some(a)) => {
-                let d = parse_arg(a)?;
-                if d.subsec_nanos() % 1_000_000 != 0 {
-                    return Err(bad(
-                        "the period must be a whole number of milliseconds".into()
-                    ));
-                }
+                parse_arg(a)?;
                 CommitLogSync::Periodic {
-                    period_ms: d.as_millis() as u64,
+                    period_ms: period_millis(a).map_err(bad)?,
                 }
             }
             ("group", None) => CommitLogSync::Group {
@@ -326,5 +401,94 @@ mod tests {
             toml::from_str("[commitlog]\nsync = { periodic = { period_ms = 20 } }").unwrap();
         assert_eq!(d.commitlog.sync, CommitLogSync::Periodic { period_ms: 20 });
         assert!(toml::from_str::<Doc>("[commitlog]\nsync = \"sometimes\"").is_err());
+    }
+
+    #[derive(Serialize, Deserialize, PartialEq, Debug)]
+    struct SyncDoc {
+        sync: CommitLogSync,
+    }
+
+    fn sync_of(text: &str) -> std::result::Result<CommitLogSync, String> {
+        toml::from_str::<SyncDoc>(text)
+            .map(|d| d.sync)
+            .map_err(|e| e.to_string())
+    }
+
+    /// `period` takes the same duration text as `window`; `period_ms` is still read.
+    #[test]
+    fn period_is_duration_text_and_period_ms_still_reads() {
+        let p = |ms| CommitLogSync::Periodic { period_ms: ms };
+        assert_eq!(
+            sync_of(r#"sync = { periodic = { period = "10s" } }"#),
+            Ok(p(10_000))
+        );
+        assert_eq!(
+            sync_of(r#"sync = { periodic = { period = "250ms" } }"#),
+            Ok(p(250))
+        );
+        assert_eq!(
+            sync_of(r#"sync = { periodic = { period = "1.5s" } }"#),
+            Ok(p(1_500))
+        );
+        assert_eq!(
+            sync_of("sync = { periodic = { period_ms = 20 } }"),
+            Ok(p(20))
+        );
+        assert_eq!(
+            sync_of("sync = { periodic = {} }"),
+            Ok(CommitLogSync::default())
+        );
+        for (bad, says) in [
+            (
+                r#"sync = { periodic = { period = "10s", period_ms = 5 } }"#,
+                "not both",
+            ),
+            (
+                r#"sync = { periodic = { period = "100us" } }"#,
+                "whole number of milliseconds",
+            ),
+            (r#"sync = { periodic = { period = "10" } }"#, "no unit"),
+            (
+                r#"sync = { periodic = { period = "10h" } }"#,
+                "unknown duration unit",
+            ),
+            (
+                r#"sync = { periodic = { every = "10s" } }"#,
+                "unknown field",
+            ),
+        ] {
+            let e = sync_of(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    /// Serialising writes the new form, and it reads back; `Display` prints the
+    /// duration too, and `FromStr` reads it back.
+    #[test]
+    fn the_new_form_is_written_and_displayed() {
+        let d = SyncDoc {
+            sync: CommitLogSync::Periodic { period_ms: 10_000 },
+        };
+        let text = toml::to_string(&d).unwrap();
+        assert!(text.contains(r#"period = "10s""#), "{text}");
+        assert!(!text.contains("period_ms"), "{text}");
+        assert_eq!(toml::from_str::<SyncDoc>(&text).unwrap(), d);
+        let g = SyncDoc {
+            sync: CommitLogSync::Group {
+                window: Duration::from_micros(100),
+            },
+        };
+        let text = toml::to_string(&g).unwrap();
+        assert!(text.contains(r#"window = "100us""#), "{text}");
+        assert_eq!(toml::from_str::<SyncDoc>(&text).unwrap(), g);
+        assert_eq!(CommitLogSync::default().to_string(), "periodic:10s");
+        assert_eq!(
+            CommitLogSync::Periodic { period_ms: 1_500 }.to_string(),
+            "periodic:1500ms"
+        );
+        for ms in [1, 50, 1_000, 1_500, 10_000, 3_600_000] {
+            let s = CommitLogSync::Periodic { period_ms: ms };
+            assert_eq!(s.to_string().parse::<CommitLogSync>().unwrap(), s);
+        }
     }
 }

@@ -88,7 +88,8 @@ pub struct CommitLogStats {
 struct Active {
     id: u64,
     path: PathBuf,
-    file: Arc<FsFile>,
+    /// `None` in a log opened read-only: the file is never created.
+    file: Option<Arc<FsFile>>,
     len: u64,
     first_seq: u64,
 }
@@ -161,11 +162,36 @@ impl CommitLog {
         config: &CommitLogConfig,
         replay_from: u64,
         rules: &FileRules,
+        apply: impl FnMut(LogRecord) -> Result<()>,
+    ) -> Result<(CommitLog, ReplayOutcome)> {
+        Self::open_inner(dir, config, replay_from, rules, false, apply)
+    }
+
+    /// Replay the log in `dir` as [`CommitLog::open`] does, writing nothing: no
+    /// directory, no new file, no sync thread. The log refuses appends with
+    /// [`Error::ReadOnly`]; `sync` and `close` have nothing to do.
+    pub fn open_read_only(
+        dir: &Path,
+        config: &CommitLogConfig,
+        replay_from: u64,
+        apply: impl FnMut(LogRecord) -> Result<()>,
+    ) -> Result<(CommitLog, ReplayOutcome)> {
+        Self::open_inner(dir, config, replay_from, &FileRules::posix(), true, apply)
+    }
+
+    fn open_inner(
+        dir: &Path,
+        config: &CommitLogConfig,
+        replay_from: u64,
+        rules: &FileRules,
+        read_only: bool,
         mut apply: impl FnMut(LogRecord) -> Result<()>,
     ) -> Result<(CommitLog, ReplayOutcome)> {
         config.validate()?;
         let fs = StoreFs::new(dir, rules);
-        fs.create_dir_all(dir)?;
+        if !read_only {
+            fs.create_dir_all(dir)?;
+        }
         let replay_from = replay_from.max(1);
         let mut replay = Replay::open(dir, replay_from)?;
         for rec in replay.by_ref() {
@@ -174,7 +200,17 @@ impl CommitLog {
         let outcome = replay.finish();
         let next_seq = outcome.resume_seq.unwrap_or(1).max(replay_from);
         let next_id = outcome.files.last().map_or(1, |f| f.id + 1);
-        let active = create_file(&fs, dir, next_id, next_seq)?;
+        let active = if read_only {
+            Active {
+                id: next_id,
+                path: dir.join(replay::file_name(next_id)),
+                file: None,
+                len: format::FILE_HEADER_LEN as u64,
+                first_seq: next_seq,
+            }
+        } else {
+            create_file(&fs, dir, next_id, next_seq)?
+        };
         tracing::info!(
             dir = %dir.display(),
             sync = %config.sync,
@@ -203,10 +239,10 @@ impl CommitLog {
             appends: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
-            files_created: AtomicU64::new(1),
+            files_created: AtomicU64::new(u64::from(!read_only)),
         });
         let periodic = match config.sync {
-            CommitLogSync::Periodic { period_ms } => {
+            CommitLogSync::Periodic { period_ms } if !read_only => {
                 let s = Arc::clone(&shared);
                 let period = Duration::from_millis(period_ms);
                 let h = std::thread::Builder::new()
@@ -254,7 +290,10 @@ impl CommitLog {
         }
         let seq = st.next_seq;
         let bytes = rec.seal(seq);
-        let written = st.active.file.append(bytes);
+        let written = match &st.active.file {
+            Some(f) => f.append(bytes),
+            None => Err(Error::ReadOnly),
+        };
         if let Err(err) = written {
             // A partial record may be in the file; nothing may follow it (invariant 3).
             s.poison(&mut st, &err);
@@ -321,11 +360,13 @@ impl CommitLog {
     pub fn files(&self) -> Vec<LogFileInfo> {
         let st = self.shared.state.lock();
         let mut v = st.files.clone();
-        v.push(LogFileInfo {
-            id: st.active.id,
-            path: st.active.path.clone(),
-            first_seq: st.active.first_seq,
-        });
+        if st.active.file.is_some() {
+            v.push(LogFileInfo {
+                id: st.active.id,
+                path: st.active.path.clone(),
+                first_seq: st.active.first_seq,
+            });
+        }
         v
     }
 
@@ -432,7 +473,7 @@ fn create_file(fs: &StoreFs, dir: &Path, id: u64, first_seq: u64) -> Result<Acti
     Ok(Active {
         id,
         path,
-        file: Arc::new(file),
+        file: Some(Arc::new(file)),
         len: format::FILE_HEADER_LEN as u64,
         first_seq,
     })
@@ -440,6 +481,9 @@ fn create_file(fs: &StoreFs, dir: &Path, id: u64, first_seq: u64) -> Result<Acti
 
 impl Shared {
     fn check_writable(&self, st: &State) -> Result<()> {
+        if st.active.file.is_none() {
+            return Err(Error::ReadOnly);
+        }
         if let Some(p) = &st.poisoned {
             return Err(Error::Poisoned(p.clone()));
         }
@@ -467,7 +511,10 @@ impl Shared {
     /// Roll to a new file: fsync the active one, then create the next (invariant 4).
     /// Runs under the lock; appends wait for it.
     fn roll(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
-        if let Err(e) = self.fsync(&st.active.file) {
+        let Some(file) = st.active.file.clone() else {
+            return Err(Error::ReadOnly);
+        };
+        if let Err(e) = self.fsync(&file) {
             self.poison(st, &e);
             return Err(e);
         }
@@ -510,12 +557,18 @@ impl Shared {
                 self.synced.wait(st);
                 continue;
             }
+            if st.active.file.is_none() {
+                return Err(Error::ReadOnly);
+            }
             st.leader = true;
             if let Some(w) = window {
                 self.collect_group(st, Instant::now() + w);
             }
             let target = st.written_seq;
-            let file = Arc::clone(&st.active.file);
+            let Some(file) = st.active.file.clone() else {
+                st.leader = false;
+                return Err(Error::ReadOnly);
+            };
             let r = MutexGuard::unlocked(st, || self.fsync(&file));
             st.leader = false;
             match r {
