@@ -584,7 +584,10 @@ impl Store {
         // dropped table (whose next_id is at most that) below the first id too.
         let first_id = set.freeze(Some(Frozen::Dropped)) + 1;
         if let Err(e) = self.lsm.drop_table(name, first_id) {
-            set.freeze(None);
+            // In doubt (Poisoned): stay frozen, nothing deleted, until reopened.
+            if !matches!(e, Error::Poisoned(_)) {
+                set.freeze(None);
+            }
             return Err(e);
         }
         sets.remove(name);

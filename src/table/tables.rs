@@ -193,6 +193,11 @@ impl Context {
         next.dropped
             .retain(|name, d| d.through_seq >= lowest || !tables.iter().any(|t| t.name() == name));
         if next != *pos || self.positions_dirty.load(Ordering::Acquire) {
+            // Every sequence number the new positions name must be durable in the log
+            // first: a log tail lost to a power failure (allowed under `periodic`) would
+            // otherwise let the next run hand out those numbers again, and replay would
+            // skip new records of a table whose `flushed` mark covers them.
+            self.log.sync()?;
             if let Err(e) = next.store(&self.log_dir, &self.fs) {
                 self.positions_dirty.store(true, Ordering::Release);
                 return Err(e);
@@ -529,9 +534,12 @@ impl Tables {
 
     /// Drop table `name` (module docs, "Drop of a table"); its segment set is frozen
     /// already. `first_id` is the first segment id a later table of the name may use.
-    /// On an error nothing changed in memory (the table takes writes again); the
-    /// positions file on disk may hold the drop or not, and the next checkpoint rewrites
-    /// it.
+    /// On an error before the positions file was replaced nothing changed (the table
+    /// takes writes again). If its replacement may have taken effect (the directory
+    /// fsync failed after the rename), the drop is in doubt: the table stays refusing
+    /// writes, flushes and compactions until the store is reopened, which completes the
+    /// drop or keeps the table whole, whichever file is on disk, and the error is
+    /// [`Error::Poisoned`].
     pub(crate) fn drop_table(&self, name: &str, first_id: u64) -> Result<()> {
         self.ctx.check_open()?;
         if self.ctx.read_only {
@@ -543,6 +551,16 @@ impl Tables {
         }
         let mut pos = self.ctx.positions.lock();
         let through_seq = self.ctx.log.next_seq().saturating_sub(1);
+        // The records the drop covers must be durable before it is: otherwise a log tail
+        // lost to a power failure lets the next run reuse their numbers for a new table
+        // of the name, whose records replay would then skip.
+        if let Err(e) = self.ctx.log.sync() {
+            drop(pos);
+            if let Some(t) = &table {
+                t.set_dropped(false);
+            }
+            return Err(e);
+        }
         let mut next = pos.clone();
         next.flushed.remove(name);
         next.dropped.insert(
@@ -555,6 +573,19 @@ impl Tables {
         if let Err(e) = next.store(&self.ctx.log_dir, &self.ctx.fs) {
             self.ctx.positions_dirty.store(true, Ordering::Release);
             drop(pos);
+            if matches!(
+                e,
+                Error::Io {
+                    op: "fsync dir",
+                    ..
+                }
+            ) {
+                return Err(Error::Poisoned(format!(
+                    "table {name}: drop not known durable ({e}); the table refuses changes \
+                     until the store is reopened, which completes the drop or keeps the \
+                     table, whichever the positions file on disk says"
+                )));
+            }
             if let Some(t) = &table {
                 t.set_dropped(false);
             }
