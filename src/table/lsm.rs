@@ -43,11 +43,12 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::WriteBatch;
 use super::compaction::{choose, Choice, CompactionConfig, SegmentSummary};
-use super::memtable::Memtable;
+use super::memtable::{Memtable, SharedCell};
 use super::merge::{BoxedSource, MergeIter, TombstonePolicy};
 use super::tables::Context;
+use super::value::Value;
 use crate::error::{Error, Result};
-use crate::lifecycle::{SegmentHandle, SegmentSet};
+use crate::lifecycle::{SegmentHandle, SegmentSet, View};
 use crate::segment::{Entry, SegmentIter};
 use crate::table::cell::cmp_versions;
 
@@ -303,44 +304,172 @@ impl Table {
         v
     }
 
-    /// The value of `key`, or `None` if it is absent or deleted.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self
-            .get_cell(key)?
-            .filter(|e| !e.tombstone)
-            .map(|e| e.value))
+    /// The value of `key`, or `None` if it is absent or deleted. The value is not
+    /// copied: it shares the memtable's bytes, or borrows the segment's mapped bytes and
+    /// keeps that segment mapped while it lives (see [`Value`]); only a value read with
+    /// positional reads (`standard` mode) is copied once.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        let key = key.as_ref();
+        self.ctx.check_open()?;
+        let best = self.memtable_best(key);
+        let view = self.set.view();
+        Self::resolve(&view, key, best, |w| w.and_then(|w| w.value(&view)))
+    }
+
+    /// Run `f` on the value of `key` (`None` if it is absent or deleted) without
+    /// copying it: memtable bytes, or segment bytes straight from the map (or from the
+    /// reader's per-thread buffer in `standard` mode). A warm read of a segment
+    /// allocates nothing. No lock of the table is held while `f` runs.
+    pub fn get_with<R>(
+        &self,
+        key: impl AsRef<[u8]>,
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<R> {
+        let key = key.as_ref();
+        self.ctx.check_open()?;
+        let best = self.memtable_best(key);
+        let view = self.set.view();
+        Self::resolve(&view, key, best, |w| {
+            f(w.and_then(|w| (!w.tombstone).then_some(w.value)))
+        })
+    }
+
+    /// Whether `key` has a live value, without copying it. Segments whose filter rules
+    /// the key out are not read.
+    pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        self.ctx.check_open()?;
+        let best = self.memtable_best(key);
+        let view = self.set.view();
+        Self::resolve(&view, key, best, |w| w.is_some_and(|w| !w.tombstone))
+    }
+
+    /// The values of `keys`, in order, like [`Table::get`] for each. The memtables and
+    /// the view are taken once for all of them.
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Value>>> {
+        self.ctx.check_open()?;
+        // Memtables first, then the view (invariant 2).
+        let mems = self.memtables();
+        let view = self.set.view();
+        keys.into_iter()
+            .map(|key| {
+                let key = key.as_ref();
+                let best = Self::best_of(mems.iter().map(|m| &**m), key);
+                Self::resolve(&view, key, best, |w| w.and_then(|w| w.value(&view)))
+            })
+            .collect()
     }
 
     /// The winning cell of `key`, tombstones included (invariant 4).
-    pub fn get_cell(&self, key: &[u8]) -> Result<Option<Entry>> {
+    pub fn get_cell(&self, key: impl AsRef<[u8]>) -> Result<Option<Entry>> {
+        let key = key.as_ref();
         self.ctx.check_open()?;
-        let mut best: Option<Entry> = None;
-        let consider = |best: &mut Option<Entry>, e: Entry| {
-            let wins = best.as_ref().is_none_or(|b| {
-                cmp_versions(e.ts, e.tombstone, &e.value, b.ts, b.tombstone, &b.value).is_gt()
-            });
-            if wins {
-                *best = Some(e);
-            }
-        };
-        // Memtables first, then the view (invariant 2).
-        for m in self.memtables() {
-            if let Some(e) = m.get(key) {
-                consider(&mut best, e);
+        let best = self.memtable_best(key);
+        let view = self.set.view();
+        Self::resolve(&view, key, best, |w| {
+            w.map(|w| Entry {
+                key: key.to_vec(),
+                value: w.value.to_vec(),
+                ts: w.ts,
+                tombstone: w.tombstone,
+            })
+        })
+    }
+
+    /// The winning memtable cell of `key`, reading the memtables under the read lock
+    /// (no allocation; the lock is released before anything else runs).
+    #[inline]
+    fn memtable_best(&self, key: &[u8]) -> Option<SharedCell> {
+        let m = self.mem.read();
+        Self::best_of(
+            std::iter::once(&*m.active).chain(m.frozen.iter().rev().map(|f| &**f)),
+            key,
+        )
+    }
+
+    /// The winner among the cells `memtables` hold for `key`.
+    #[inline]
+    fn best_of<'a>(
+        memtables: impl Iterator<Item = &'a Memtable>,
+        key: &[u8],
+    ) -> Option<SharedCell> {
+        let mut best: Option<SharedCell> = None;
+        for m in memtables {
+            if let Some(c) = m.get_shared(key) {
+                if best.as_ref().is_none_or(|b| {
+                    cmp_versions(c.ts, c.tombstone, &c.value, b.ts, b.tombstone, &b.value).is_gt()
+                }) {
+                    best = Some(c);
+                }
             }
         }
-        self.set.with_view(|v| {
-            for h in &v.segments {
-                if best.as_ref().is_some_and(|b| h.stats().max_ts < b.ts) {
-                    continue;
-                }
-                if let Some(e) = h.get(key)? {
-                    consider(&mut best, e);
-                }
+        best
+    }
+
+    /// The point read (invariant 4): the winner of `best` (from the memtables, read
+    /// before `view`, invariant 2) and the cells of `key` in `view`'s segments, handed to
+    /// `f` (`None` if no source holds the key). `f` runs exactly once.
+    ///
+    /// A segment cell that beats everything read so far is final when no later segment
+    /// may hold a cell as new (their `max_ts` are all below its timestamp): `f` then runs
+    /// on the bytes where the reader found them (the map, or its scratch buffer), inside
+    /// the segment read, with nothing copied. That is every hit of a fully compacted
+    /// table. Otherwise the cell is copied and the search goes on.
+    #[inline]
+    fn resolve<R>(
+        view: &View,
+        key: &[u8],
+        mut best: Option<SharedCell>,
+        f: impl FnOnce(Option<Winner<'_>>) -> R,
+    ) -> Result<R> {
+        let mut f = Some(f);
+        for (i, h) in view.segments.iter().enumerate() {
+            if best.as_ref().is_some_and(|b| h.stats().max_ts < b.ts) {
+                continue;
             }
-            Ok::<(), Error>(())
-        })?;
-        Ok(best)
+            let later = &view.segments[i + 1..];
+            let step = h.get_with(key, |r| {
+                if let Some(b) = &best {
+                    if !cmp_versions(r.ts, r.tombstone, r.value, b.ts, b.tombstone, &b.value)
+                        .is_gt()
+                    {
+                        return Step::Lost;
+                    }
+                }
+                if later.iter().all(|o| o.stats().max_ts < r.ts) {
+                    if let Some(f) = f.take() {
+                        return Step::Done(f(Some(Winner {
+                            value: r.value,
+                            ts: r.ts,
+                            tombstone: r.tombstone,
+                            origin: Origin::Segment(i),
+                        })));
+                    }
+                }
+                Step::Leads(SharedCell {
+                    value: Arc::from(r.value),
+                    ts: r.ts,
+                    tombstone: r.tombstone,
+                })
+            })?;
+            match step {
+                None | Some(Step::Lost) => {}
+                Some(Step::Leads(c)) => best = Some(c),
+                Some(Step::Done(r)) => return Ok(r),
+            }
+        }
+        let Some(f) = f else {
+            unreachable!("only a `Done` step takes `f`, and it returns at once");
+        };
+        Ok(f(best.as_ref().map(|b| Winner {
+            value: &b.value,
+            ts: b.ts,
+            tombstone: b.tombstone,
+            origin: Origin::Shared(&b.value),
+        })))
     }
 
     /// Live keys and values in `range`, in key order. The scan sees the memtables and
@@ -593,6 +722,43 @@ impl Table {
             compactions: self.compactions.load(Ordering::Relaxed),
         }
     }
+}
+
+/// The winning cell of a point read, borrowed from where it was found.
+struct Winner<'a> {
+    value: &'a [u8],
+    ts: u64,
+    tombstone: bool,
+    origin: Origin<'a>,
+}
+
+impl Winner<'_> {
+    /// The live value as a [`Value`] (`None` for a tombstone), `view` being the view
+    /// the read went through: shared or borrowed, copied only from a scratch buffer.
+    fn value(&self, view: &Arc<View>) -> Option<Value> {
+        (!self.tombstone).then(|| match self.origin {
+            Origin::Shared(b) => Value::shared(Arc::clone(b)),
+            Origin::Segment(i) => Value::from_segment(view, i, self.value),
+        })
+    }
+}
+
+/// Where a point read's winning value lives.
+enum Origin<'a> {
+    /// Memtable bytes, or a copy of a segment's.
+    Shared(&'a Arc<[u8]>),
+    /// Segment `i` of the view read, in place (mapped, or the reader's scratch buffer).
+    Segment(usize),
+}
+
+/// One segment's answer during a point read.
+enum Step<R> {
+    /// Its cell loses to the best so far.
+    Lost,
+    /// Its cell wins so far, but a later segment may hold a newer one.
+    Leads(SharedCell),
+    /// Its cell is the winner; `f` ran on it.
+    Done(R),
 }
 
 /// A range scan over a table: live (key, value) pairs in key order.
