@@ -266,7 +266,12 @@ fn check_once(dir: &Path, model: &Model, sync: CommitLogSync, point: &str) {
     let keys: BTreeSet<&(String, Vec<u8>)> =
         model.durable.keys().chain(model.maybe.keys()).collect();
     for k in keys {
-        let got = store.table(&k.0).unwrap().get(&k.1).unwrap().map(|v| v.to_vec());
+        let got = store
+            .table(&k.0)
+            .unwrap()
+            .get(&k.1)
+            .unwrap()
+            .map(|v| v.to_vec());
         let mut allowed: Vec<Option<Vec<u8>>> = model.maybe.get(k).cloned().unwrap_or_default();
         match model.durable.get(k) {
             Some(v) => allowed.push(v.clone()),

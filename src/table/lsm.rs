@@ -793,6 +793,73 @@ mod tests {
     use crate::io::FileRules;
     use crate::{Config, Store};
 
+    /// Zero-copy point reads see every source: a segment, a frozen memtable (waiting for
+    /// its flush) and the active one, newest timestamp winning wherever it is.
+    #[test]
+    fn point_reads_see_frozen_memtables() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            file_rules: FileRules::posix(),
+            table: TableConfig {
+                background_compaction: false,
+                ..TableConfig::default()
+            },
+            ..Config::default()
+        };
+        let store = Store::open(dir.path(), config).unwrap();
+        let t = store.table("t").unwrap();
+        let put = |k: &[u8], v: &[u8], ts| {
+            t.write(WriteBatch::new().put_at(k.to_vec(), v.to_vec(), ts))
+                .unwrap()
+        };
+        for k in [b"a", b"b", b"c", b"d"] {
+            put(k, b"segment", 10);
+        }
+        t.flush().unwrap();
+        put(b"b", b"frozen", 20);
+        put(b"c", b"frozen", 20);
+        t.write(WriteBatch::new().delete_at(b"d".to_vec(), 20))
+            .unwrap();
+        {
+            let mut m = t.mem.write();
+            let old = std::mem::replace(&mut m.active, Arc::new(Memtable::new()));
+            m.frozen.push(old);
+        }
+        put(b"c", b"active", 30);
+        // Older than the frozen cell: loses.
+        put(b"b", b"stale", 15);
+        assert_eq!(t.stats().frozen_memtables, 1);
+        let want: [(&[u8], Option<&[u8]>); 5] = [
+            (b"a", Some(b"segment")),
+            (b"b", Some(b"frozen")),
+            (b"c", Some(b"active")),
+            (b"d", None),
+            (b"e", None),
+        ];
+        let check = |t: &Table| {
+            let keys = want.map(|(k, _)| k);
+            let many = t.multi_get(keys).unwrap();
+            for ((k, v), got) in want.iter().zip(many) {
+                assert_eq!(t.get(k).unwrap().as_deref(), *v, "{k:?}");
+                assert_eq!(got.as_deref(), *v, "{k:?}");
+                assert!(t.get_with(k, |g| g == *v).unwrap(), "{k:?}");
+                assert_eq!(t.contains_key(k).unwrap(), v.is_some(), "{k:?}");
+            }
+        };
+        check(&t);
+        let shared = t.get(b"b").unwrap().unwrap();
+        assert!(!shared.is_mapped());
+        // The frozen memtable flushed into a segment, then everything merged.
+        t.flush_memtables(false).unwrap();
+        assert_eq!(t.stats().frozen_memtables, 0);
+        check(&t);
+        t.compact().unwrap();
+        check(&t);
+        assert_eq!(shared, b"frozen", "a shared value outlives its memtable");
+        drop((t, shared));
+        store.close().unwrap();
+    }
+
     /// Issue 11, defect 4: compaction read the view before the memtables, the reverse of
     /// the read path, so a flush in between moved cells out of the memtables into a
     /// segment that neither read saw, and a tombstone shadowing them was dropped: the
