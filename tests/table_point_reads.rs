@@ -230,3 +230,73 @@ fn positional_reads_copy_the_value_once() {
         assert!(store.close().unwrap().is_clean());
     }
 }
+
+/// Point reads skip the memtables (and their lock) while every memtable is empty
+/// (`lsm.rs`, invariant 6). A writer acknowledges values 1, 2, 3, ... of one key while
+/// flushes empty the memtables again and again; readers that start after an
+/// acknowledgement must see that value or a later one, through every point read.
+#[test]
+fn reads_after_an_acknowledged_write_see_it_while_flushes_empty_the_memtables() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    const WRITES: u64 = 200;
+    let parse = |v: &[u8]| std::str::from_utf8(v).unwrap().parse::<u64>().unwrap();
+    for mode in [DiskAccessMode::Mmap, DiskAccessMode::Standard] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut config = cfg(mode, FileRules::posix());
+        config.table.background_compaction = true;
+        config.table.compaction.max_threshold = 4;
+        let store = Store::open(tmp.path(), config).unwrap();
+        let t = store.table("t").unwrap();
+        let acked = AtomicU64::new(0);
+        let done = AtomicBool::new(false);
+        let reads = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for v in 1..=WRITES {
+                    t.put(b"k", v.to_string().as_bytes()).unwrap();
+                    acked.store(v, Ordering::Release);
+                    if v % 4 == 0 {
+                        t.flush().unwrap();
+                    }
+                }
+                done.store(true, Ordering::Release);
+            });
+            s.spawn(|| {
+                while !done.load(Ordering::Acquire) {
+                    t.flush().unwrap();
+                }
+            });
+            for reader in 0..2 {
+                let (t, acked, done, reads) = (&t, &acked, &done, &reads);
+                s.spawn(move || {
+                    let mut n = 0u64;
+                    while !done.load(Ordering::Acquire) {
+                        let want = acked.load(Ordering::Acquire);
+                        let got = match n % 3 {
+                            0 => t.get(b"k").unwrap().map_or(0, |v| parse(&v)),
+                            1 => t.get_with(b"k", |v| v.map_or(0, parse)).unwrap(),
+                            _ => {
+                                let many = t.multi_get([b"k"]).unwrap();
+                                many[0].as_deref().map_or(0, parse)
+                            }
+                        };
+                        assert!(
+                            got >= want,
+                            "{mode} reader {reader}: read {got} after {want} was acknowledged"
+                        );
+                        if want > 0 {
+                            assert!(t.contains_key(b"k").unwrap(), "{mode}: key missing");
+                        }
+                        n += 1;
+                    }
+                    reads.fetch_add(n, Ordering::Relaxed);
+                });
+            }
+        });
+        assert!(reads.load(Ordering::Relaxed) > 0);
+        assert_eq!(t.get(b"k").unwrap().unwrap(), WRITES.to_string().as_bytes());
+        drop(t);
+        assert!(store.close().unwrap().is_clean());
+    }
+}

@@ -43,9 +43,10 @@ impl Value {
         Value(Repr::Shared(bytes))
     }
 
-    /// The value `bytes`, read from segment `segment` of `view`: borrowed when they lie in
-    /// its mapped data, else copied.
-    pub(crate) fn from_segment(view: &Arc<View>, segment: usize, bytes: &[u8]) -> Value {
+    /// Where the value `bytes`, read from segment `segment` of `view`, can be held:
+    /// in place when they lie in its mapped data, else a copy.
+    #[inline]
+    pub(crate) fn place(view: &View, segment: usize, bytes: &[u8]) -> Place {
         let mapped = view
             .segments
             .get(segment)
@@ -58,12 +59,33 @@ impl Value {
                 (end <= data.len()).then_some(start..end)
             });
         match mapped {
-            Some(range) => Value(Repr::Mapped {
-                view: Arc::clone(view),
+            Some(range) => Place::Mapped {
                 segment,
                 bytes: range,
+            },
+            None => Place::Shared(Arc::from(bytes)),
+        }
+    }
+
+    /// The value at `place` of `view` (which it keeps if the place is mapped).
+    #[inline]
+    pub(crate) fn at(view: Arc<View>, place: Place) -> Value {
+        match place {
+            Place::Shared(b) => Value::shared(b),
+            Place::Mapped { segment, bytes } => Value(Repr::Mapped {
+                view,
+                segment,
+                bytes,
             }),
-            None => Value::shared(Arc::from(bytes)),
+        }
+    }
+
+    /// Like [`Value::at`], cloning `view` only if the place needs it.
+    #[inline]
+    pub(crate) fn at_ref(view: &Arc<View>, place: Place) -> Value {
+        match place {
+            Place::Shared(b) => Value::shared(b),
+            mapped => Value::at(Arc::clone(view), mapped),
         }
     }
 
@@ -92,6 +114,14 @@ impl Value {
     pub fn is_mapped(&self) -> bool {
         matches!(self.0, Repr::Mapped { .. })
     }
+}
+
+/// Where a value found by a point read can be held (see [`Value::place`]).
+pub(crate) enum Place {
+    /// Shared bytes: a memtable's, or a copy.
+    Shared(Arc<[u8]>),
+    /// In place in the mapped data of a segment of the view read.
+    Mapped { segment: usize, bytes: Range<usize> },
 }
 
 impl Deref for Value {
@@ -209,7 +239,7 @@ mod tests {
     #[test]
     fn bytes_outside_any_map_are_copied() {
         let view = Arc::new(View::default());
-        let v = Value::from_segment(&view, 0, b"xyz");
+        let v = Value::at_ref(&view, Value::place(&view, 0, b"xyz"));
         assert!(!v.is_mapped());
         assert_eq!(v, b"xyz");
     }
