@@ -267,6 +267,7 @@ fn reads_after_an_acknowledged_write_see_it_while_flushes_empty_the_memtables() 
                     t.flush().unwrap();
                 }
             });
+            // Two readers, yielding between reads: the machine may have two cores.
             for reader in 0..2 {
                 let (t, acked, done, reads) = (&t, &acked, &done, &reads);
                 s.spawn(move || {
@@ -289,6 +290,7 @@ fn reads_after_an_acknowledged_write_see_it_while_flushes_empty_the_memtables() 
                             assert!(t.contains_key(b"k").unwrap(), "{mode}: key missing");
                         }
                         n += 1;
+                        std::thread::yield_now();
                     }
                     reads.fetch_add(n, Ordering::Relaxed);
                 });

@@ -327,10 +327,12 @@ impl Table {
         let key = key.as_ref();
         self.ctx.check_open()?;
         let best = self.memtable_best(key);
-        let view = self.set.view();
-        let place = Self::resolve(&view, key, best, |w| w.and_then(|w| w.place(&view)))?;
-        // The view moves into a mapped value: no second reference count.
-        Ok(place.map(|p| Value::at(view, p)))
+        // Under the view's read lock (no code of the caller's runs there): a miss costs
+        // no reference count, a mapped hit clones the view for the value to hold.
+        self.set.with_view_arc(|view| {
+            let place = Self::resolve(view, key, best, |w| w.and_then(|w| w.place(view)))?;
+            Ok(place.map(|p| Value::at(view, p)))
+        })
     }
 
     /// Run `f` on the value of `key` (`None` if it is absent or deleted) without
@@ -357,8 +359,8 @@ impl Table {
         let key = key.as_ref();
         self.ctx.check_open()?;
         let best = self.memtable_best(key);
-        let view = self.set.view();
-        Self::resolve(&view, key, best, |w| w.is_some_and(|w| !w.tombstone))
+        self.set
+            .with_view(|view| Self::resolve(view, key, best, |w| w.is_some_and(|w| !w.tombstone)))
     }
 
     /// The values of `keys`, in order, like [`Table::get`] for each. The memtables and
@@ -380,7 +382,7 @@ impl Table {
                 let key = key.as_ref();
                 let best = Self::best_of(mems.iter().map(|m| &**m), key);
                 let place = Self::resolve(&view, key, best, |w| w.and_then(|w| w.place(&view)))?;
-                Ok(place.map(|p| Value::at_ref(&view, p)))
+                Ok(place.map(|p| Value::at(&view, p)))
             })
             .collect()
     }
@@ -390,13 +392,14 @@ impl Table {
         let key = key.as_ref();
         self.ctx.check_open()?;
         let best = self.memtable_best(key);
-        let view = self.set.view();
-        Self::resolve(&view, key, best, |w| {
-            w.map(|w| Entry {
-                key: key.to_vec(),
-                value: w.value.to_vec(),
-                ts: w.ts,
-                tombstone: w.tombstone,
+        self.set.with_view(|view| {
+            Self::resolve(view, key, best, |w| {
+                w.map(|w| Entry {
+                    key: key.to_vec(),
+                    value: w.value.to_vec(),
+                    ts: w.ts,
+                    tombstone: w.tombstone,
+                })
             })
         })
     }

@@ -67,25 +67,16 @@ impl Value {
         }
     }
 
-    /// The value at `place` of `view` (which it keeps if the place is mapped).
+    /// The value at `place` of `view`, holding a clone of `view` if the place is mapped.
     #[inline]
-    pub(crate) fn at(view: Arc<View>, place: Place) -> Value {
+    pub(crate) fn at(view: &Arc<View>, place: Place) -> Value {
         match place {
             Place::Shared(b) => Value::shared(b),
             Place::Mapped { segment, bytes } => Value(Repr::Mapped {
-                view,
+                view: Arc::clone(view),
                 segment,
                 bytes,
             }),
-        }
-    }
-
-    /// Like [`Value::at`], cloning `view` only if the place needs it.
-    #[inline]
-    pub(crate) fn at_ref(view: &Arc<View>, place: Place) -> Value {
-        match place {
-            Place::Shared(b) => Value::shared(b),
-            mapped => Value::at(Arc::clone(view), mapped),
         }
     }
 
@@ -239,7 +230,7 @@ mod tests {
     #[test]
     fn bytes_outside_any_map_are_copied() {
         let view = Arc::new(View::default());
-        let v = Value::at_ref(&view, Value::place(&view, 0, b"xyz"));
+        let v = Value::at(&view, Value::place(&view, 0, b"xyz"));
         assert!(!v.is_mapped());
         assert_eq!(v, b"xyz");
     }
