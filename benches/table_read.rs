@@ -74,7 +74,7 @@ fn gets(t: &Table, iters: u64, rng: &mut u64) -> Duration {
         *rng ^= *rng << 13;
         *rng ^= *rng >> 7;
         *rng ^= *rng << 17;
-        let v = t.get(&key(*rng % KEYS)).unwrap();
+        let v = t.get(key(*rng % KEYS)).unwrap();
         assert!(v.is_some());
     }
     start.elapsed()

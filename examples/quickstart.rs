@@ -62,7 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (mut gets, mut hits) = (0u32, 0u32);
         for i in (0..USERS).step_by(7) {
             gets += 1;
-            if let Some(value) = users.get(&key(i))? {
+            if let Some(value) = users.get(key(i))? {
                 assert_eq!(value, format!("profile of user {i}").as_bytes());
                 hits += 1;
             }

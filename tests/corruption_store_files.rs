@@ -456,7 +456,7 @@ fn commit_log_without_missing_records_opens() {
     }
     let store = open(dir).unwrap();
     assert_eq!(
-        store.table("t").unwrap().get(&key(7)).unwrap().as_deref(),
+        store.table("t").unwrap().get(key(7)).unwrap().as_deref(),
         Some(&b"v"[..])
     );
     store.close().unwrap();

@@ -99,7 +99,7 @@ fn major_compaction_purges_tombstones_past_gc_grace_only() {
             assert_eq!((stats.entry_count, stats.tombstone_count), (100, 50));
         }
         for i in 0..100 {
-            assert_eq!(t.get(&key(i)).unwrap().is_some(), i % 2 == 1, "{i}");
+            assert_eq!(t.get(key(i)).unwrap().is_some(), i % 2 == 1, "{i}");
         }
     }
 }
@@ -230,7 +230,7 @@ fn torn_commit_log_tail_after_a_crash_loses_only_the_torn_write() {
             // The torn tail is now in an older file, followed by a file that continues
             // at its sequence number: tolerated, and the rewrite is there.
             assert_eq!(keys, (0..50).map(key).collect::<Vec<_>>());
-            assert_eq!(t.get(&key(49)).unwrap().as_deref(), Some(&b"again"[..]));
+            assert_eq!(t.get(key(49)).unwrap().as_deref(), Some(&b"again"[..]));
         }
         t.put(&key(49), b"again").unwrap();
         drop(t);

@@ -196,7 +196,7 @@ fn point_reader(t: &Table, p: &Progress, stop: &AtomicBool, seed: u64) -> u64 {
         let i = (rng % KEYS as u64) as usize;
         let acked = p.acked[i].load(Ordering::Acquire);
         let (v, ts) = if reads % 2 == 0 {
-            match t.get_cell(&key(i)).unwrap() {
+            match t.get_cell(key(i)).unwrap() {
                 Some(e) => {
                     assert!(!e.tombstone, "a tombstone nobody wrote");
                     (parse_value(&e.value), Some(e.ts))
@@ -204,7 +204,7 @@ fn point_reader(t: &Table, p: &Progress, stop: &AtomicBool, seed: u64) -> u64 {
                 None => (0, None),
             }
         } else {
-            (t.get(&key(i)).unwrap().map_or(0, |v| parse_value(&v)), None)
+            (t.get(key(i)).unwrap().map_or(0, |v| parse_value(&v)), None)
         };
         let attempted = p.attempted[i].load(Ordering::Acquire);
         seen.observe(i, v, ts, acked, attempted);
@@ -280,7 +280,7 @@ fn check_final(t: &Table, p: &Progress) {
     for i in 0..KEYS {
         let want = p.acked[i].load(Ordering::Acquire);
         assert!(want > 0);
-        let got = t.get(&key(i)).unwrap().map(|v| parse_value(&v));
+        let got = t.get(key(i)).unwrap().map(|v| parse_value(&v));
         assert_eq!(got, Some(want), "{}", String::from_utf8(key(i)).unwrap());
     }
     let rows: Vec<_> = t.scan::<[u8]>(..).unwrap().map(|r| r.unwrap()).collect();

@@ -223,8 +223,14 @@ mod tests {
         assert_eq!(v.len(), 4);
         assert_eq!(format!("{v:?}"), r#"Value(b"ab\x00c")"#);
         assert!(!v.is_mapped());
-        let set: std::collections::HashSet<Value> = [v.clone()].into();
-        assert!(set.contains(&b"ab\x00c"[..]));
+        // Hashes as its bytes do (so `Borrow<[u8]>` is sound for hash maps).
+        let hash = |h: &dyn Fn(&mut std::collections::hash_map::DefaultHasher)| {
+            let mut s = std::collections::hash_map::DefaultHasher::new();
+            h(&mut s);
+            s.finish()
+        };
+        assert_eq!(hash(&|s| v.hash(s)), hash(&|s| b"ab\x00c"[..].hash(s)));
+        assert_eq!(v.cmp(&v.clone()), std::cmp::Ordering::Equal);
     }
 
     #[test]
