@@ -234,6 +234,12 @@ mod tests {
     }
 
     #[test]
+    fn values_cross_threads() {
+        fn send_sync<T: Send + Sync + 'static>() {}
+        send_sync::<Value>();
+    }
+
+    #[test]
     fn bytes_outside_any_map_are_copied() {
         let view = Arc::new(View::default());
         let v = Value::at(&view, Value::place(&view, 0, b"xyz"));
