@@ -374,7 +374,7 @@ fn temp_files_and_unnamed_segments_are_still_orphans() {
     assert_eq!(store.table_names(), vec!["t".to_string()]);
     let t = store.table("t").unwrap();
     for (k, v) in &model {
-        assert_eq!(t.get(k).unwrap().as_ref(), Some(v));
+        assert_eq!(t.get(k).unwrap().as_deref(), Some(&v[..]));
     }
     drop(t);
     assert!(store.close().unwrap().is_clean());

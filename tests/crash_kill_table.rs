@@ -126,7 +126,7 @@ fn check(
     let mut checked = 0;
     for k in 0..KEYS {
         let got = t.get(format!("k{k:04}").as_bytes()).unwrap().map(|v| {
-            String::from_utf8(v)
+            String::from_utf8(v.to_vec())
                 .unwrap()
                 .parse::<u64>()
                 .expect("a value that was written")

@@ -67,7 +67,7 @@ fn failed_directory_fsync_after_a_manifest_rename_poisons_and_deletes_nothing() 
         assert_eq!(faults.count(FaultKind::DirFsync), 1, "{changed}");
         // Reads go on; changes are refused.
         for (k, v) in &model {
-            assert_eq!(t.get(k).unwrap().as_ref(), Some(v), "{changed}");
+            assert_eq!(t.get(k).unwrap().as_deref(), Some(&v[..]), "{changed}");
         }
         assert!(matches!(t.segments().writer(), Err(Error::Poisoned(_))));
         // The manifest on disk (the new one: the rename happened) names only files that
@@ -87,8 +87,8 @@ fn failed_directory_fsync_after_a_manifest_rename_poisons_and_deletes_nothing() 
         let t = store.table("t").unwrap();
         for (k, v) in &model {
             assert_eq!(
-                t.get(k).unwrap().as_ref(),
-                Some(v),
+                t.get(k).unwrap().as_deref(),
+                Some(&v[..]),
                 "{changed} after reopen"
             );
         }

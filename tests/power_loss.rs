@@ -336,7 +336,12 @@ fn check_once(dir: &Path, model: &Model, sync: CommitLogSync, point: &str) {
     let keys: BTreeSet<&(String, Vec<u8>)> =
         model.durable.keys().chain(model.maybe.keys()).collect();
     for k in keys {
-        let got = store.table(&k.0).unwrap().get(&k.1).unwrap();
+        let got = store
+            .table(&k.0)
+            .unwrap()
+            .get(&k.1)
+            .unwrap()
+            .map(|v| v.to_vec());
         let mut allowed: Vec<Option<Vec<u8>>> = model.maybe.get(k).cloned().unwrap_or_default();
         match model.durable.get(k) {
             Some(v) => allowed.push(v.clone()),
@@ -415,7 +420,15 @@ fn check_prefix(store: &Store, model: &Model, point: &str) {
     }
     let mut actual: BTreeMap<&Key, Value> = BTreeMap::new();
     for (k, _) in &seq {
-        actual.insert(k, store.table(&k.0).unwrap().get(&k.1).unwrap());
+        actual.insert(
+            k,
+            store
+                .table(&k.0)
+                .unwrap()
+                .get(&k.1)
+                .unwrap()
+                .map(|v| v.to_vec()),
+        );
     }
     let fits = (0..=seq.len()).any(|p| {
         let mut expect: BTreeMap<&Key, Value> = actual

@@ -534,12 +534,27 @@ fn keys_and_ranges_take_every_byte_string_form() {
     let (e, i): (Vec<u8>, Vec<u8>) = (b"e".to_vec(), b"i".to_vec());
     t.put(e, String::from("5")).unwrap();
     t.put(&b"f"[..], vec![b'6']).unwrap();
-    assert_eq!(t.get(b"a").unwrap(), Some(b"1".to_vec()));
-    assert_eq!(t.get("b").unwrap(), Some(b"2".to_vec()));
-    assert_eq!(t.get(&owned).unwrap(), Some(b"c".to_vec()));
-    assert_eq!(t.get(owned.clone()).unwrap(), Some(b"c".to_vec()));
-    assert_eq!(t.get(slice).unwrap(), Some(b"d".to_vec()));
-    assert_eq!(t.get(String::from("e")).unwrap(), Some(b"5".to_vec()));
+    assert_eq!(
+        t.get(b"a").unwrap().map(|v| v.to_vec()),
+        Some(b"1".to_vec())
+    );
+    assert_eq!(t.get("b").unwrap().map(|v| v.to_vec()), Some(b"2".to_vec()));
+    assert_eq!(
+        t.get(&owned).unwrap().map(|v| v.to_vec()),
+        Some(b"c".to_vec())
+    );
+    assert_eq!(
+        t.get(owned.clone()).unwrap().map(|v| v.to_vec()),
+        Some(b"c".to_vec())
+    );
+    assert_eq!(
+        t.get(slice).unwrap().map(|v| v.to_vec()),
+        Some(b"d".to_vec())
+    );
+    assert_eq!(
+        t.get(String::from("e")).unwrap().map(|v| v.to_vec()),
+        Some(b"5".to_vec())
+    );
     assert!(t.get_cell("f").unwrap().is_some());
     assert!(t.get_cell(&owned).unwrap().is_some());
     assert!(t.get_cell(b"zz").unwrap().is_none());

@@ -1,7 +1,9 @@
 //! Issue 7: a warm `SegmentReader::get_with` allocates nothing, in every access mode, for
-//! hits and misses. A counting global allocator counts allocations (and reallocations) per
-//! thread, so other threads of the test harness cannot disturb the count. `Table::get`
-//! returns a `Vec`, so it allocates at least once; its count is printed, not asserted.
+//! hits and misses. Issue 12: so does a warm `Table::get_with`, from a fully compacted
+//! table's segment or from the memtable, and `Table::get` (a `Value` that borrows the
+//! map or shares the memtable's bytes; with positional reads it copies the value once).
+//! A counting global allocator counts allocations (and reallocations) per thread, so
+//! other threads of the test harness cannot disturb the count.
 //!
 //! One `#[test]` in its own binary: the counter is the only global allocator here.
 
@@ -161,8 +163,19 @@ fn warm_get_with_allocates_nothing_in_any_mode() {
         );
     }
 
-    // For reference only: Table::get returns an owned Vec.
-    for mode in [DiskAccessMode::Mmap, DiskAccessMode::Standard] {
+    table_reads(&probes);
+}
+
+/// Warm `Table` point reads: from a fully compacted table's one segment, and from the
+/// memtable. `get_with` allocates nothing in any mode; `get` (a `Value` borrowing the
+/// map or sharing the memtable's bytes) allocates nothing either, except from a segment
+/// read with positional reads, which copies the value once.
+fn table_reads(probes: &[u32]) {
+    for mode in [
+        DiskAccessMode::Mmap,
+        DiskAccessMode::MmapIndexOnly,
+        DiskAccessMode::Standard,
+    ] {
         let tdir = tempfile::tempdir().unwrap();
         let config = Config {
             disk_access_mode: mode,
@@ -174,27 +187,72 @@ fn warm_get_with_allocates_nothing_in_any_mode() {
         for i in 0..N {
             t.put(key(i), value(i)).unwrap();
         }
-        t.flush().unwrap();
-        for &i in &probes {
-            t.get(key(i)).unwrap().unwrap();
-            t.get(missing(i)).unwrap();
+        // Memtable hits first, then the same keys from one compacted segment.
+        for source in ["memtable", "segment"] {
+            if source == "segment" {
+                t.compact().unwrap();
+                assert_eq!(t.stats().segments, 1);
+                assert_eq!(t.stats().memtable_keys, 0);
+            }
+            let warm = || {
+                for &i in probes {
+                    t.get_with(key(i), |v| v.map(<[u8]>::len)).unwrap().unwrap();
+                    t.get_with(missing(i), |v| v.map(<[u8]>::len)).unwrap();
+                    t.get(key(i)).unwrap().unwrap();
+                }
+            };
+            warm();
+            let mut sum = 0usize;
+            let with_hits = allocs_in(|| {
+                for &i in probes {
+                    sum += t
+                        .get_with(key(i), |v| {
+                            let v = v.unwrap();
+                            assert_eq!(&v[..4], &i.to_le_bytes());
+                            v.len()
+                        })
+                        .unwrap();
+                }
+            });
+            let with_misses = allocs_in(|| {
+                for &i in probes {
+                    assert!(t.get_with(missing(i), |v| v.is_none()).unwrap());
+                }
+            });
+            let mut mapped = 0usize;
+            let get_hits = allocs_in(|| {
+                for &i in probes {
+                    let v = t.get(key(i)).unwrap().unwrap();
+                    assert_eq!(v[..4], i.to_le_bytes());
+                    mapped += v.is_mapped() as usize;
+                    sum += v.len();
+                }
+            });
+            let get_misses = allocs_in(|| {
+                for &i in probes {
+                    assert!(t.get(missing(i)).unwrap().is_none());
+                }
+            });
+            println!(
+                "zero_alloc: Table {source:<8} mode {:<15} {} warm hits: get_with {with_hits}, get {get_hits} allocations; misses: get_with {with_misses}, get {get_misses}",
+                mode.as_str(),
+                probes.len(),
+            );
+            assert_eq!(sum, 2 * 100 * probes.len());
+            let label = format!("Table {source} mode {}", mode.as_str());
+            assert_eq!(with_hits, 0, "{label}: warm get_with hits allocated");
+            assert_eq!(with_misses, 0, "{label}: warm get_with misses allocated");
+            assert_eq!(get_misses, 0, "{label}: warm get misses allocated");
+            let copies = source == "segment" && mode != DiskAccessMode::Mmap;
+            if copies {
+                // Positional reads: the value is copied, once per get.
+                assert_eq!(get_hits, probes.len() as u64, "{label}: get copies once");
+                assert_eq!(mapped, 0, "{label}");
+            } else {
+                assert_eq!(get_hits, 0, "{label}: warm get hits allocated");
+                assert_eq!(mapped, if source == "segment" { probes.len() } else { 0 });
+            }
         }
-        let hits = allocs_in(|| {
-            for &i in &probes {
-                t.get(key(i)).unwrap().unwrap();
-            }
-        });
-        let misses = allocs_in(|| {
-            for &i in &probes {
-                assert!(t.get(missing(i)).unwrap().is_none());
-            }
-        });
-        println!(
-            "zero_alloc (reference, not asserted): Table::get mode {:<8} {:.2} allocations per hit, {:.2} per miss",
-            mode.as_str(),
-            hits as f64 / probes.len() as f64,
-            misses as f64 / probes.len() as f64
-        );
         drop(t);
         store.close().unwrap();
     }

@@ -139,6 +139,13 @@ impl SegmentSet {
         self.view.with(f)
     }
 
+    /// Like [`SegmentSet::with_view`], handing `f` the view's `Arc` (to clone only if
+    /// it keeps the view).
+    #[inline]
+    pub fn with_view_arc<R>(&self, f: impl FnOnce(&Arc<View>) -> R) -> R {
+        self.view.with_arc(f)
+    }
+
     /// Live segment ids, from the manifest.
     pub fn live_ids(&self) -> Vec<u64> {
         self.manifest.lock().segments.iter().copied().collect()

@@ -46,6 +46,14 @@ impl ViewCell {
         f(&self.cur.read())
     }
 
+    /// Like [`ViewCell::with`], handing `f` the `Arc` itself, for a reader that may
+    /// keep the view beyond `f` (a point read's mapped value) at the cost of a clone
+    /// only then.
+    #[inline]
+    pub fn with_arc<R>(&self, f: impl FnOnce(&Arc<View>) -> R) -> R {
+        f(&self.cur.read())
+    }
+
     /// Replace the view with `f(current)`; returns the old one. Writers are serialised
     /// by the caller (one writer per table).
     pub fn replace(&self, f: impl FnOnce(&View) -> Vec<SegmentHandle>) -> Arc<View> {

@@ -50,7 +50,7 @@ const APPLY_BATCH_BYTES: usize = 4 << 20;
 /// let opts = RepairOptions { parallelism: Parallelism::Sequential, ..RepairOptions::default() };
 /// let report = RepairSession::run(&[&a, &b], &LocalTransport::new(), &opts)?;
 /// assert!(report.converged());
-/// assert_eq!(b.lsm().get(b"ada")?, Some(b"v1".to_vec()));
+/// assert_eq!(b.lsm().get(b"ada")?.as_deref(), Some(&b"v1"[..]));
 /// assert!(a.get(b"bob")?.unwrap().tombstone);
 ///
 /// drop((a, b));

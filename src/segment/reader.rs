@@ -339,6 +339,17 @@ impl SegmentReader {
             })
     }
 
+    /// The data component's bytes when it is mapped (`None` when it is read with
+    /// positional reads). Values a mapped [`Self::get_with`] hands out lie inside it, and
+    /// stay valid as long as this reader lives.
+    #[inline]
+    pub(crate) fn mapped_data(&self) -> Option<&[u8]> {
+        match &self.data {
+            Source::Mapped(m) => Some(m.as_slice()),
+            Source::Standard(_) => None,
+        }
+    }
+
     /// Length of the data body (records only, footer excluded).
     pub(crate) fn data_body_len(&self) -> u64 {
         self.meta.stats.data_len - FOOTER_LEN as u64

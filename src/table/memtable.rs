@@ -27,7 +27,7 @@
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crossbeam_skiplist::SkipMap;
 use parking_lot::RwLock;
@@ -40,9 +40,12 @@ use crate::table::cell::cmp_versions;
 /// Bytes charged per stored cell on top of key and value (skiplist node, vectors).
 pub const CELL_OVERHEAD: usize = 64;
 
+/// A stored cell. The value is an `Arc<[u8]>` so a point read can hand it out without
+/// copying ([`Memtable::get_shared`]): a reader keeps the bytes it got even if the cell
+/// is overwritten in place meanwhile.
 #[derive(Debug, Clone)]
 struct Cell {
-    value: Vec<u8>,
+    value: Arc<[u8]>,
     ts: u64,
     tombstone: bool,
 }
@@ -51,11 +54,40 @@ impl Cell {
     fn entry(&self, key: &[u8]) -> Entry {
         Entry {
             key: key.to_vec(),
-            value: self.value.clone(),
+            value: self.value.to_vec(),
             ts: self.ts,
             tombstone: self.tombstone,
         }
     }
+
+    fn shared(&self) -> SharedCell {
+        SharedCell {
+            value: Arc::clone(&self.value),
+            ts: self.ts,
+            tombstone: self.tombstone,
+        }
+    }
+}
+
+/// The bytes of `value`, shared; empty values (every tombstone) share one allocation.
+fn share(value: &[u8]) -> Arc<[u8]> {
+    static EMPTY: OnceLock<Arc<[u8]>> = OnceLock::new();
+    if value.is_empty() {
+        Arc::clone(EMPTY.get_or_init(|| Arc::from(&[][..])))
+    } else {
+        Arc::from(value)
+    }
+}
+
+/// A memtable cell handed out without copying its value ([`Memtable::get_shared`]).
+#[derive(Debug, Clone)]
+pub struct SharedCell {
+    /// The value (empty for a tombstone), shared with the memtable.
+    pub value: Arc<[u8]>,
+    /// Write timestamp.
+    pub ts: u64,
+    /// True for a deletion.
+    pub tombstone: bool,
 }
 
 /// A concurrent sorted memtable. See the module docs.
@@ -92,7 +124,7 @@ impl Memtable {
     /// ([`crate::table::validate_cell`]; the commit log does on append).
     pub fn insert(&self, c: RecordRef<'_>) -> bool {
         let new_cell = || Cell {
-            value: c.value.to_vec(),
+            value: share(c.value),
             ts: c.ts,
             tombstone: c.tombstone,
         };
@@ -171,6 +203,16 @@ impl Memtable {
     /// The cell of `key` (a tombstone included: it shadows older segments).
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
         self.map.get(key).map(|e| e.value().read().entry(key))
+    }
+
+    /// The cell of `key` like [`Memtable::get`], its value shared rather than copied:
+    /// no allocation.
+    #[inline]
+    pub fn get_shared(&self, key: &[u8]) -> Option<SharedCell> {
+        if self.map.is_empty() {
+            return None;
+        }
+        self.map.get(key).map(|e| e.value().read().shared())
     }
 
     /// Cells with keys in `range`, in key order, borrowing the memtable. Writes that

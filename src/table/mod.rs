@@ -25,6 +25,8 @@
 //!   replay at open, checkpoints that release commit log files, close.
 //! - [`positions`]: the file recording how far each table's segments reach into the log.
 //! - [`batch`]: write batches ([`WriteBatch`]).
+//! - [`value`]: [`Value`], what [`Table::get`] returns: memtable bytes shared, or a
+//!   segment's mapped bytes borrowed while the value holds the view.
 
 pub mod batch;
 pub mod cell;
@@ -35,6 +37,7 @@ pub mod memtable;
 pub mod merge;
 pub mod positions;
 pub mod tables;
+pub mod value;
 
 pub use crate::range::{prefix_range, KeyRange};
 pub use batch::WriteBatch;
@@ -42,6 +45,7 @@ pub use cell::{newer_wins, validate_cell};
 pub use commitlog::{CommitLog, CommitLogConfig, CommitLogSync, LogRecord};
 pub use compaction::{Choice, CompactionConfig, SegmentSummary};
 pub use lsm::{Cells, Scan, Table, TableConfig, TableStats};
-pub use memtable::Memtable;
+pub use memtable::{Memtable, SharedCell};
 pub use merge::{Cursor, MergeIter, TombstonePolicy};
 pub use tables::Tables;
+pub use value::Value;
