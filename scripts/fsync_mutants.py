@@ -45,6 +45,9 @@ MUTANTS = [
      "    // be durable before any record in the file is acknowledged."),
     ("commit log: append fsync (batch, group, periodic, close)", "src/table/commitlog/mod.rs",
      "file.sync_data()?;", ""),
+    ("commit log sync before a checkpoint's positions", "src/table/tables.rs",
+     "            self.log.sync()?;\n            if let Err(e) = next.store(&self.log_dir, &self.fs) {",
+     "            if let Err(e) = next.store(&self.log_dir, &self.fs) {"),
     ("deleter: dir fsync before the journal forgets an unlink", "src/lifecycle/deleter.rs",
      "if let Err(e) = self.inner.fs.fsync_dir(d) {", "if let Err(e) = Ok::<(), Error>(()) {"),
 ]
