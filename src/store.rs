@@ -43,7 +43,7 @@ use crate::segment::{validate_name, Component, SegmentName};
 use crate::segment::{IndexCacheStats, ReaderOptions};
 use crate::snapshot::{self, SnapshotInfo};
 use crate::table::commitlog::CommitLogConfig;
-use crate::table::{Table, TableConfig, Tables};
+use crate::table::{Batch, ReadView, Table, TableConfig, Tables, WriteBatch};
 
 /// Store settings. Deserialises from TOML/YAML/JSON with snake_case names.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -135,6 +135,11 @@ pub struct StoreStats {
     /// Index blocks kept in memory for segments whose index is read with positional
     /// reads (`memory.index_cache_mb`): budget, bytes and blocks held, refusals.
     pub index_cache: Option<IndexCacheStats>,
+    /// Reads registered at a sequence number: read views, and scans and `multi_get`s in
+    /// progress. While one is open, memtables keep older versions of keys written since.
+    pub read_views: usize,
+    /// The highest commit log sequence number readers see.
+    pub visible_seq: u64,
 }
 
 /// Per-segment stats (see [`Store::segment_stats`]).
@@ -404,6 +409,49 @@ impl Store {
         &self.lsm
     }
 
+    /// A consistent read of every table at this moment: every write acknowledged before
+    /// the call, nothing written after, never part of a batch without the rest. See
+    /// [`ReadView`] (keep the word snapshot for the on-disk snapshots of
+    /// [`Store::snapshot`]).
+    ///
+    /// ```
+    /// # fn main() -> segstore::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = segstore::Store::open(dir.path(), segstore::Config::default())?;
+    /// let users = store.table("users")?;
+    /// users.put(b"alice", b"31")?;
+    /// let view = store.read_view()?;
+    /// users.put(b"alice", b"32")?;
+    /// users.flush()?; // flushes and compactions do not change what a view reads
+    /// assert_eq!(view.get(&users, b"alice")?.as_deref(), Some(&b"31"[..]));
+    /// assert_eq!(users.get(b"alice")?.as_deref(), Some(&b"32"[..]));
+    /// # drop((view, users));
+    /// # store.close()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn read_view(&self) -> Result<ReadView> {
+        self.lsm.ctx().check_open()?;
+        let sets = self.tables.read();
+        Ok(ReadView::capture(self.lsm.ctx(), &sets))
+    }
+
+    /// Write a batch across tables of this store atomically: one commit log record, so
+    /// all of it or none is applied at replay, and readers see all of it or none. See
+    /// [`Batch`]. A table of another store, or a dropped one, fails the whole batch.
+    pub fn write(&self, batch: &Batch) -> Result<()> {
+        let parts: Vec<(&Table, &WriteBatch)> = batch.parts().collect();
+        for (t, _) in &parts {
+            if !Arc::ptr_eq(t.ctx(), self.lsm.ctx()) {
+                return Err(Error::InvalidArgument(format!(
+                    "table {} belongs to another store",
+                    t.name()
+                )));
+            }
+        }
+        crate::table::lsm::write_tables(&parts, batch.is_sync())
+    }
+
     /// Names of the tables.
     pub fn table_names(&self) -> Vec<String> {
         self.tables.read().keys().cloned().collect()
@@ -520,6 +568,8 @@ impl Store {
             memory: per_segment.iter().map(|s| s.memory.totals).sum(),
             budget: self.reader.map_budget.as_ref().map(|b| b.stats()),
             index_cache: self.reader.index_cache.as_ref().map(|c| c.stats()),
+            read_views: self.lsm.ctx().visibility.views(),
+            visible_seq: self.lsm.ctx().visibility.visible(),
         }
     }
 

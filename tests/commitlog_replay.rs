@@ -50,14 +50,16 @@ fn append(log: &CommitLog, i: u64) -> u64 {
 }
 
 fn check(rec: &LogRecord, i: u64) {
-    assert_eq!(rec.table, format!("t{}", i % 3));
-    assert_eq!(rec.cells.len(), 2);
+    assert_eq!(rec.parts.len(), 1);
+    let part = &rec.parts[0];
+    assert_eq!(part.table, format!("t{}", i % 3));
+    assert_eq!(part.cells.len(), 2);
     assert_eq!(
-        (&rec.cells[0].key, &rec.cells[0].value),
+        (&part.cells[0].key, &part.cells[0].value),
         (&key(i), &value(i))
     );
-    assert!(!rec.cells[0].tombstone && rec.cells[1].tombstone);
-    assert_eq!(rec.cells[1].key, key(i + 1000));
+    assert!(!part.cells[0].tombstone && part.cells[1].tombstone);
+    assert_eq!(part.cells[1].key, key(i + 1000));
 }
 
 fn open(

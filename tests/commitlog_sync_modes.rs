@@ -83,8 +83,8 @@ fn concurrent_group_commit_replays_every_acknowledged_write() {
     );
     for (t, i, seq) in acked {
         let r = &replayed[seq as usize - 1];
-        assert_eq!(r.cells[0].key, format!("t{t}-{i}").into_bytes());
-        assert_eq!(r.cells[0].value, vec![t as u8; 24]);
+        assert_eq!(r.parts[0].cells[0].key, format!("t{t}-{i}").into_bytes());
+        assert_eq!(r.parts[0].cells[0].value, vec![t as u8; 24]);
     }
 }
 

@@ -170,6 +170,18 @@ impl SegmentSet {
         self.replace(&[], names)
     }
 
+    /// Like [`SegmentSet::add`], holding what `guard` returns across the in-memory view
+    /// swap only (after the manifest is durable): a table's flush holds the store's
+    /// install lock there, so a read view never takes its memtables and its view on
+    /// either side of a swap ([`crate::table::visibility`] invariant 3).
+    pub(crate) fn add_guarded<G>(
+        &self,
+        names: &[SegmentName],
+        guard: impl FnOnce() -> G,
+    ) -> Result<()> {
+        self.replace_guarded(&[], names, guard)
+    }
+
     /// Refuse (`Some`) or allow again (`None`) every change: new writers and manifest
     /// replacements fail with [`Error::ReadOnly`] or [`Error::Dropped`]. Waits for a
     /// replacement in progress. Returns the next segment id the set would have handed
@@ -211,6 +223,15 @@ impl SegmentSet {
     /// later change fails with [`Error::Poisoned`]) and the next open decides from the
     /// manifest on disk, its orphan scan removing the segments that one does not name.
     pub fn replace(&self, old: &[u64], new: &[SegmentName]) -> Result<()> {
+        self.replace_guarded(old, new, || ())
+    }
+
+    fn replace_guarded<G>(
+        &self,
+        old: &[u64],
+        new: &[SegmentName],
+        guard: impl FnOnce() -> G,
+    ) -> Result<()> {
         let mut m = self.manifest.lock();
         if *self.frozen.lock() == Some(Frozen::Dropped) {
             // Written for a table that is gone (a flush or compaction that was running
@@ -279,6 +300,7 @@ impl SegmentSet {
             return Err(e);
         }
         *m = next;
+        let held = guard();
         let old_view = self.view.replace(|v| {
             let mut segs: Vec<SegmentHandle> = v
                 .segments
@@ -289,6 +311,7 @@ impl SegmentSet {
             segs.extend(opened);
             segs
         });
+        drop(held);
         let mut announce = Vec::new();
         for h in &old_view.segments {
             if old.contains(&h.name().id) {

@@ -20,6 +20,7 @@ struct BatchCell {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
     cells: Vec<BatchCell>,
+    sync: bool,
 }
 
 impl WriteBatch {
@@ -59,6 +60,19 @@ impl WriteBatch {
         self
     }
 
+    /// With `true`, the write returns only once the commit log is fsynced, whatever
+    /// its sync mode: a per-write durability choice for a store running `periodic`
+    /// (under `batch` and `group` every write is synced anyway). Default `false`.
+    pub fn sync(&mut self, sync: bool) -> &mut Self {
+        self.sync = sync;
+        self
+    }
+
+    /// Whether the write waits for an fsync ([`WriteBatch::sync`]).
+    pub fn is_sync(&self) -> bool {
+        self.sync
+    }
+
     /// Number of cells.
     pub fn len(&self) -> usize {
         self.cells.len()
@@ -80,5 +94,128 @@ impl WriteBatch {
                 tombstone: c.tombstone,
             })
             .collect()
+    }
+}
+
+/// Puts and deletes across the tables of one store, written by
+/// [`Store::write`](crate::Store::write) as one commit log record: all of it is applied
+/// at replay or none, and readers (plain reads, scans, read views) see all of it or none.
+/// Cells without an explicit timestamp get one timestamp for the whole batch.
+///
+/// ```
+/// # fn main() -> segstore::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let store = segstore::Store::open(dir.path(), segstore::Config::default())?;
+/// let accounts = store.table("accounts")?;
+/// let ledger = store.table("ledger")?;
+/// let mut batch = segstore::table::Batch::new();
+/// batch
+///     .put(&accounts, b"alice", b"90")
+///     .put(&accounts, b"bob", b"110")
+///     .put(&ledger, b"0001", b"alice->bob 10");
+/// store.write(&batch)?;
+/// assert_eq!(ledger.get(b"0001")?.as_deref(), Some(&b"alice->bob 10"[..]));
+/// # drop((accounts, ledger));
+/// # store.close()?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    parts: Vec<(std::sync::Arc<crate::table::Table>, WriteBatch)>,
+    sync: bool,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Batch {
+        Batch::default()
+    }
+
+    /// The part of the batch for `table`.
+    fn part(&mut self, table: &std::sync::Arc<crate::table::Table>) -> &mut WriteBatch {
+        let i = match self
+            .parts
+            .iter()
+            .position(|(t, _)| std::sync::Arc::ptr_eq(t, table))
+        {
+            Some(i) => i,
+            None => {
+                self.parts
+                    .push((std::sync::Arc::clone(table), WriteBatch::new()));
+                self.parts.len() - 1
+            }
+        };
+        &mut self.parts[i].1
+    }
+
+    /// Set `key` to `value` in `table`.
+    pub fn put(
+        &mut self,
+        table: &std::sync::Arc<crate::table::Table>,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        self.part(table).put(key, value);
+        self
+    }
+
+    /// Delete `key` from `table`.
+    pub fn delete(
+        &mut self,
+        table: &std::sync::Arc<crate::table::Table>,
+        key: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        self.part(table).delete(key);
+        self
+    }
+
+    /// Set `key` to `value` in `table` with an explicit timestamp (microseconds).
+    pub fn put_at(
+        &mut self,
+        table: &std::sync::Arc<crate::table::Table>,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ts: u64,
+    ) -> &mut Self {
+        self.part(table).put_at(key, value, ts);
+        self
+    }
+
+    /// Delete `key` from `table` with an explicit timestamp.
+    pub fn delete_at(
+        &mut self,
+        table: &std::sync::Arc<crate::table::Table>,
+        key: impl AsRef<[u8]>,
+        ts: u64,
+    ) -> &mut Self {
+        self.part(table).delete_at(key, ts);
+        self
+    }
+
+    /// Fsync the commit log before the write returns ([`WriteBatch::sync`]).
+    pub fn sync(&mut self, sync: bool) -> &mut Self {
+        self.sync = sync;
+        self
+    }
+
+    /// Number of cells, over every table.
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(|(_, b)| b.len()).sum()
+    }
+
+    /// True when the batch holds no cell.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Each table's cells.
+    pub(crate) fn parts(&self) -> impl Iterator<Item = (&crate::table::Table, &WriteBatch)> {
+        self.parts.iter().map(|(t, b)| (&**t, b))
+    }
+
+    /// Whether the write waits for an fsync.
+    pub(crate) fn is_sync(&self) -> bool {
+        self.sync
     }
 }

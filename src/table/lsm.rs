@@ -66,10 +66,11 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::WriteBatch;
 use super::compaction::{choose, Choice, CompactionConfig, SegmentSummary};
-use super::memtable::{Memtable, SharedCell};
+use super::memtable::{Memtable, ReadAt, SharedCell};
 use super::merge::{BoxedCursor, BoxedSource, MemtableCursor, MergeIter, TombstonePolicy};
 use super::tables::Context;
 use super::value::{Place, Value};
+use super::view::Pin;
 use crate::error::{Error, Result};
 use crate::lifecycle::{SegmentHandle, SegmentSet, View};
 use crate::range::{prefix_range, KeyBounds, KeyRange};
@@ -269,36 +270,12 @@ impl Table {
     /// the cause, and nothing of it is logged or applied; the next write retries the
     /// flush, and writes go on as soon as one succeeds.
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
-        self.ctx.check_writable()?;
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let mut cells = batch.cells(self.ctx.clock.now());
-        let full = loop {
-            let m = self.mem.read();
-            if self.dropped.load(Ordering::Acquire) {
-                return Err(Error::Dropped {
-                    table: self.name.clone(),
-                });
-            }
-            if m.frozen.len() >= self.ctx.config.max_frozen_memtables {
-                drop(m);
-                self.wait_for_flushes()?;
-                cells = batch.cells(self.ctx.clock.now());
-                continue;
-            }
-            let seq = self.ctx.log.append(&self.name, &cells)?;
-            m.active.apply(seq, &cells);
-            // Invariant 6: before the write is acknowledged, inside the read lock.
-            if !self.maybe_cells.load(Ordering::Relaxed) {
-                self.maybe_cells.store(true, Ordering::Release);
-            }
-            break m.active.approx_bytes() >= self.ctx.config.memtable_flush_bytes;
-        };
-        if full {
-            self.ctx.schedule_flush(self);
-        }
-        Ok(())
+        write_tables(&[(self, batch)], batch.is_sync())
+    }
+
+    /// The store's context (a cross-table batch checks its tables share one).
+    pub(crate) fn ctx(&self) -> &Arc<Context> {
+        &self.ctx
     }
 
     /// Refuse writes (a drop) or accept them again (a drop that failed). Refusing
@@ -420,21 +397,9 @@ impl Table {
         keys: impl IntoIterator<Item = K>,
     ) -> Result<Vec<Option<Value>>> {
         self.ctx.check_open()?;
-        // Memtables first, then the view (invariant 2); none if all are empty (6).
-        let mems = if self.maybe_cells.load(Ordering::Acquire) {
-            self.memtables()
-        } else {
-            Vec::new()
-        };
-        let view = self.set.view();
-        keys.into_iter()
-            .map(|key| {
-                let key = key.as_ref();
-                let best = Self::best_of(mems.iter().map(|m| &**m), key);
-                let place = Self::resolve(&view, key, best, |w| w.and_then(|w| w.place(&view)))?;
-                Ok(place.map(|p| Value::at(&view, p)))
-            })
-            .collect()
+        // One picture of the table for every key: never half of a batch.
+        let (pin, snap) = self.capture();
+        snap.multi_get(pin.seq(), keys)
     }
 
     /// The winning cell of `key`, tombstones included (invariant 4).
@@ -466,6 +431,7 @@ impl Table {
         Self::best_of(
             std::iter::once(&*m.active).chain(m.frozen.iter().rev().map(|f| &**f)),
             key,
+            ReadAt::Visible(&self.ctx.visibility),
         )
     }
 
@@ -474,10 +440,11 @@ impl Table {
     fn best_of<'a>(
         memtables: impl Iterator<Item = &'a Memtable>,
         key: &[u8],
+        at: ReadAt<'_>,
     ) -> Option<SharedCell> {
         let mut best: Option<SharedCell> = None;
         for m in memtables {
-            if let Some(c) = m.get_shared(key) {
+            if let Some(c) = m.get_shared_at(key, at) {
                 if best.as_ref().is_none_or(|b| {
                     cmp_versions(c.ts, c.tombstone, &c.value, b.ts, b.tombstone, &b.value).is_gt()
                 }) {
@@ -578,9 +545,8 @@ impl Table {
     /// `Bound`s ([`KeyRange`]). The scan sees the memtables and segments of the moment it
     /// starts; it holds segment handles until dropped.
     pub fn scan(&self, range: impl KeyRange) -> Result<Scan> {
-        Ok(Scan {
-            inner: self.merged(range.into_key_bounds(), TombstonePolicy::Hide)?,
-        })
+        let (inner, pin) = self.merged(range.into_key_bounds(), TombstonePolicy::Hide)?;
+        Ok(Scan { inner, _pin: pin })
     }
 
     /// Live keys that start with `prefix`, and their values, in key order: the range
@@ -589,9 +555,8 @@ impl Table {
     /// every key for an empty prefix). A [`Scan`] like any other: reversible, seekable
     /// within the prefix.
     pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<Scan> {
-        Ok(Scan {
-            inner: self.merged(prefix_range(prefix.as_ref()), TombstonePolicy::Hide)?,
-        })
+        let (inner, pin) = self.merged(prefix_range(prefix.as_ref()), TombstonePolicy::Hide)?;
+        Ok(Scan { inner, _pin: pin })
     }
 
     /// The winning cell of every key in `range`, in key order, tombstones included
@@ -599,26 +564,36 @@ impl Table {
     /// [`Table::scan`], it sees the memtables and segments of the moment it starts, and
     /// reverses and seeks.
     pub fn scan_cells(&self, range: impl KeyRange) -> Result<Cells> {
-        Ok(Cells {
-            inner: self.merged(range.into_key_bounds(), TombstonePolicy::Keep)?,
-        })
+        let (inner, pin) = self.merged(range.into_key_bounds(), TombstonePolicy::Keep)?;
+        Ok(Cells { inner, _pin: pin })
     }
 
-    /// The merge of the memtables (first, invariant 2) and the view over `bounds`.
-    fn merged(&self, bounds: KeyBounds, policy: TombstonePolicy) -> Result<Merged> {
+    /// The merge of the memtables and the view over `bounds`, as one picture of the
+    /// table ([`Table::capture`]): never half of a batch.
+    fn merged(&self, bounds: KeyBounds, policy: TombstonePolicy) -> Result<(Merged, Arc<Pin>)> {
         self.ctx.check_open()?;
-        let mut sources: Vec<BoxedCursor<'static>> = Vec::new();
-        for m in self.memtables() {
-            sources.push(Box::new(MemtableCursor(m.range_owned(bounds.clone()))));
+        let (pin, snap) = self.capture();
+        Ok((snap.merged(pin.seq(), bounds, policy), pin))
+    }
+
+    /// This table as a read at the visible sequence number sees it: registered (so the
+    /// memtables keep the versions it reads), then the memtables (invariant 2), then the
+    /// view, under the store's install lock (visibility invariant 3).
+    pub(crate) fn capture(&self) -> (Arc<Pin>, TableSnap) {
+        let _install = self.ctx.install.read();
+        let pin = Arc::new(Pin::new(&self.ctx));
+        let snap = self.snap();
+        (pin, snap)
+    }
+
+    /// The memtables, then the view. The caller holds the install lock and a [`Pin`].
+    pub(crate) fn snap(&self) -> TableSnap {
+        let mems = self.memtables();
+        TableSnap {
+            set: Arc::clone(&self.set),
+            mems,
+            view: self.set.view(),
         }
-        for h in &self.set.view().segments {
-            sources.push(Box::new(SegmentIter::with_bounds(
-                h.clone(),
-                bounds.0.clone(),
-                bounds.1.clone(),
-            )));
-        }
-        Ok(MergeIter::new(sources, policy))
     }
 
     /// Flush every memtable (the active one included) into segments, then release the
@@ -654,13 +629,18 @@ impl Table {
                 break;
             };
             if !mt.is_empty() {
+                // Visibility invariant 3: no segment holds a cell readers may not see.
+                if let Some((_, max)) = mt.seq_range() {
+                    self.ctx.visibility.wait_visible(max);
+                }
                 let mut w = self.set.writer()?;
                 let name = w.name().clone();
                 for e in mt.iter() {
                     w.add(&e.key, &e.value, e.ts, e.tombstone)?;
                 }
                 let stats = w.finish()?;
-                self.set.add(std::slice::from_ref(&name))?;
+                self.set
+                    .add_guarded(std::slice::from_ref(&name), || self.ctx.install.write())?;
                 added += 1;
                 tracing::debug!(segment = %name, cells = stats.entry_count, "memtable flushed");
             }
@@ -850,6 +830,95 @@ impl Table {
     }
 }
 
+/// Write the cells of one table or several, of one store, as one commit log record:
+/// all of it or none at replay, and to readers (a read sees it once every table has
+/// applied it: [`crate::table::visibility`]). With `sync` the record is fsynced before
+/// this returns, whatever the sync mode.
+///
+/// Each table's memtable read lock is taken in name order (so two batches never wait
+/// for each other) and held across the log append and the apply (invariant 1); a table
+/// with too many frozen memtables makes the write release everything and wait first.
+pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Result<()> {
+    let Some((first, _)) = parts.first() else {
+        return Ok(());
+    };
+    let ctx = &first.ctx;
+    for (t, _) in parts {
+        if !Arc::ptr_eq(&t.ctx, ctx) {
+            return Err(Error::InvalidArgument(format!(
+                "table {} belongs to another store than table {}",
+                t.name, first.name
+            )));
+        }
+    }
+    ctx.check_writable()?;
+    let mut parts: Vec<&(&Table, &WriteBatch)> =
+        parts.iter().filter(|(_, b)| !b.is_empty()).collect();
+    if parts.is_empty() {
+        return Ok(());
+    }
+    parts.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    if let Some(w) = parts.windows(2).find(|w| w[0].0.name == w[1].0.name) {
+        return Err(Error::InvalidArgument(format!(
+            "table {} appears twice in one batch",
+            w[0].0.name
+        )));
+    }
+    loop {
+        // One timestamp for the whole batch, taken again after a wait.
+        let ts = ctx.clock.now();
+        let mut guards = Vec::with_capacity(parts.len());
+        let mut stalled = None;
+        for (t, _) in &parts {
+            let m = t.mem.read();
+            if t.dropped.load(Ordering::Acquire) {
+                return Err(Error::Dropped {
+                    table: t.name.clone(),
+                });
+            }
+            if m.frozen.len() >= ctx.config.max_frozen_memtables {
+                stalled = Some(*t);
+                break;
+            }
+            guards.push(m);
+        }
+        if let Some(t) = stalled {
+            drop(guards);
+            t.wait_for_flushes()?;
+            continue;
+        }
+        let cells: Vec<_> = parts.iter().map(|(_, b)| b.cells(ts)).collect();
+        let records: Vec<(&str, &[_])> = parts
+            .iter()
+            .zip(&cells)
+            .map(|((t, _), c)| (t.name.as_str(), &c[..]))
+            .collect();
+        let seq = ctx
+            .log
+            .append_parts(&records, sync, Some(&ctx.visibility))?;
+        let floor = ctx.visibility.floor();
+        let mut full = Vec::new();
+        for (((t, _), m), c) in parts.iter().zip(&guards).zip(&cells) {
+            m.active.apply_at(seq, c, floor);
+            // Invariant 6: before the write is acknowledged, inside the read lock.
+            if !t.maybe_cells.load(Ordering::Relaxed) {
+                t.maybe_cells.store(true, Ordering::Release);
+            }
+            if m.active.approx_bytes() >= ctx.config.memtable_flush_bytes {
+                full.push(*t);
+            }
+        }
+        drop(guards);
+        // Visible once every earlier number is too; acknowledged only then.
+        ctx.visibility.finish(seq);
+        ctx.visibility.wait_visible(seq);
+        for t in full {
+            ctx.schedule_flush(t);
+        }
+        return Ok(());
+    }
+}
+
 /// The winning cell of a point read, borrowed from where it was found.
 struct Winner<'a> {
     value: &'a [u8],
@@ -890,6 +959,82 @@ enum Step<R> {
 
 type Merged = MergeIter<BoxedCursor<'static>>;
 
+/// One table as a read at some sequence number sees it: its memtables (newest first,
+/// read with that number) and its segment view, taken in that order (invariant 2) under
+/// the store's install lock ([`crate::table::visibility`]).
+#[derive(Clone)]
+pub(crate) struct TableSnap {
+    /// The table's segment set (which table this is: a table dropped and created again
+    /// has another).
+    pub(crate) set: Arc<SegmentSet>,
+    pub(crate) mems: Vec<Arc<Memtable>>,
+    pub(crate) view: Arc<View>,
+}
+
+impl TableSnap {
+    /// A table that did not exist when the read began.
+    pub(crate) fn empty(set: Arc<SegmentSet>) -> TableSnap {
+        TableSnap {
+            set,
+            mems: Vec::new(),
+            view: Arc::new(View::default()),
+        }
+    }
+
+    fn best(&self, key: &[u8], at: u64) -> Option<SharedCell> {
+        Table::best_of(self.mems.iter().map(|m| &**m), key, ReadAt::Seq(at))
+    }
+
+    pub(crate) fn get(&self, at: u64, key: &[u8]) -> Result<Option<Value>> {
+        let view = &self.view;
+        let place = Table::resolve(view, key, self.best(key, at), |w| {
+            w.and_then(|w| w.place(view))
+        })?;
+        Ok(place.map(|p| Value::at(view, p)))
+    }
+
+    pub(crate) fn get_with<R>(
+        &self,
+        at: u64,
+        key: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<R> {
+        Table::resolve(&self.view, key, self.best(key, at), |w| {
+            f(w.and_then(|w| (!w.tombstone).then_some(w.value)))
+        })
+    }
+
+    pub(crate) fn contains_key(&self, at: u64, key: &[u8]) -> Result<bool> {
+        Table::resolve(&self.view, key, self.best(key, at), |w| {
+            w.is_some_and(|w| !w.tombstone)
+        })
+    }
+
+    pub(crate) fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        at: u64,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Value>>> {
+        keys.into_iter().map(|k| self.get(at, k.as_ref())).collect()
+    }
+
+    /// The merge of a cursor per memtable (read at `at`) and per segment over `bounds`.
+    pub(crate) fn merged(&self, at: u64, bounds: KeyBounds, policy: TombstonePolicy) -> Merged {
+        let mut sources: Vec<BoxedCursor<'static>> = Vec::new();
+        for m in &self.mems {
+            sources.push(Box::new(MemtableCursor(m.range_at(bounds.clone(), at))));
+        }
+        for h in &self.view.segments {
+            sources.push(Box::new(SegmentIter::with_bounds(
+                h.clone(),
+                bounds.0.clone(),
+                bounds.1.clone(),
+            )));
+        }
+        MergeIter::new(sources, policy)
+    }
+}
+
 /// A range scan over a table: live (key, value) pairs in key order, from either end.
 ///
 /// The ends meet: once `next` and `next_back` have between them yielded every key of the
@@ -901,9 +1046,15 @@ type Merged = MergeIter<BoxedCursor<'static>>;
 /// behind it. After an error the scan is done.
 pub struct Scan {
     inner: Merged,
+    /// Keeps the memtable versions the scan reads.
+    _pin: Arc<Pin>,
 }
 
 impl Scan {
+    pub(crate) fn new(inner: Merged, pin: Arc<Pin>) -> Scan {
+        Scan { inner, _pin: pin }
+    }
+
     /// Move the front to the first live key at or above `key` (within the scan's
     /// range): the next [`Iterator::next`] yields it.
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
@@ -935,9 +1086,15 @@ impl DoubleEndedIterator for Scan {
 /// either end; seeks as [`Scan`] does.
 pub struct Cells {
     inner: Merged,
+    /// Keeps the memtable versions the scan reads.
+    _pin: Arc<Pin>,
 }
 
 impl Cells {
+    pub(crate) fn new(inner: Merged, pin: Arc<Pin>) -> Cells {
+        Cells { inner, _pin: pin }
+    }
+
     /// Move the front to the first key at or above `key` (see [`Scan::seek`]).
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
         self.inner.seek(key.as_ref())

@@ -8,12 +8,24 @@
 //! linking the new one, so a concurrent read can find the key missing, and a table read
 //! then falls through to an older segment. `tests/table_concurrency.rs` caught that.)
 //!
+//! # Versions
+//! A key's node holds versions, newest first: `(seq, cell)` where `cell` is the winner of
+//! every cell inserted for the key with a commit log sequence number at or below `seq`.
+//! A read at sequence number `s` takes the newest version numbered at or below `s`
+//! ([`Memtable::get_shared_at`], [`Memtable::range_at`]): read views and plain reads
+//! that must not see a batch not yet visible ([`crate::table::visibility`]). An insert
+//! may forget the versions older than the key's newest version at or below the `floor`
+//! it is given (no reader needs them: visibility invariant 2), so a key normally holds
+//! one version, and more only while a read view older than its writes is open.
+//!
 //! # Invariants
-//! 1. A key holds exactly one cell: the winner, under [`crate::table::cell`]'s rule,
-//!    of every cell inserted for it. Inserts are commutative, so concurrent writers and
+//! 1. A key's newest version holds the winner, under [`crate::table::cell`]'s rule,
+//!    of every cell inserted for it, and each version the winner of the cells numbered
+//!    at or below its number. Inserts are commutative, so concurrent writers and
 //!    commit log replay in any order converge on the same memtable. (An insert finds or
-//!    creates the key's node, then, under the node's lock, replaces the cell only if the
-//!    new one wins.)
+//!    creates the key's node, then, under the node's lock, adds a version at its number
+//!    if the new cell beats the version below it, and folds the cell into every newer
+//!    version.)
 //! 2. [`Memtable::approx_bytes`] never decreases. It counts every cell stored, including
 //!    versions later overwritten, plus a fixed per-cell overhead. It is what the flush
 //!    threshold compares against, like Cassandra's memtable allocator accounting (which
@@ -90,11 +102,145 @@ pub struct SharedCell {
     pub tombstone: bool,
 }
 
+/// A key's versions (module docs), newest first: `head` numbered `head_seq`, then
+/// `older` in decreasing sequence numbers. `older` is empty (no allocation) unless a
+/// read view holds an older version.
+#[derive(Debug)]
+struct Versions {
+    head_seq: u64,
+    head: Cell,
+    older: Vec<(u64, Cell)>,
+}
+
+impl Versions {
+    /// The cell a read at sequence number `at` sees.
+    #[inline]
+    fn at(&self, at: u64) -> Option<&Cell> {
+        if self.head_seq <= at {
+            return Some(&self.head);
+        }
+        self.older.iter().find(|(s, _)| *s <= at).map(|(_, c)| c)
+    }
+
+    /// Insert `c`, numbered `seq`; forget versions no reader at or above `floor` needs.
+    /// Returns whether the cell was stored.
+    fn insert(&mut self, seq: Option<u64>, c: RecordRef<'_>, floor: u64) -> bool {
+        let seq = seq.unwrap_or(self.head_seq);
+        let beats = |cell: &Cell| {
+            cmp_versions(
+                c.ts,
+                c.tombstone,
+                c.value,
+                cell.ts,
+                cell.tombstone,
+                &cell.value,
+            )
+        };
+        // The version below (or at) `seq`: index 0 is the head, i + 1 is older[i].
+        let below = if self.head_seq <= seq {
+            Some(0)
+        } else {
+            self.older
+                .iter()
+                .position(|(s, _)| *s <= seq)
+                .map(|i| i + 1)
+        };
+        let base = below.map(|i| {
+            if i == 0 {
+                (self.head_seq, &self.head)
+            } else {
+                (self.older[i - 1].0, &self.older[i - 1].1)
+            }
+        });
+        let stored = match base.map(|(s, cell)| (s, beats(cell))) {
+            Some((_, std::cmp::Ordering::Less)) => false,
+            // An identical cell already there.
+            Some((_, std::cmp::Ordering::Equal)) => true,
+            Some((s, std::cmp::Ordering::Greater)) if s == seq => {
+                // A second cell of the key in the same batch.
+                let i = below.unwrap_or(0);
+                let slot = if i == 0 {
+                    &mut self.head
+                } else {
+                    &mut self.older[i - 1].1
+                };
+                *slot = Cell::from(c);
+                self.fold_newer(i, c);
+                true
+            }
+            _ => {
+                let i = below.unwrap_or(1 + self.older.len());
+                // Usually one older version, and only until the next write of the key.
+                self.older.reserve_exact(1);
+                if i == 0 {
+                    let old = std::mem::replace(&mut self.head, Cell::from(c));
+                    let old_seq = std::mem::replace(&mut self.head_seq, seq);
+                    self.older.insert(0, (old_seq, old));
+                } else {
+                    self.older.insert(i - 1, (seq, Cell::from(c)));
+                    self.fold_newer(i, c);
+                }
+                true
+            }
+        };
+        self.forget_below(floor);
+        stored
+    }
+
+    /// Fold `c` into the versions newer than index `i` (0 = head): each holds the
+    /// winner of every cell at or below its number, `c` included.
+    fn fold_newer(&mut self, i: usize, c: RecordRef<'_>) {
+        let wins = |cell: &Cell| {
+            cmp_versions(
+                c.ts,
+                c.tombstone,
+                c.value,
+                cell.ts,
+                cell.tombstone,
+                &cell.value,
+            )
+            .is_gt()
+        };
+        for j in (0..i).rev() {
+            let slot = if j == 0 {
+                &mut self.head
+            } else {
+                &mut self.older[j - 1].1
+            };
+            if wins(slot) {
+                *slot = Cell::from(c);
+            }
+        }
+    }
+
+    /// Keep the newest version at or below `floor` and every newer one.
+    fn forget_below(&mut self, floor: u64) {
+        if self.older.is_empty() {
+            return;
+        }
+        if self.head_seq <= floor {
+            self.older.clear();
+        } else if let Some(i) = self.older.iter().position(|(s, _)| *s <= floor) {
+            self.older.truncate(i + 1);
+        }
+    }
+}
+
+impl From<RecordRef<'_>> for Cell {
+    fn from(c: RecordRef<'_>) -> Cell {
+        Cell {
+            value: share(c.value),
+            ts: c.ts,
+            tombstone: c.tombstone,
+        }
+    }
+}
+
 /// A concurrent sorted memtable. See the module docs.
 #[derive(Debug)]
 pub struct Memtable {
-    /// Nodes are never removed; a cell is replaced in place (invariant 4).
-    map: SkipMap<Vec<u8>, RwLock<Cell>>,
+    /// Nodes are never removed; versions change in place (invariant 4).
+    map: SkipMap<Vec<u8>, RwLock<Versions>>,
     bytes: AtomicUsize,
     min_seq: AtomicU64,
     max_seq: AtomicU64,
@@ -119,41 +265,34 @@ impl Memtable {
         }
     }
 
-    /// Insert one cell; it is kept only if it wins over the present cell of its key
-    /// (invariant 1). Returns whether it was stored. The caller has checked the cell
-    /// ([`crate::table::validate_cell`]; the commit log does on append).
+    /// Insert one cell, as the newest version of its key; it is kept only if it wins
+    /// over the present cell of its key (invariant 1). Returns whether it was stored.
+    /// The caller has checked the cell ([`crate::table::validate_cell`]; the commit log
+    /// does on append).
     pub fn insert(&self, c: RecordRef<'_>) -> bool {
-        let new_cell = || Cell {
-            value: share(c.value),
-            ts: c.ts,
-            tombstone: c.tombstone,
-        };
+        self.insert_version(None, c, u64::MAX)
+    }
+
+    /// Insert one cell numbered `seq`, forgetting versions older than the key's newest
+    /// at or below `floor` (module docs). Returns whether the cell was stored.
+    pub(crate) fn insert_at(&self, seq: u64, c: RecordRef<'_>, floor: u64) -> bool {
+        self.insert_version(Some(seq), c, floor)
+    }
+
+    /// Insert at `seq`, or (`None`) into the key's newest version.
+    fn insert_version(&self, seq: Option<u64>, c: RecordRef<'_>, floor: u64) -> bool {
         // An overwrite finds the node without allocating the key again.
         let e = match self.map.get(c.key) {
             Some(e) => e,
-            None => self
-                .map
-                .get_or_insert_with(c.key.to_vec(), || RwLock::new(new_cell())),
+            None => self.map.get_or_insert_with(c.key.to_vec(), || {
+                RwLock::new(Versions {
+                    head_seq: seq.unwrap_or(0),
+                    head: Cell::from(c),
+                    older: Vec::new(),
+                })
+            }),
         };
-        let stored = {
-            let mut cell = e.value().write();
-            match cmp_versions(
-                c.ts,
-                c.tombstone,
-                c.value,
-                cell.ts,
-                cell.tombstone,
-                &cell.value,
-            ) {
-                std::cmp::Ordering::Greater => {
-                    *cell = new_cell();
-                    true
-                }
-                // Our own new node, or an identical cell already there.
-                std::cmp::Ordering::Equal => true,
-                std::cmp::Ordering::Less => false,
-            }
-        };
+        let stored = e.value().write().insert(seq, c, floor);
         if stored {
             self.min_ts.fetch_min(c.ts, Ordering::AcqRel);
             self.bytes.fetch_add(
@@ -164,10 +303,16 @@ impl Memtable {
         stored
     }
 
-    /// Apply the cells of commit log record `seq` (invariant 3).
+    /// Apply the cells of commit log record `seq` (invariant 3), keeping only each
+    /// key's newest version.
     pub fn apply(&self, seq: u64, cells: &[RecordRef<'_>]) {
+        self.apply_at(seq, cells, u64::MAX)
+    }
+
+    /// Apply the cells of commit log record `seq`, forgetting versions below `floor`.
+    pub(crate) fn apply_at(&self, seq: u64, cells: &[RecordRef<'_>], floor: u64) {
         for c in cells {
-            self.insert(*c);
+            self.insert_at(seq, *c, floor);
         }
         self.min_seq.fetch_min(seq, Ordering::AcqRel);
         self.max_seq.fetch_max(seq, Ordering::AcqRel);
@@ -176,12 +321,16 @@ impl Memtable {
     /// Apply cells given as owned entries (commit log replay).
     pub fn apply_entries(&self, seq: u64, cells: &[Entry]) {
         for e in cells {
-            self.insert(RecordRef {
-                key: &e.key,
-                value: &e.value,
-                ts: e.ts,
-                tombstone: e.tombstone,
-            });
+            self.insert_at(
+                seq,
+                RecordRef {
+                    key: &e.key,
+                    value: &e.value,
+                    ts: e.ts,
+                    tombstone: e.tombstone,
+                },
+                u64::MAX,
+            );
         }
         self.min_seq.fetch_min(seq, Ordering::AcqRel);
         self.max_seq.fetch_max(seq, Ordering::AcqRel);
@@ -200,19 +349,29 @@ impl Memtable {
         (t != u64::MAX || !self.is_empty()).then_some(t)
     }
 
-    /// The cell of `key` (a tombstone included: it shadows older segments).
+    /// The newest cell of `key` (a tombstone included: it shadows older segments).
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
-        self.map.get(key).map(|e| e.value().read().entry(key))
+        self.map.get(key).map(|e| e.value().read().head.entry(key))
     }
 
-    /// The cell of `key` like [`Memtable::get`], its value shared rather than copied:
-    /// no allocation.
+    /// The newest cell of `key` like [`Memtable::get`], its value shared rather than
+    /// copied: no allocation.
     #[inline]
     pub fn get_shared(&self, key: &[u8]) -> Option<SharedCell> {
+        self.get_shared_at(key, ReadAt::Newest)
+    }
+
+    /// The cell of `key` a read at `at` sees, its value shared: no allocation.
+    #[inline]
+    pub(crate) fn get_shared_at(&self, key: &[u8], at: ReadAt<'_>) -> Option<SharedCell> {
         if self.map.is_empty() {
             return None;
         }
-        self.map.get(key).map(|e| e.value().read().shared())
+        let e = self.map.get(key)?;
+        let versions = e.value().read();
+        // For `Visible`, loaded under the node's lock: a version forgotten before we
+        // took it was below a floor at or below what we load (visibility invariant 2).
+        versions.at(at.seq()).map(Cell::shared)
     }
 
     /// Cells with keys in `range`, in key order, borrowing the memtable. Writes that
@@ -232,8 +391,15 @@ impl Memtable {
     /// outlive the borrow (a scan that keeps a frozen memtable alive), and from both
     /// ends, with seeks. Each step is a search of the skiplist, O(log n).
     pub fn range_owned(self: &Arc<Self>, range: impl KeyRange) -> OwnedMemtableIter {
+        self.range_at(range, u64::MAX)
+    }
+
+    /// Like [`Memtable::range_owned`], for a read at sequence number `at`: each key's
+    /// newest version numbered at or below `at`; keys with none are skipped.
+    pub(crate) fn range_at(self: &Arc<Self>, range: impl KeyRange, at: u64) -> OwnedMemtableIter {
         let (start, end) = range.into_key_bounds();
         OwnedMemtableIter {
+            at,
             memtable: Arc::clone(self),
             next: start.clone(),
             back: end.clone(),
@@ -271,16 +437,40 @@ fn owned_bounds<K: AsRef<[u8]> + ?Sized>(
 
 type Bounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
-/// Iterator over a key range of a memtable, borrowing it.
+/// Iterator over a key range of a memtable, borrowing it: each key's newest cell.
 pub struct MemtableIter<'a> {
-    inner: crossbeam_skiplist::map::Range<'a, Vec<u8>, Bounds, Vec<u8>, RwLock<Cell>>,
+    inner: crossbeam_skiplist::map::Range<'a, Vec<u8>, Bounds, Vec<u8>, RwLock<Versions>>,
 }
 
 impl Iterator for MemtableIter<'_> {
     type Item = Entry;
 
     fn next(&mut self) -> Option<Entry> {
-        self.inner.next().map(|e| e.value().read().entry(e.key()))
+        self.inner
+            .next()
+            .map(|e| e.value().read().head.entry(e.key()))
+    }
+}
+
+/// Which versions a memtable read sees.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ReadAt<'a> {
+    /// Each key's newest version (flush, tests).
+    Newest,
+    /// What is visible when the key is read (plain point reads).
+    Visible(&'a super::visibility::Visibility),
+    /// A read view's sequence number.
+    Seq(u64),
+}
+
+impl ReadAt<'_> {
+    #[inline]
+    fn seq(self) -> u64 {
+        match self {
+            ReadAt::Newest => u64::MAX,
+            ReadAt::Visible(v) => v.visible(),
+            ReadAt::Seq(s) => s,
+        }
     }
 }
 
@@ -290,6 +480,8 @@ impl Iterator for MemtableIter<'_> {
 /// be seen, but the order holds. [`OwnedMemtableIter::seek`] and
 /// [`OwnedMemtableIter::seek_back`] reposition one end within the range.
 pub struct OwnedMemtableIter {
+    /// Read at this sequence number.
+    at: u64,
     memtable: Arc<Memtable>,
     /// The range given at creation.
     start: Bound<Vec<u8>>,
@@ -327,31 +519,39 @@ impl Iterator for OwnedMemtableIter {
     type Item = Entry;
 
     fn next(&mut self) -> Option<Entry> {
-        let entry = {
-            let e = self.memtable.map.lower_bound(range::as_ref(&self.next))?;
-            if !range::below(e.key(), &self.back) {
-                return None;
+        loop {
+            let (key, entry) = {
+                let e = self.memtable.map.lower_bound(range::as_ref(&self.next))?;
+                if !range::below(e.key(), &self.back) {
+                    return None;
+                }
+                let entry = e.value().read().at(self.at).map(|c| c.entry(e.key()));
+                (e.key().clone(), entry)
+            };
+            self.next = Bound::Excluded(key);
+            if entry.is_some() {
+                return entry;
             }
-            let entry = e.value().read().entry(e.key());
-            entry
-        };
-        self.next = Bound::Excluded(entry.key.clone());
-        Some(entry)
+        }
     }
 }
 
 impl DoubleEndedIterator for OwnedMemtableIter {
     fn next_back(&mut self) -> Option<Entry> {
-        let entry = {
-            let e = self.memtable.map.upper_bound(range::as_ref(&self.back))?;
-            if !range::above(e.key(), &self.next) {
-                return None;
+        loop {
+            let (key, entry) = {
+                let e = self.memtable.map.upper_bound(range::as_ref(&self.back))?;
+                if !range::above(e.key(), &self.next) {
+                    return None;
+                }
+                let entry = e.value().read().at(self.at).map(|c| c.entry(e.key()));
+                (e.key().clone(), entry)
+            };
+            self.back = Bound::Excluded(key);
+            if entry.is_some() {
+                return entry;
             }
-            let entry = e.value().read().entry(e.key());
-            entry
-        };
-        self.back = Bound::Excluded(entry.key.clone());
-        Some(entry)
+        }
     }
 }
 

@@ -38,9 +38,11 @@ pub mod merge;
 pub mod positions;
 pub mod tables;
 pub mod value;
+pub mod view;
+pub(crate) mod visibility;
 
 pub use crate::range::{prefix_range, KeyRange};
-pub use batch::WriteBatch;
+pub use batch::{Batch, WriteBatch};
 pub use cell::{newer_wins, validate_cell};
 pub use commitlog::{CommitLog, CommitLogConfig, CommitLogSync, LogRecord};
 pub use compaction::{Choice, CompactionConfig, SegmentSummary};
@@ -49,3 +51,4 @@ pub use memtable::{Memtable, SharedCell};
 pub use merge::{Cursor, MergeIter, TombstonePolicy};
 pub use tables::Tables;
 pub use value::Value;
+pub use view::ReadView;

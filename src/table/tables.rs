@@ -51,6 +51,7 @@ use super::commitlog::{CommitLog, CommitLogConfig};
 use super::lsm::{Table, TableConfig};
 use super::memtable::Memtable;
 use super::positions::{DroppedTable, Positions};
+use super::visibility::Visibility;
 use crate::error::{Error, Result};
 use crate::io::{FileRules, StoreFs};
 use crate::lifecycle::{Deleter, SegmentSet};
@@ -122,6 +123,11 @@ pub(crate) struct Context {
     /// A positions write failed: the file on disk may differ from `positions`, so the
     /// next checkpoint writes whatever it finds.
     positions_dirty: AtomicBool,
+    /// Which sequence numbers readers see, and the live read views.
+    pub(crate) visibility: Visibility,
+    /// Held shared while a read captures memtables and views, exclusively by a flush
+    /// around its view swap (visibility invariant 3).
+    pub(crate) install: RwLock<()>,
 }
 
 impl Context {
@@ -168,7 +174,7 @@ impl Context {
         }
     }
 
-    fn table(&self, name: &str) -> Option<Arc<Table>> {
+    pub(crate) fn table(&self, name: &str) -> Option<Arc<Table>> {
         self.tables.read().get(name).cloned()
     }
 
@@ -322,20 +328,24 @@ impl Tables {
         let positions = Positions::load(&log_dir)?;
         let clock = Clock::default();
         let mut replayed: BTreeMap<String, Memtable> = BTreeMap::new();
+        // A record of several tables (a cross-table batch) is applied to each table whose
+        // segments do not hold it yet: all of it is in the store afterwards, or none.
         let apply = |rec: crate::table::LogRecord| {
-            let flushed = positions.flushed.get(&rec.table).copied().unwrap_or(0);
-            let dead = positions
-                .dropped
-                .get(&rec.table)
-                .map_or(0, |d| d.through_seq);
-            if rec.seq > flushed.max(dead) {
-                for c in &rec.cells {
-                    clock.observe(c.ts);
+            for part in &rec.parts {
+                let flushed = positions.flushed.get(&part.table).copied().unwrap_or(0);
+                let dead = positions
+                    .dropped
+                    .get(&part.table)
+                    .map_or(0, |d| d.through_seq);
+                if rec.seq > flushed.max(dead) {
+                    for c in &part.cells {
+                        clock.observe(c.ts);
+                    }
+                    replayed
+                        .entry(part.table.clone())
+                        .or_default()
+                        .apply_entries(rec.seq, &part.cells);
                 }
-                replayed
-                    .entry(rec.table.clone())
-                    .or_default()
-                    .apply_entries(rec.seq, &rec.cells);
             }
             Ok(())
         };
@@ -351,6 +361,8 @@ impl Tables {
                 outcome.stops.len()
             );
         }
+        // Everything replayed is visible.
+        let log_next_seq = log.next_seq();
         let ctx = Arc::new(Context {
             log,
             config: config.clone(),
@@ -366,6 +378,8 @@ impl Tables {
             closed: AtomicBool::new(false),
             read_only,
             positions_dirty: AtomicBool::new(false),
+            visibility: Visibility::new(log_next_seq - 1),
+            install: RwLock::new(()),
         });
         // From here on an error drops `out`, whose drop clears the tables (each holds
         // the context: a cycle that would otherwise keep their segments mapped).
@@ -405,6 +419,11 @@ impl Tables {
             ctx.schedule_compaction(t);
         }
         Ok(out)
+    }
+
+    /// What every table shares.
+    pub(crate) fn ctx(&self) -> &Arc<Context> {
+        &self.ctx
     }
 
     /// The table `name`, creating it (and its segment set, through `open_set`) if needed.

@@ -7,7 +7,10 @@
 //! header = magic "SGCLOG\0\x01" (8) | first_seq u64 LE | crc u32 LE of the 16 bytes before
 //! record = len u32 LE | crc u32 LE | body (len bytes)
 //!          crc = crc32c(len bytes ++ body), so a damaged length is detected too
-//! body   = seq u64 LE | table (varint len + bytes) | count varint (>= 1) | cell * count
+//! body   = seq u64 LE | part                                      (one table)
+//!        | seq u64 LE | 0 (varint) | parts varint (>= 2) | part * parts  (a batch
+//!          across tables: table names are never empty, so the 0 marks it)
+//! part   = table (varint len + bytes) | count varint (>= 1) | cell * count
 //! cell   = flags u8 (bit 0 tombstone, other bits zero) | ts u64 LE
 //!          | key_len varint (1..=MAX_KEY_LEN) | val_len varint (0 for tombstones)
 //!          | key | value
@@ -29,11 +32,18 @@ pub const FRAME_HEADER_LEN: usize = 8;
 /// Largest record body accepted (1 GiB).
 pub const MAX_BODY_LEN: usize = 1 << 30;
 
-/// One decoded record: a batch of cells for one table, applied atomically.
+/// One decoded record: a batch of cells for one table or several, applied atomically.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRecord {
     /// Sequence number, unique and increasing across the whole log.
     pub seq: u64,
+    /// The cells of each table, tables in the order they were given (each once).
+    pub parts: Vec<LogPart>,
+}
+
+/// The cells of one table in a [`LogRecord`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogPart {
     /// The table the cells belong to.
     pub table: String,
     /// The cells, in the order they were given.
@@ -82,27 +92,41 @@ impl PreparedRecord {
     /// and the cells; the body must not exceed [`MAX_BODY_LEN`] (checked by the caller
     /// with [`PreparedRecord::body_len`]).
     pub fn encode(table: &str, cells: &[RecordRef<'_>]) -> PreparedRecord {
-        let mut frame = Vec::with_capacity(
-            FRAME_HEADER_LEN
-                + 8
-                + 10
-                + table.len()
-                + cells
-                    .iter()
-                    .map(|c| 29 + c.key.len() + c.value.len())
-                    .sum::<usize>(),
-        );
+        PreparedRecord::encode_parts(&[(table, cells)])
+    }
+
+    /// Encode a record of several tables' cells (one part per table, each table once,
+    /// at least one part), checked by the caller as for [`PreparedRecord::encode`].
+    pub fn encode_parts(parts: &[(&str, &[RecordRef<'_>])]) -> PreparedRecord {
+        let size: usize = parts
+            .iter()
+            .map(|(t, cells)| {
+                10 + t.len()
+                    + 10
+                    + cells
+                        .iter()
+                        .map(|c| 29 + c.key.len() + c.value.len())
+                        .sum::<usize>()
+            })
+            .sum();
+        let mut frame = Vec::with_capacity(FRAME_HEADER_LEN + 8 + 20 + size);
         frame.extend_from_slice(&[0u8; FRAME_HEADER_LEN + 8]);
-        varint::put(&mut frame, table.len() as u64);
-        frame.extend_from_slice(table.as_bytes());
-        varint::put(&mut frame, cells.len() as u64);
-        for c in cells {
-            frame.push(if c.tombstone { TOMBSTONE } else { 0 });
-            frame.extend_from_slice(&c.ts.to_le_bytes());
-            varint::put(&mut frame, c.key.len() as u64);
-            varint::put(&mut frame, c.value.len() as u64);
-            frame.extend_from_slice(c.key);
-            frame.extend_from_slice(c.value);
+        if parts.len() != 1 {
+            varint::put(&mut frame, 0);
+            varint::put(&mut frame, parts.len() as u64);
+        }
+        for (table, cells) in parts {
+            varint::put(&mut frame, table.len() as u64);
+            frame.extend_from_slice(table.as_bytes());
+            varint::put(&mut frame, cells.len() as u64);
+            for c in *cells {
+                frame.push(if c.tombstone { TOMBSTONE } else { 0 });
+                frame.extend_from_slice(&c.ts.to_le_bytes());
+                varint::put(&mut frame, c.key.len() as u64);
+                varint::put(&mut frame, c.value.len() as u64);
+                frame.extend_from_slice(c.key);
+                frame.extend_from_slice(c.value);
+            }
         }
         let body_len = frame.len() - FRAME_HEADER_LEN;
         frame[..4].copy_from_slice(&(body_len.min(u32::MAX as usize) as u32).to_le_bytes());
@@ -180,34 +204,75 @@ fn decode_body(b: &[u8]) -> Result<LogRecord, Malformed> {
         *p += n;
         Ok::<u64, Malformed>(v)
     };
-    let tlen = take_varint(&mut p, "table name length")? as usize;
-    let table = b
-        .get(p..p.saturating_add(tlen))
-        .and_then(|t| std::str::from_utf8(t).ok())
-        .filter(|t| validate_name("table", t).is_ok())
-        .ok_or_else(|| Malformed::new(p as u64, "bad table name"))?
-        .to_string();
-    p += tlen;
-    let count = take_varint(&mut p, "cell count")?;
-    if count == 0 || count > (b.len() as u64) / 11 {
+    let mut parts = Vec::new();
+    // A single table's part, or the 0 marker and a count of parts.
+    let first = b.get(p..).and_then(varint::get);
+    let count = match first {
+        Some((0, n)) => {
+            p += n;
+            let count = take_varint(&mut p, "table count")?;
+            if count < 2 || count > (b.len() as u64) / 13 {
+                return Err(Malformed::new(
+                    p as u64,
+                    format!("table count {count} out of range"),
+                ));
+            }
+            count
+        }
+        _ => 1,
+    };
+    for _ in 0..count {
+        let part = decode_part(b, &mut p, &take_varint)?;
+        if parts.iter().any(|q: &LogPart| q.table == part.table) {
+            return Err(Malformed::new(
+                p as u64,
+                format!("table {} twice in one record", part.table),
+            ));
+        }
+        parts.push(part);
+    }
+    if p != b.len() {
         return Err(Malformed::new(
             p as u64,
+            "trailing bytes after the last cell",
+        ));
+    }
+    Ok(LogRecord { seq, parts })
+}
+
+fn decode_part(
+    b: &[u8],
+    p: &mut usize,
+    take_varint: &dyn Fn(&mut usize, &str) -> Result<u64, Malformed>,
+) -> Result<LogPart, Malformed> {
+    let tlen = take_varint(p, "table name length")? as usize;
+    let table = b
+        .get(*p..p.saturating_add(tlen))
+        .and_then(|t| std::str::from_utf8(t).ok())
+        .filter(|t| validate_name("table", t).is_ok())
+        .ok_or_else(|| Malformed::new(*p as u64, "bad table name"))?
+        .to_string();
+    *p += tlen;
+    let count = take_varint(p, "cell count")?;
+    if count == 0 || count > (b.len() as u64) / 11 {
+        return Err(Malformed::new(
+            *p as u64,
             format!("cell count {count} out of range"),
         ));
     }
     let mut cells = Vec::with_capacity(count as usize);
     for _ in 0..count {
-        let at = p as u64;
+        let at = *p as u64;
         let flags = *b
-            .get(p)
+            .get(*p)
             .ok_or_else(|| Malformed::new(at, "truncated cell"))?;
         if flags & !TOMBSTONE != 0 {
             return Err(Malformed::new(at, format!("unknown cell flags {flags:#x}")));
         }
-        let ts = read_u64(b, p + 1).ok_or_else(|| Malformed::new(at, "truncated cell"))?;
-        p += 9;
-        let klen = take_varint(&mut p, "key length")?;
-        let vlen = take_varint(&mut p, "value length")?;
+        let ts = read_u64(b, *p + 1).ok_or_else(|| Malformed::new(at, "truncated cell"))?;
+        *p += 9;
+        let klen = take_varint(p, "key length")?;
+        let vlen = take_varint(p, "value length")?;
         if klen == 0 || klen > MAX_KEY_LEN as u64 || vlen > MAX_VALUE_LEN as u64 {
             return Err(Malformed::new(at, "cell key or value length out of range"));
         }
@@ -217,7 +282,7 @@ fn decode_body(b: &[u8]) -> Result<LogRecord, Malformed> {
         }
         let (klen, vlen) = (klen as usize, vlen as usize);
         let kv = b
-            .get(p..p + klen + vlen)
+            .get(*p..*p + klen + vlen)
             .ok_or_else(|| Malformed::new(at, "cell passes the end of the record"))?;
         cells.push(Entry {
             key: kv[..klen].to_vec(),
@@ -225,15 +290,9 @@ fn decode_body(b: &[u8]) -> Result<LogRecord, Malformed> {
             ts,
             tombstone,
         });
-        p += klen + vlen;
+        *p += klen + vlen;
     }
-    if p != b.len() {
-        return Err(Malformed::new(
-            p as u64,
-            "trailing bytes after the last cell",
-        ));
-    }
-    Ok(LogRecord { seq, table, cells })
+    Ok(LogPart { table, cells })
 }
 
 #[cfg(test)]
@@ -270,8 +329,9 @@ mod tests {
             prop_assert_eq!(body_len(&h).unwrap(), body.len());
             let rec = decode_record(&h, body).unwrap();
             prop_assert_eq!(rec.seq, seq);
-            prop_assert_eq!(&rec.table, &table);
-            let back: Vec<RecordRef<'_>> = rec.cells.iter().map(|e| RecordRef {
+            prop_assert_eq!(rec.parts.len(), 1);
+            prop_assert_eq!(&rec.parts[0].table, &table);
+            let back: Vec<RecordRef<'_>> = rec.parts[0].cells.iter().map(|e| RecordRef {
                 key: &e.key, value: &e.value, ts: e.ts, tombstone: e.tombstone,
             }).collect();
             prop_assert_eq!(back, refs);
@@ -279,6 +339,31 @@ mod tests {
             let frame2 = p.seal(seq ^ 1).to_vec();
             let (h2, body2) = split(&frame2);
             prop_assert_eq!(decode_record(&h2, body2).unwrap().seq, seq ^ 1);
+        }
+
+        #[test]
+        fn batches_across_tables_round_trip(
+            parts in proptest::collection::vec(cells_strategy(), 2..5),
+            seq in 1u64..,
+        ) {
+            let names: Vec<String> = (0..parts.len()).map(|i| format!("t{i}")).collect();
+            let refs: Vec<Vec<RecordRef<'_>>> = parts.iter().map(|cells| cells.iter().map(|(k, v, ts, t)| RecordRef {
+                key: k, value: if *t { &[] } else { v }, ts: *ts, tombstone: *t,
+            }).collect()).collect();
+            let input: Vec<(&str, &[RecordRef<'_>])> =
+                names.iter().zip(&refs).map(|(n, r)| (n.as_str(), &r[..])).collect();
+            let frame = PreparedRecord::encode_parts(&input).seal(seq).to_vec();
+            let (h, body) = split(&frame);
+            let rec = decode_record(&h, body).unwrap();
+            prop_assert_eq!(rec.seq, seq);
+            prop_assert_eq!(rec.parts.len(), input.len());
+            for (part, (name, cells)) in rec.parts.iter().zip(&input) {
+                prop_assert_eq!(&part.table, name);
+                let back: Vec<RecordRef<'_>> = part.cells.iter().map(|e| RecordRef {
+                    key: &e.key, value: &e.value, ts: e.ts, tombstone: e.tombstone,
+                }).collect();
+                prop_assert_eq!(&back[..], *cells);
+            }
         }
 
         #[test]
@@ -303,6 +388,22 @@ mod tests {
             let _ = decode_body(&body);
             let _ = decode_file_header(&body);
         }
+    }
+
+    #[test]
+    fn a_table_twice_in_one_record_is_refused() {
+        let c = [RecordRef {
+            key: b"k",
+            value: b"v",
+            ts: 1,
+            tombstone: false,
+        }];
+        let frame = PreparedRecord::encode_parts(&[("a", &c[..]), ("a", &c[..])])
+            .seal(1)
+            .to_vec();
+        let (h, body) = split(&frame);
+        let err = decode_record(&h, body).unwrap_err();
+        assert!(err.reason.contains("twice"), "{err:?}");
     }
 
     #[test]

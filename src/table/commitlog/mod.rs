@@ -60,6 +60,7 @@ use crate::io::FileRules;
 use crate::io::{FsFile, StoreFs};
 use crate::segment::validate_name;
 use crate::table::cell::validate_cell;
+use crate::table::visibility::Visibility;
 use format::{PreparedRecord, MAX_BODY_LEN};
 
 /// How long before a group window's deadline the leader stops sleeping and yields
@@ -265,14 +266,35 @@ impl CommitLog {
     /// Append one batch of cells for `table`, atomically at replay. Returns its sequence
     /// number once the sync mode allows acknowledging it (invariant 2).
     pub fn append(&self, table: &str, cells: &[RecordRef<'_>]) -> Result<u64> {
-        validate_name("table", table)?;
-        if cells.is_empty() {
+        self.append_parts(&[(table, cells)], false, None)
+    }
+
+    /// Append one record holding the cells of one table or several (each table once),
+    /// atomically at replay. With `sync`, the record is fsynced before this returns
+    /// whatever the sync mode (a per-write durability choice under `periodic`). The
+    /// number is registered with `visibility` as soon as it is handed out (under the
+    /// log's lock, so in order), and finished there if the append then fails.
+    pub(crate) fn append_parts(
+        &self,
+        parts: &[(&str, &[RecordRef<'_>])],
+        sync: bool,
+        visibility: Option<&Visibility>,
+    ) -> Result<u64> {
+        if parts.is_empty() || parts.iter().any(|(_, cells)| cells.is_empty()) {
             return Err(Error::InvalidArgument("empty write batch".into()));
         }
-        for c in cells {
-            validate_cell(c)?;
+        for (i, (table, cells)) in parts.iter().enumerate() {
+            validate_name("table", table)?;
+            if parts[..i].iter().any(|(t, _)| t == table) {
+                return Err(Error::InvalidArgument(format!(
+                    "table {table} appears twice in one commit log record"
+                )));
+            }
+            for c in *cells {
+                validate_cell(c)?;
+            }
         }
-        let mut rec = PreparedRecord::encode(table, cells);
+        let mut rec = PreparedRecord::encode_parts(parts);
         if rec.body_len() > MAX_BODY_LEN {
             return Err(Error::InvalidArgument(format!(
                 "write batch of {} bytes exceeds the commit log's limit of {MAX_BODY_LEN}",
@@ -299,18 +321,30 @@ impl CommitLog {
             s.poison(&mut st, &err);
             return Err(err);
         }
+        if let Some(v) = visibility {
+            v.begin(seq);
+        }
         st.next_seq += 1;
         st.written_seq = seq;
         st.active.len += frame_len;
         s.appends.fetch_add(1, Ordering::Relaxed);
         s.bytes.fetch_add(frame_len, Ordering::Relaxed);
-        match s.config.sync {
-            CommitLogSync::Periodic { .. } => Ok(seq),
-            CommitLogSync::Batch => s.sync_through(&mut st, seq, None).map(|()| seq),
-            CommitLogSync::Group { window } => {
-                s.sync_through(&mut st, seq, Some(window)).map(|()| seq)
+        let synced = match s.config.sync {
+            CommitLogSync::Periodic { .. } if !sync => Ok(()),
+            CommitLogSync::Periodic { .. } | CommitLogSync::Batch => {
+                s.sync_through(&mut st, seq, None)
             }
+            CommitLogSync::Group { window } => s.sync_through(&mut st, seq, Some(window)),
+        };
+        if let Err(e) = synced {
+            drop(st);
+            // Not acknowledged and never applied: it must not hold back visibility.
+            if let Some(v) = visibility {
+                v.finish(seq);
+            }
+            return Err(e);
         }
+        Ok(seq)
     }
 
     /// fsync everything appended so far (in any mode) and wait for it.

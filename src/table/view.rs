@@ -1,0 +1,176 @@
+//! Read views: one consistent picture of every table of a store
+//! ([`crate::Store::read_view`]).
+//!
+//! A [`ReadView`] reads at one commit log sequence number: every write acknowledged
+//! before it was created, nothing written after, and no part of a batch without the rest
+//! ([`crate::table::visibility`]). It holds each table's memtables and segment view of
+//! that moment, so later writes, flushes and compactions do not change what it reads;
+//! segments compacted away meanwhile stay mapped, and are deleted (deferred deletion)
+//! once the view and everything else holding them are dropped. Memtables keep the
+//! versions of keys overwritten after the view began while it lives, so hold views for
+//! a read's duration, not for hours.
+//!
+//! Plain reads use the same machinery: a scan or a `multi_get` is a read view of one
+//! table for its own duration, and a point read sees only what is visible, so none of
+//! them sees half of a batch.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::lsm::{Cells, Scan, Table, TableSnap};
+use super::merge::TombstonePolicy;
+use super::tables::Context;
+use super::value::Value;
+use crate::error::{Error, Result};
+use crate::lifecycle::SegmentSet;
+use crate::range::{prefix_range, KeyRange};
+
+/// A registered read at one sequence number: memtables keep the versions it needs until
+/// it drops.
+pub(crate) struct Pin {
+    ctx: Arc<Context>,
+    seq: u64,
+}
+
+impl Pin {
+    /// Register a read at the currently visible sequence number.
+    pub(crate) fn new(ctx: &Arc<Context>) -> Pin {
+        Pin {
+            ctx: Arc::clone(ctx),
+            seq: ctx.visibility.register(),
+        }
+    }
+
+    /// The sequence number it reads at.
+    pub(crate) fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        self.ctx.visibility.release(self.seq);
+    }
+}
+
+/// A consistent read of every table of a store at one moment: see the module docs.
+/// Created by [`crate::Store::read_view`]; shareable across threads; scans taken from it
+/// may outlive it.
+pub struct ReadView {
+    pin: Arc<Pin>,
+    tables: BTreeMap<String, TableSnap>,
+}
+
+impl std::fmt::Debug for ReadView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadView")
+            .field("seq", &self.pin.seq)
+            .field("tables", &self.tables.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl ReadView {
+    /// Capture every table: `sets` are the store's segment sets by table name (a table
+    /// with segments but not opened as a [`Table`] in this run has no memtable).
+    pub(crate) fn capture(
+        ctx: &Arc<Context>,
+        sets: &BTreeMap<String, Arc<SegmentSet>>,
+    ) -> ReadView {
+        let _install = ctx.install.read();
+        let pin = Arc::new(Pin::new(ctx));
+        let mut tables = BTreeMap::new();
+        for (name, set) in sets {
+            let snap = match ctx.table(name) {
+                Some(t) if Arc::ptr_eq(t.segments(), set) => t.snap(),
+                _ => TableSnap {
+                    set: Arc::clone(set),
+                    mems: Vec::new(),
+                    view: set.view(),
+                },
+            };
+            tables.insert(name.clone(), snap);
+        }
+        ReadView { pin, tables }
+    }
+
+    /// The commit log sequence number it reads at: every write numbered at or below it,
+    /// and nothing above.
+    pub fn seq(&self) -> u64 {
+        self.pin.seq
+    }
+
+    /// What this view holds of `table`: the picture taken at its creation, or nothing
+    /// for a table created (or dropped and created again) since.
+    fn snap(&self, table: &Table) -> Result<std::borrow::Cow<'_, TableSnap>> {
+        if !Arc::ptr_eq(table.ctx(), &self.pin.ctx) {
+            return Err(Error::InvalidArgument(format!(
+                "table {} belongs to another store than this read view",
+                table.name()
+            )));
+        }
+        self.pin.ctx.check_open()?;
+        Ok(match self.tables.get(table.name()) {
+            Some(s) if Arc::ptr_eq(&s.set, table.segments()) => std::borrow::Cow::Borrowed(s),
+            _ => std::borrow::Cow::Owned(TableSnap::empty(Arc::clone(table.segments()))),
+        })
+    }
+
+    /// The value of `key` in `table` as of this view (see [`Table::get`]).
+    pub fn get(&self, table: &Table, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        self.snap(table)?.get(self.pin.seq, key.as_ref())
+    }
+
+    /// Run `f` on the value of `key` in `table` as of this view, without copying it
+    /// (see [`Table::get_with`]).
+    pub fn get_with<R>(
+        &self,
+        table: &Table,
+        key: impl AsRef<[u8]>,
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<R> {
+        self.snap(table)?.get_with(self.pin.seq, key.as_ref(), f)
+    }
+
+    /// Whether `key` has a live value in `table` as of this view.
+    pub fn contains_key(&self, table: &Table, key: impl AsRef<[u8]>) -> Result<bool> {
+        self.snap(table)?.contains_key(self.pin.seq, key.as_ref())
+    }
+
+    /// The values of `keys` in `table` as of this view, in order.
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        table: &Table,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Value>>> {
+        self.snap(table)?.multi_get(self.pin.seq, keys)
+    }
+
+    /// Live rows of `table` in `range` as of this view (see [`Table::scan`]); the scan
+    /// keeps what it reads alive and may outlive the view.
+    pub fn scan(&self, table: &Table, range: impl KeyRange) -> Result<Scan> {
+        let inner =
+            self.snap(table)?
+                .merged(self.pin.seq, range.into_key_bounds(), TombstonePolicy::Hide);
+        Ok(Scan::new(inner, Arc::clone(&self.pin)))
+    }
+
+    /// Live rows of `table` whose keys start with `prefix`, as of this view.
+    pub fn scan_prefix(&self, table: &Table, prefix: impl AsRef<[u8]>) -> Result<Scan> {
+        let inner = self.snap(table)?.merged(
+            self.pin.seq,
+            prefix_range(prefix.as_ref()),
+            TombstonePolicy::Hide,
+        );
+        Ok(Scan::new(inner, Arc::clone(&self.pin)))
+    }
+
+    /// Winning cells of `table` in `range`, tombstones included, as of this view (see
+    /// [`Table::scan_cells`]).
+    pub fn scan_cells(&self, table: &Table, range: impl KeyRange) -> Result<Cells> {
+        let inner =
+            self.snap(table)?
+                .merged(self.pin.seq, range.into_key_bounds(), TombstonePolicy::Keep);
+        Ok(Cells::new(inner, Arc::clone(&self.pin)))
+    }
+}
