@@ -1,8 +1,10 @@
 //! Tables against a BTreeMap model: random puts, deletes, writes with explicit (old)
 //! timestamps, batches, flushes, major compactions, clean reopens and crash reopens
 //! (drop without close: the commit log replays), with tiny memtables, log files and
-//! compaction thresholds so every path runs. Reads (gets, forward, reverse, bounded
-//! and prefix scans) are checked every 25 steps. `tests/table_iteration.rs` covers
+//! compaction thresholds so every path runs; batches across both tables
+//! (`Store::write`), and read views (`Store::read_view`) held across later steps and
+//! checked against a copy of the model taken when they were opened. Reads (gets,
+//! forward, reverse, bounded and prefix scans) are checked every 25 steps. `tests/table_iteration.rs` covers
 //! iteration (reverse, seeks, prefixes) in depth.
 
 mod common;
@@ -12,7 +14,7 @@ use std::path::Path;
 
 use segstore::io::FileRules;
 use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{CompactionConfig, TableConfig, WriteBatch};
+use segstore::table::{Batch, CompactionConfig, ReadView, TableConfig, WriteBatch};
 use segstore::{Config, DiskAccessMode, Store};
 
 pub fn cfg(mode: DiskAccessMode) -> Config {
@@ -38,7 +40,7 @@ pub fn cfg(mode: DiskAccessMode) -> Config {
 /// (ts, tombstone, value) ordered as the cell rule orders versions.
 type Version = (u64, bool, Vec<u8>);
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Model {
     cells: BTreeMap<String, BTreeMap<Vec<u8>, Version>>,
     /// Clock writes are ordered after every explicit timestamp used here.
@@ -141,28 +143,67 @@ fn check(store: &Store, model: &Model, rng: &mut Rng) {
     }
 }
 
-fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path) {
+/// A read view reads exactly what the model held when it was opened, whatever was
+/// written, flushed or compacted since.
+fn check_view(store: &Store, view: &ReadView, model: &Model, rng: &mut Rng) {
+    for table in ["alpha", "beta"] {
+        let t = store.table(table).unwrap();
+        let want = model.live(table);
+        let got: Vec<_> = view.scan(&t, ..).unwrap().map(|r| r.unwrap()).collect();
+        assert_eq!(got, want, "view at {}: table {table}: scan", view.seq());
+        let mut back: Vec<_> = view
+            .scan(&t, ..)
+            .unwrap()
+            .rev()
+            .map(|r| r.unwrap())
+            .collect();
+        back.reverse();
+        assert_eq!(back, want, "view: table {table}: reverse scan");
+        let keys: Vec<Vec<u8>> = (0..10)
+            .map(|_| format!("k{:03}", rng.next() % 120).into_bytes())
+            .collect();
+        let many = view.multi_get(&t, &keys).unwrap();
+        for (k, got) in keys.iter().zip(many) {
+            let want = model
+                .cells
+                .get(table)
+                .and_then(|m| m.get(k))
+                .filter(|(_, t, _)| !t)
+                .map(|(_, _, v)| v.clone());
+            assert_eq!(got.as_deref(), want.as_deref(), "view: {table}: {k:?}");
+            assert_eq!(
+                view.get(&t, k).unwrap().as_deref(),
+                want.as_deref(),
+                "view: {table}: get {k:?}"
+            );
+        }
+    }
+}
+
+fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, stale_views_checked: &mut usize) {
     let mut rng = Rng(seed);
     let mut model = Model::default();
     let mut store = Some(Store::open(dir, cfg(mode)).unwrap());
+    // Open read views and the model as each saw it.
+    let mut views: Vec<(ReadView, Model)> = Vec::new();
     for step in 0..steps {
         let s = store.as_ref().unwrap();
         let table = if rng.next() % 3 == 0 { "beta" } else { "alpha" };
         let t = s.table(table).unwrap();
         let key = format!("k{:03}", rng.next() % 120).into_bytes();
         match rng.next() % 100 {
-            0..=54 => {
+            0..=49 => {
                 let v = format!("v{step}-{}", "x".repeat((rng.next() % 30) as usize)).into_bytes();
                 t.put(&key, &v).unwrap();
                 let ts = model.next_clock();
                 model.apply(table, key, (ts, false, v));
             }
-            55..=69 => {
+            50..=64 => {
                 t.delete(&key).unwrap();
                 let ts = model.next_clock();
                 model.apply(table, key, (ts, true, vec![]));
             }
-            70..=79 => {
+            65..=74 => {
                 // Explicit, old timestamps: only win against each other.
                 let ts = 1 + rng.next() % 50;
                 let v = format!("old{ts}").into_bytes();
@@ -176,7 +217,7 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path) {
                     model.apply(table, key, (ts, false, v));
                 }
             }
-            80..=86 => {
+            75..=80 => {
                 let mut b = WriteBatch::new();
                 let ts = model.next_clock();
                 for i in 0..(1 + rng.next() % 5) {
@@ -187,25 +228,67 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path) {
                 }
                 t.write(&b).unwrap();
             }
-            87..=90 => t.flush().unwrap(),
-            91..=92 => t.compact().unwrap(),
+            81..=83 => t.flush().unwrap(),
+            84 => t.compact().unwrap(),
+            85..=92 => {
+                if rng.next() % 2 == 0 || views.len() >= 3 {
+                    // Across both tables, all or nothing.
+                    let (a, b) = (s.table("alpha").unwrap(), s.table("beta").unwrap());
+                    let mut batch = Batch::new();
+                    let ts = model.next_clock();
+                    for i in 0..(1 + rng.next() % 4) {
+                        let (t, name) = if (rng.next() + i) % 2 == 0 {
+                            (&a, "alpha")
+                        } else {
+                            (&b, "beta")
+                        };
+                        let k = format!("k{:03}", rng.next() % 120).into_bytes();
+                        if rng.next() % 4 == 0 {
+                            batch.delete(t, &k);
+                            model.apply(name, k, (ts, true, vec![]));
+                        } else {
+                            let v = format!("x{step}-{i}").into_bytes();
+                            batch.put(t, &k, &v);
+                            model.apply(name, k, (ts, false, v));
+                        }
+                    }
+                    s.write(&batch).unwrap();
+                } else {
+                    views.push((s.read_view().unwrap(), model.clone()));
+                }
+            }
             93..=95 => {
                 // Clean reopen.
                 drop(t);
+                for (v, m) in views.drain(..) {
+                    check_view(s, &v, &m, &mut rng);
+                }
                 store.take().unwrap().close().unwrap();
                 store = Some(Store::open(dir, cfg(mode)).unwrap());
             }
             _ => {
                 // Crash: drop without close; the commit log replays.
                 drop(t);
+                views.clear();
                 drop(store.take());
                 store = Some(Store::open(dir, cfg(mode)).unwrap());
             }
         }
         if step % 25 == 0 {
-            check(store.as_ref().unwrap(), &model, &mut rng);
+            let s = store.as_ref().unwrap();
+            check(s, &model, &mut rng);
+            for (v, m) in &views {
+                check_view(s, v, m, &mut rng);
+                if m.live("alpha") != model.live("alpha") || m.live("beta") != model.live("beta") {
+                    *stale_views_checked += 1;
+                }
+            }
+            if !views.is_empty() && rng.next() % 2 == 0 {
+                views.remove(0);
+            }
         }
     }
+    views.clear();
     let s = store.take().unwrap();
     check(&s, &model, &mut rng);
     s.tables().wait_idle();
@@ -225,8 +308,18 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path) {
 
 #[test]
 fn random_operations_match_the_model_in_every_mode() {
+    let mut stale_views_checked = 0;
     for (i, mode) in DiskAccessMode::all().into_iter().enumerate() {
         let tmp = tempfile::tempdir().unwrap();
-        run(0x9E37_79B9 + i as u64 * 7919, mode, 300, tmp.path());
+        run(
+            0x9E37_79B9 + i as u64 * 7919,
+            mode,
+            300,
+            tmp.path(),
+            &mut stale_views_checked,
+        );
     }
+    // The views were checked while the tables had moved on from what they saw.
+    assert!(stale_views_checked >= 4, "only {stale_views_checked}");
+    eprintln!("{stale_views_checked} checks of views older than the tables");
 }

@@ -1,0 +1,423 @@
+//! Read views and batches across tables (issue 12): a view reads one moment of every
+//! table whatever happens afterwards; segments compacted away under a view are deleted
+//! when it drops; a batch across tables is all or nothing to readers (checked by
+//! concurrent readers while writers, flushes and compactions run), at replay (a torn
+//! record applies nothing) and when one of its tables is gone.
+
+#![allow(clippy::disallowed_methods)] // tears the commit log's tail on purpose
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use segstore::table::{Batch, CommitLogSync, WriteBatch};
+use segstore::{Config, Error, Store};
+
+fn config() -> Config {
+    let mut c = Config::default();
+    c.table.background_compaction = false;
+    c.track_leaks = true;
+    c
+}
+
+fn component_files(dir: &Path, table: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{table}-")))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_view_is_unchanged_by_later_writes_flushes_compactions_and_new_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), config()).unwrap();
+    let t = store.table("t").unwrap();
+    let u = store.table("u").unwrap();
+    for i in 0..50u32 {
+        t.put(format!("k{i:02}"), b"segment").unwrap();
+    }
+    t.flush().unwrap();
+    for i in 0..50u32 {
+        t.put(format!("k{i:02}"), b"memtable").unwrap();
+    }
+    t.flush().unwrap();
+    for i in 0..10u32 {
+        t.put(format!("k{i:02}"), b"active").unwrap();
+    }
+    u.put(b"only", b"u1").unwrap();
+    let before_files = component_files(dir.path(), "t");
+    assert!(!before_files.is_empty());
+
+    let view = store.read_view().unwrap();
+    let want_t: Vec<(Vec<u8>, Vec<u8>)> = (0..50u32)
+        .map(|i| {
+            let v: &[u8] = if i < 10 { b"active" } else { b"memtable" };
+            (format!("k{i:02}").into_bytes(), v.to_vec())
+        })
+        .collect();
+
+    // Everything changes afterwards.
+    for i in 0..50u32 {
+        if i % 3 == 0 {
+            t.delete(format!("k{i:02}")).unwrap();
+        } else {
+            t.put(format!("k{i:02}"), b"later").unwrap();
+        }
+    }
+    t.put(b"k99", b"new key").unwrap();
+    u.put(b"only", b"u2").unwrap();
+    let w = store.table("w").unwrap();
+    w.put(b"x", b"y").unwrap();
+    t.compact().unwrap(); // flush, then every segment merged into one
+    assert_eq!(t.stats().segments, 1);
+    assert_eq!(t.get(b"k00").unwrap(), None);
+
+    let scan: Vec<_> = view.scan(&t, ..).unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(scan, want_t);
+    let mut back: Vec<_> = view
+        .scan(&t, ..)
+        .unwrap()
+        .rev()
+        .map(|r| r.unwrap())
+        .collect();
+    back.reverse();
+    assert_eq!(back, want_t);
+    assert_eq!(
+        view.get(&t, b"k00").unwrap().as_deref(),
+        Some(&b"active"[..])
+    );
+    assert_eq!(view.get(&t, b"k99").unwrap(), None);
+    assert!(view
+        .get_with(&t, b"k20", |v| v == Some(&b"memtable"[..]))
+        .unwrap());
+    assert!(view.contains_key(&t, b"k03").unwrap());
+    assert_eq!(view.get(&u, b"only").unwrap().as_deref(), Some(&b"u1"[..]));
+    assert_eq!(
+        view.get(&w, b"x").unwrap(),
+        None,
+        "a table created after the view"
+    );
+    assert_eq!(view.scan(&w, ..).unwrap().count(), 0);
+    let prefix: Vec<_> = view
+        .scan_prefix(&t, b"k4")
+        .unwrap()
+        .map(|r| r.unwrap().0)
+        .collect();
+    assert_eq!(prefix.len(), 10);
+    assert_eq!(store.stats().read_views, 1);
+
+    // The segments compacted away are still there for the view (deferred deletion) ...
+    let during = component_files(dir.path(), "t");
+    for f in &before_files {
+        assert!(during.contains(f), "{f} deleted under a view");
+    }
+    // ... a scan from the view keeps them after the view itself drops ...
+    let scan = view.scan(&t, ..).unwrap();
+    drop(view);
+    assert_eq!(scan.count(), 50);
+    // ... and they go once nothing holds them.
+    assert_eq!(store.stats().read_views, 0);
+    let after = component_files(dir.path(), "t");
+    for f in &before_files {
+        assert!(!after.contains(f), "{f} outlived the view: {after:?}");
+    }
+    drop((t, u, w));
+    let report = store.close().unwrap();
+    assert!(report.is_clean(), "{report:?}");
+}
+
+#[test]
+fn a_view_reads_tables_not_opened_in_this_run() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), config()).unwrap();
+        store.table("old").unwrap().put(b"k", b"v").unwrap();
+        store.close().unwrap();
+    }
+    let store = Store::open(dir.path(), config()).unwrap();
+    let view = store.read_view().unwrap();
+    let old = store.table("old").unwrap();
+    old.put(b"k", b"newer").unwrap();
+    assert_eq!(view.get(&old, b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    // A table of another store is refused by name.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = Store::open(other_dir.path(), config()).unwrap();
+    let stranger = other.table("old").unwrap();
+    assert!(matches!(
+        view.get(&stranger, b"k"),
+        Err(Error::InvalidArgument(_))
+    ));
+    drop((view, old, stranger));
+    other.close().unwrap();
+    store.close().unwrap();
+}
+
+#[test]
+fn batches_across_tables_are_checked_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), config()).unwrap();
+    let a = store.table("a").unwrap();
+    let b = store.table("b").unwrap();
+    store.write(&Batch::new()).unwrap(); // empty: nothing to do
+
+    // A table of another store: refused, nothing written.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = Store::open(other_dir.path(), config()).unwrap();
+    let stranger = other.table("c").unwrap();
+    let mut batch = Batch::new();
+    batch.put(&a, b"k", b"1").put(&stranger, b"k", b"1");
+    assert!(matches!(
+        store.write(&batch),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(a.get(b"k").unwrap(), None);
+
+    // A bad cell anywhere: refused, nothing written.
+    let mut batch = Batch::new();
+    batch.put(&a, b"k", b"1").put(&b, b"", b"empty key");
+    assert!(store.write(&batch).is_err());
+    assert_eq!(a.get(b"k").unwrap(), None);
+
+    // A dropped table: refused, nothing of the other table written.
+    let mut batch = Batch::new();
+    batch.put(&a, b"k", b"1").put(&b, b"k", b"1");
+    assert_eq!(batch.len(), 2);
+    store.drop_table("b").unwrap();
+    assert!(matches!(store.write(&batch), Err(Error::Dropped { .. })));
+    assert_eq!(a.get(b"k").unwrap(), None);
+
+    drop((a, b, stranger));
+    other.close().unwrap();
+    store.close().unwrap();
+}
+
+fn last_log_file(dir: &Path) -> std::path::PathBuf {
+    let mut files: Vec<_> = std::fs::read_dir(dir.join("commitlog"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    files.sort();
+    files.pop().expect("a commit log file")
+}
+
+#[test]
+fn a_batch_across_tables_replays_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config();
+    c.commitlog.sync = CommitLogSync::Batch;
+    {
+        let store = Store::open(dir.path(), c.clone()).unwrap();
+        let (a, b) = (store.table("a").unwrap(), store.table("b").unwrap());
+        let mut batch = Batch::new();
+        batch.put(&a, b"k", b"first").put(&b, b"k", b"first");
+        store.write(&batch).unwrap();
+        // One table flushes its part; a crash (no close) loses the other's memtable.
+        a.flush().unwrap();
+        drop((a, b));
+        drop(store);
+    }
+    {
+        let store = Store::open(dir.path(), c.clone()).unwrap();
+        let (a, b) = (store.table("a").unwrap(), store.table("b").unwrap());
+        assert_eq!(a.get(b"k").unwrap().as_deref(), Some(&b"first"[..]));
+        assert_eq!(b.get(b"k").unwrap().as_deref(), Some(&b"first"[..]));
+        let mut batch = Batch::new();
+        batch.put(&a, b"k", b"second").put(&b, b"k", b"second");
+        store.write(&batch).unwrap();
+        drop((a, b));
+        drop(store);
+    }
+    // Tear the last record (the second batch): neither table gets any of it.
+    let log = last_log_file(dir.path());
+    let len = std::fs::metadata(&log).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+    f.set_len(len - 3).unwrap();
+    drop(f);
+    let store = Store::open(dir.path(), c).unwrap();
+    let (a, b) = (store.table("a").unwrap(), store.table("b").unwrap());
+    assert_eq!(a.get(b"k").unwrap().as_deref(), Some(&b"first"[..]));
+    assert_eq!(b.get(b"k").unwrap().as_deref(), Some(&b"first"[..]));
+    drop((a, b));
+    store.close().unwrap();
+}
+
+#[test]
+fn a_sync_write_fsyncs_under_periodic() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config();
+    c.commitlog.sync = CommitLogSync::Periodic {
+        period_ms: 3_600_000,
+    };
+    let store = Store::open(dir.path(), c).unwrap();
+    let t = store.table("t").unwrap();
+    let log = |s: &Store| s.tables().commit_log().stats();
+    t.put(b"a", b"1").unwrap();
+    let before = log(&store);
+    assert!(
+        before.synced_seq < before.written_seq,
+        "periodic: not synced yet"
+    );
+    t.write(WriteBatch::new().put(b"b", b"2").sync(true))
+        .unwrap();
+    let after = log(&store);
+    assert_eq!(
+        after.synced_seq, after.written_seq,
+        "synced through the write"
+    );
+    assert!(after.syncs > before.syncs);
+    let u = store.table("u").unwrap();
+    let mut batch = Batch::new();
+    batch.put(&t, b"c", b"3").put(&u, b"c", b"3").sync(true);
+    t.put(b"d", b"4").unwrap();
+    store.write(&batch).unwrap();
+    let last = log(&store);
+    assert_eq!(last.synced_seq, last.written_seq);
+    drop((t, u));
+    store.close().unwrap();
+}
+
+/// Writers put the same number under four keys of two tables in each batch, while
+/// flushes and compactions run; readers must never see two numbers in one batch's keys:
+/// through a read view, a scan, a `multi_get`, or plain gets (a later get never sees an
+/// older batch than an earlier one).
+#[test]
+fn readers_never_see_half_of_a_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config();
+    c.table.memtable_flush_bytes = 8 * 1024;
+    c.table.max_frozen_memtables = 2;
+    c.table.background_compaction = true;
+    c.table.compaction.min_threshold = 2;
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 50 };
+    let store = Arc::new(Store::open(dir.path(), c).unwrap());
+    let a = store.table("a").unwrap();
+    let b = store.table("b").unwrap();
+    const WRITERS: u64 = 2;
+    const BATCHES: u64 = 10_000;
+    let keys =
+        |w: u64| -> Vec<Vec<u8>> { (0..2).map(|j| format!("w{w}-{j}").into_bytes()).collect() };
+    let num = |v: Option<&[u8]>| v.map_or(0, |v| u64::from_be_bytes(v[..8].try_into().unwrap()));
+    let done = Arc::new(AtomicBool::new(false));
+    let checks = Arc::new(AtomicU64::new(0));
+    let seen_progress = Arc::new(AtomicU64::new(0));
+
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (store, a, b) = (Arc::clone(&store), Arc::clone(&a), Arc::clone(&b));
+            std::thread::spawn(move || {
+                for i in 1..=BATCHES {
+                    let mut value = i.to_be_bytes().to_vec();
+                    value.extend_from_slice(&[0xAB; 100]); // fill memtables: flushes run
+                    let mut batch = Batch::new();
+                    for k in keys(w) {
+                        batch.put(&a, &k, &value).put(&b, &k, &value);
+                    }
+                    store.write(&batch).unwrap();
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let (store, a, b) = (Arc::clone(&store), Arc::clone(&a), Arc::clone(&b));
+            let (done, checks, seen) = (
+                Arc::clone(&done),
+                Arc::clone(&checks),
+                Arc::clone(&seen_progress),
+            );
+            std::thread::spawn(move || {
+                let mut round = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    round += 1;
+                    let w = (round + r) % WRITERS;
+                    let ks = keys(w);
+                    // A read view: all four equal.
+                    let view = store.read_view().unwrap();
+                    let mut nums = Vec::new();
+                    for t in [&a, &b] {
+                        for k in &ks {
+                            nums.push(view.get_with(t, k, num).unwrap());
+                        }
+                    }
+                    assert!(
+                        nums.windows(2).all(|p| p[0] == p[1]),
+                        "view {}: {nums:?}",
+                        view.seq()
+                    );
+                    seen.fetch_max(nums[0], Ordering::Relaxed);
+                    drop(view);
+                    // A scan of one table: the batch's keys equal.
+                    let prefix = format!("w{w}-");
+                    let t = if round % 2 == 0 { &a } else { &b };
+                    let scanned: Vec<u64> = t
+                        .scan_prefix(&prefix)
+                        .unwrap()
+                        .map(|r| num(Some(&r.unwrap().1)))
+                        .collect();
+                    assert!(
+                        scanned.windows(2).all(|p| p[0] == p[1]),
+                        "scan: {scanned:?}"
+                    );
+                    // multi_get: equal.
+                    let many: Vec<u64> = t
+                        .multi_get(&ks)
+                        .unwrap()
+                        .iter()
+                        .map(|v| num(v.as_deref()))
+                        .collect();
+                    assert!(many.windows(2).all(|p| p[0] == p[1]), "multi_get: {many:?}");
+                    // Plain gets, one table then the other: never older afterwards.
+                    let first = a.get_with(&ks[0], num).unwrap();
+                    let second = b.get_with(&ks[1], num).unwrap();
+                    assert!(second >= first, "get a={first} then b={second}");
+                    checks.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let flusher = {
+        let (a, done) = (Arc::clone(&a), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !done.load(Ordering::Acquire) {
+                a.flush().unwrap();
+                n += 1;
+                if n % 8 == 0 {
+                    a.compact().unwrap();
+                }
+                std::thread::yield_now();
+            }
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, Ordering::Release);
+    for r in readers {
+        r.join().unwrap();
+    }
+    flusher.join().unwrap();
+    let checks = checks.load(Ordering::Relaxed);
+    let progress = seen_progress.load(Ordering::Relaxed);
+    eprintln!(
+        "{checks} rounds of checks; readers saw batches up to {progress}; a: {:?}",
+        a.stats()
+    );
+    assert!(checks > 10, "the readers ran");
+    assert!(progress > 0, "the readers saw batches land");
+    assert!(a.stats().flushes > 0, "flushes ran during the checks");
+    // Everything landed.
+    for w in 0..WRITERS {
+        for k in keys(w) {
+            assert_eq!(a.get_with(&k, num).unwrap(), BATCHES);
+            assert_eq!(b.get_with(&k, num).unwrap(), BATCHES);
+        }
+    }
+    drop((a, b));
+    let store = Arc::try_unwrap(store).unwrap();
+    assert!(store.close().unwrap().is_clean());
+}
