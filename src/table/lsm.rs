@@ -633,6 +633,14 @@ impl Table {
                 if let Some((_, max)) = mt.seq_range() {
                     self.ctx.visibility.wait_visible(max);
                 }
+                // Under `periodic` the memtable may hold records not yet durable in the
+                // log. A segment must not outlive a power loss that takes them: a batch
+                // across tables would come back in this table only. (A poisoned log
+                // cannot sync; its memtables are flushed anyway, see `flush`.)
+                match self.ctx.log.sync() {
+                    Ok(()) | Err(Error::Poisoned(_)) => {}
+                    Err(e) => return Err(e),
+                }
                 let mut w = self.set.writer()?;
                 let name = w.name().clone();
                 for e in mt.iter() {
