@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::config::{DiskAccessMode, MemoryOptions, ResolvedModes, SegmentOptions};
 use crate::error::{Error, Result};
@@ -43,6 +43,7 @@ use crate::segment::{validate_name, Component, SegmentName};
 use crate::segment::{IndexCacheStats, ReaderOptions};
 use crate::snapshot::{self, SnapshotInfo};
 use crate::table::commitlog::CommitLogConfig;
+use crate::table::registry::{Registered, Registry};
 use crate::table::{Batch, ReadView, Table, TableConfig, Tables, WriteBatch};
 
 /// Store settings. Deserialises from TOML/YAML/JSON with snake_case names.
@@ -188,8 +189,12 @@ pub struct Store {
     deleter: Deleter,
     tracker: Option<Arc<LeakTracker>>,
     reader: ReaderOptions,
-    tables: RwLock<BTreeMap<String, Arc<SegmentSet>>>,
+    /// The one registry of tables (segment sets, and the tables opened in this run),
+    /// shared with `lsm`.
+    registry: Arc<Registry>,
     lsm: Tables,
+    /// Serialises creating a table's segment set and dropping a table.
+    ddl: Mutex<()>,
     closed: AtomicBool,
     read_only: bool,
     /// First segment id of a later table of each dropped name (positions' `dropped`).
@@ -201,7 +206,8 @@ pub struct Store {
 /// Opens (creating) segment sets by name for the store and for replay.
 struct SetOpener<'a> {
     dir: &'a Path,
-    sets: &'a RwLock<BTreeMap<String, Arc<SegmentSet>>>,
+    registry: &'a Registry,
+    ddl: &'a Mutex<()>,
     opts: SetOptions,
     deleter: &'a Deleter,
     read_only: bool,
@@ -279,15 +285,16 @@ impl Store {
             tracker: tracker.clone(),
             reader: reader.clone(),
         };
-        let mut tables = BTreeMap::new();
+        let mut sets = BTreeMap::new();
         for (table, max_id) in recovered.tables {
             let set = SegmentSet::open(&dir, &table, opts.clone(), deleter.clone(), max_id + 1)?;
             if read_only {
                 set.freeze(Some(Frozen::ReadOnly));
             }
-            tables.insert(table, Arc::new(set));
+            sets.insert(table, Arc::new(set));
         }
-        let tables = RwLock::new(tables);
+        let registry = Arc::new(Registry::new(sets));
+        let ddl = Mutex::new(());
         let dropped = Mutex::new(
             recovered
                 .dropped
@@ -297,7 +304,8 @@ impl Store {
         );
         let opener = SetOpener {
             dir: &dir,
-            sets: &tables,
+            registry: &registry,
+            ddl: &ddl,
             opts,
             deleter: &deleter,
             read_only,
@@ -314,6 +322,7 @@ impl Store {
             &config.table,
             &config.file_rules,
             &deleter,
+            Arc::clone(&registry),
             &|name| opener.open_set(name),
         )?;
         Ok(Store {
@@ -323,8 +332,9 @@ impl Store {
             deleter,
             tracker,
             reader,
-            tables,
+            registry,
             lsm,
+            ddl,
             closed: AtomicBool::new(false),
             read_only,
             dropped,
@@ -381,7 +391,8 @@ impl Store {
     fn opener(&self) -> SetOpener<'_> {
         SetOpener {
             dir: &self.dir,
-            sets: &self.tables,
+            registry: &self.registry,
+            ddl: &self.ddl,
             opts: self.set_options(),
             deleter: &self.deleter,
             read_only: self.read_only,
@@ -432,8 +443,7 @@ impl Store {
     /// ```
     pub fn read_view(&self) -> Result<ReadView> {
         self.lsm.ctx().check_open()?;
-        let sets = self.tables.read();
-        Ok(ReadView::capture(self.lsm.ctx(), &sets))
+        Ok(ReadView::capture(self.lsm.ctx()))
     }
 
     /// Write a batch across tables of this store atomically: one commit log record, so
@@ -454,7 +464,7 @@ impl Store {
 
     /// Names of the tables.
     pub fn table_names(&self) -> Vec<String> {
-        self.tables.read().keys().cloned().collect()
+        self.registry.names()
     }
 
     /// Snapshot every table (or only `table`) under `tag`.
@@ -474,22 +484,17 @@ impl Store {
         self.lsm.flush(table)?;
         let views: Vec<(String, Arc<crate::lifecycle::View>)> = match table {
             Some(t) => {
-                let set = self
-                    .tables
-                    .read()
-                    .get(t)
-                    .cloned()
-                    .ok_or_else(|| Error::NotFound {
-                        kind: "table",
-                        name: t.to_string(),
-                    })?;
+                let set = self.registry.set(t).ok_or_else(|| Error::NotFound {
+                    kind: "table",
+                    name: t.to_string(),
+                })?;
                 vec![(t.to_string(), set.view())]
             }
             None => self
-                .tables
-                .read()
-                .iter()
-                .map(|(n, s)| (n.clone(), s.view()))
+                .registry
+                .sets()
+                .into_iter()
+                .map(|(n, s)| (n, s.view()))
                 .collect(),
         };
         snapshot::create(&self.dir, tag, &views, ephemeral, &self.deleter)
@@ -498,10 +503,10 @@ impl Store {
     /// Visible snapshots with sizes.
     pub fn list_snapshots(&self) -> Result<Vec<SnapshotInfo>> {
         let live: HashMap<String, BTreeSet<u64>> = self
-            .tables
-            .read()
-            .iter()
-            .map(|(n, s)| (n.clone(), s.live_ids().into_iter().collect()))
+            .registry
+            .sets()
+            .into_iter()
+            .map(|(n, s)| (n, s.live_ids().into_iter().collect()))
             .collect();
         let is_live = |t: &str, id: u64| live.get(t).is_some_and(|s| s.contains(&id));
         snapshot::list_tags(&self.dir, &self.deleter)?
@@ -560,10 +565,10 @@ impl Store {
             mappings: registry().stats_under(&self.dir),
             deletions: self.deleter.stats(),
             segments: self
-                .tables
-                .read()
-                .iter()
-                .map(|(n, s)| (n.clone(), s.view().segments.len()))
+                .registry
+                .sets()
+                .into_iter()
+                .map(|(n, s)| (n, s.view().segments.len()))
                 .collect(),
             memory: per_segment.iter().map(|s| s.memory.totals).sum(),
             budget: self.reader.map_budget.as_ref().map(|b| b.stats()),
@@ -578,7 +583,7 @@ impl Store {
     pub fn segment_stats(&self) -> Vec<SegmentStatsView> {
         let smaps = SmapsSnapshot::read();
         let mut out = Vec::new();
-        for (table, set) in self.tables.read().iter() {
+        for (table, set) in &self.registry.sets() {
             for h in &set.view().segments {
                 let (data, index) = h.modes();
                 out.push(SegmentStatsView {
@@ -624,9 +629,9 @@ impl Store {
     pub fn drop_table(&self, name: &str) -> Result<()> {
         self.check_writable()?;
         validate_name("table", name)?;
-        // Held throughout: no set of this name is created or listed meanwhile.
-        let mut sets = self.tables.write();
-        let set = sets.get(name).cloned().ok_or_else(|| Error::NotFound {
+        // Held throughout: no set of this name is created meanwhile.
+        let _ddl = self.ddl.lock();
+        let set = self.registry.set(name).ok_or_else(|| Error::NotFound {
             kind: "table",
             name: name.to_string(),
         })?;
@@ -640,7 +645,7 @@ impl Store {
             }
             return Err(e);
         }
-        sets.remove(name);
+        self.registry.remove(name);
         self.dropped.lock().insert(name.to_string(), first_id);
         // The live segments go as compaction's inputs do: journaled now, unlinked when
         // their last handle drops (the set's own view, with the last `Table` of it, or a
@@ -716,10 +721,10 @@ impl Store {
         // Every acknowledged write into a segment, then the views that hold them.
         self.lsm.flush(None)?;
         let views: Vec<(String, Arc<View>)> = self
-            .tables
-            .read()
-            .iter()
-            .map(|(n, s)| (n.clone(), s.view()))
+            .registry
+            .sets()
+            .into_iter()
+            .map(|(n, s)| (n, s.view()))
             .collect();
         let fs = StoreFs::new(parent, &self.config.file_rules);
         fs.create_dir_all(parent)?;
@@ -798,7 +803,7 @@ impl Store {
         } else {
             self.clear_ephemeral_snapshots()
         };
-        for s in self.tables.read().values() {
+        for (_, s) in self.registry.sets() {
             s.release();
         }
         let pending = if self.read_only {
@@ -848,7 +853,7 @@ impl Drop for Store {
             // acknowledged write durable) and deletions which can run now do (the
             // journal already holds them for the next open).
             self.lsm.abandon();
-            for s in self.tables.read().values() {
+            for (_, s) in self.registry.sets() {
                 s.release();
             }
             if !self.read_only {
@@ -889,18 +894,20 @@ impl SetOpener<'_> {
     /// The segment set of table `name`, opening (creating) it if needed.
     fn open_set(&self, name: &str) -> Result<Arc<SegmentSet>> {
         validate_name("table", name)?;
-        if let Some(s) = self.sets.read().get(name) {
-            return Ok(s.clone());
+        // A set being dropped is frozen: wait for the drop below, then look again.
+        if let Some(s) = self.registry.set(name).filter(|s| !s.is_dropped()) {
+            return Ok(s);
         }
         if self.read_only {
-            return Err(Error::NotFound {
+            return self.registry.set(name).ok_or_else(|| Error::NotFound {
                 kind: "table",
                 name: name.to_string(),
             });
         }
-        let mut t = self.sets.write();
-        if let Some(s) = t.get(name) {
-            return Ok(s.clone());
+        let _ddl = self.ddl.lock();
+        if let Some(s) = self.registry.set(name) {
+            // Live, or a drop in doubt (frozen until reopened).
+            return Ok(s);
         }
         let first_id = self.dropped.lock().get(name).copied();
         if let Some(first_id) = first_id {
@@ -917,7 +924,13 @@ impl SetOpener<'_> {
             self.deleter.clone(),
             first_id.unwrap_or(1),
         )?);
-        t.insert(name.to_string(), set.clone());
+        self.registry.write().insert(
+            name.to_string(),
+            Registered {
+                set: Arc::clone(&set),
+                table: None,
+            },
+        );
         Ok(set)
     }
 }

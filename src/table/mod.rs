@@ -36,6 +36,7 @@ pub mod lsm;
 pub mod memtable;
 pub mod merge;
 pub mod positions;
+pub(crate) mod registry;
 pub mod tables;
 pub mod value;
 pub mod view;

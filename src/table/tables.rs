@@ -51,6 +51,7 @@ use super::commitlog::{CommitLog, CommitLogConfig};
 use super::lsm::{Table, TableConfig};
 use super::memtable::Memtable;
 use super::positions::{DroppedTable, Positions};
+use super::registry::Registry;
 use super::visibility::Visibility;
 use crate::error::{Error, Result};
 use crate::io::{FileRules, StoreFs};
@@ -112,7 +113,8 @@ pub(crate) struct Context {
     log_dir: PathBuf,
     fs: StoreFs,
     deleter: Deleter,
-    tables: RwLock<BTreeMap<String, Arc<Table>>>,
+    /// The store's one registry of tables (shared with [`crate::Store`]).
+    pub(crate) registry: Arc<Registry>,
     positions: Mutex<Positions>,
     worker: Mutex<WorkerState>,
     worker_cv: Condvar,
@@ -175,7 +177,7 @@ impl Context {
     }
 
     pub(crate) fn table(&self, name: &str) -> Option<Arc<Table>> {
-        self.tables.read().get(name).cloned()
+        self.registry.table(name)
     }
 
     /// Persist the positions and release obsolete commit log files (module docs).
@@ -185,7 +187,7 @@ impl Context {
         }
         let mut pos = self.positions.lock();
         let mut lowest = self.log.next_seq();
-        let tables: Vec<Arc<Table>> = self.tables.read().values().cloned().collect();
+        let tables: Vec<Arc<Table>> = self.registry.tables();
         let mut next = pos.clone();
         for t in &tables {
             if let Some(s) = t.min_unflushed_seq() {
@@ -286,16 +288,17 @@ impl std::fmt::Debug for Tables {
 impl Tables {
     /// Open the commit log under `store_dir` and replay it (module docs). `open_set`
     /// opens (creating if needed) a table's segment set.
-    pub fn open(
+    pub(crate) fn open(
         store_dir: &Path,
         log_config: &CommitLogConfig,
         config: &TableConfig,
         rules: &FileRules,
         deleter: &Deleter,
+        registry: Arc<Registry>,
         open_set: &dyn Fn(&str) -> Result<Arc<SegmentSet>>,
     ) -> Result<Tables> {
         Self::open_inner(
-            store_dir, log_config, config, rules, deleter, open_set, false,
+            store_dir, log_config, config, rules, deleter, registry, open_set, false,
         )
     }
 
@@ -307,19 +310,23 @@ impl Tables {
         config: &TableConfig,
         rules: &FileRules,
         deleter: &Deleter,
+        registry: Arc<Registry>,
         open_set: &dyn Fn(&str) -> Result<Arc<SegmentSet>>,
     ) -> Result<Tables> {
         Self::open_inner(
-            store_dir, log_config, config, rules, deleter, open_set, true,
+            store_dir, log_config, config, rules, deleter, registry, open_set, true,
         )
     }
 
+    // The two entry points' arguments and the mode that tells them apart.
+    #[allow(clippy::too_many_arguments)]
     fn open_inner(
         store_dir: &Path,
         log_config: &CommitLogConfig,
         config: &TableConfig,
         rules: &FileRules,
         deleter: &Deleter,
+        registry: Arc<Registry>,
         open_set: &dyn Fn(&str) -> Result<Arc<SegmentSet>>,
         read_only: bool,
     ) -> Result<Tables> {
@@ -370,7 +377,7 @@ impl Tables {
             log_dir,
             fs: deleter.fs().clone(),
             deleter: deleter.clone(),
-            tables: RwLock::new(BTreeMap::new()),
+            registry,
             positions: Mutex::new(positions),
             worker: Mutex::new(WorkerState::default()),
             worker_cv: Condvar::new(),
@@ -398,8 +405,21 @@ impl Tables {
                 .get(&name)
                 .copied()
                 .unwrap_or(0);
-            let t = Arc::new(Table::new(&name, set, Arc::clone(ctx), mem, flushed));
-            ctx.tables.write().insert(name, Arc::clone(&t));
+            let t = Arc::new(Table::new(
+                &name,
+                Arc::clone(&set),
+                Arc::clone(ctx),
+                mem,
+                flushed,
+            ));
+            match ctx.registry.write().get_mut(&name) {
+                Some(r) if Arc::ptr_eq(&r.set, &set) => r.table = Some(Arc::clone(&t)),
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "table {name}: its segment set left the registry during replay"
+                    )))
+                }
+            }
             created.push(t);
         }
         if read_only {
@@ -438,15 +458,18 @@ impl Tables {
             return Ok(t);
         }
         let set = open_set()?;
-        let mut tables = self.ctx.tables.write();
-        if let Some(t) = tables.get(name) {
-            return Ok(Arc::clone(t));
-        }
-        if set.is_dropped() {
+        let mut registry = self.ctx.registry.write();
+        let entry = match registry.get_mut(name) {
+            Some(r) if Arc::ptr_eq(&r.set, &set) && !set.is_dropped() => r,
             // Dropped between `open_set` and now: never wrap a dropped set.
-            return Err(Error::Dropped {
-                table: name.to_string(),
-            });
+            _ => {
+                return Err(Error::Dropped {
+                    table: name.to_string(),
+                })
+            }
+        };
+        if let Some(t) = &entry.table {
+            return Ok(Arc::clone(t));
         }
         let flushed = self
             .ctx
@@ -463,8 +486,8 @@ impl Tables {
             Memtable::new(),
             flushed,
         ));
-        tables.insert(name.to_string(), Arc::clone(&t));
-        drop(tables);
+        entry.table = Some(Arc::clone(&t));
+        drop(registry);
         self.ctx.schedule_compaction(&t);
         Ok(t)
     }
@@ -476,7 +499,13 @@ impl Tables {
 
     /// Names of the tables opened in this run.
     pub fn names(&self) -> Vec<String> {
-        self.ctx.tables.read().keys().cloned().collect()
+        self.ctx
+            .registry
+            .entries()
+            .into_iter()
+            .filter(|(_, r)| r.table.is_some())
+            .map(|(n, _)| n)
+            .collect()
     }
 
     /// The commit log.
@@ -492,7 +521,7 @@ impl Tables {
     }
 
     fn flush_tables(&self, only: Option<&str>) -> Result<()> {
-        let tables: Vec<Arc<Table>> = self.ctx.tables.read().values().cloned().collect();
+        let tables: Vec<Arc<Table>> = self.ctx.registry.tables();
         for t in tables.iter().filter(|t| only.is_none_or(|n| t.name() == n)) {
             t.flush_memtables(true)?;
         }
@@ -533,7 +562,7 @@ impl Tables {
             self.flush_tables(None)
         };
         let closed = self.ctx.log.close();
-        self.ctx.tables.write().clear();
+        self.ctx.registry.forget_tables();
         flushed.and(closed)
     }
 
@@ -548,7 +577,7 @@ impl Tables {
         if let Err(e) = self.ctx.log.close() {
             tracing::error!(error = %e, "store dropped without close: the final fsync of the commit log failed; writes acknowledged since the last sync may be lost to a power failure");
         }
-        self.ctx.tables.write().clear();
+        self.ctx.registry.forget_tables();
     }
 
     /// Drop table `name` (module docs, "Drop of a table"); its segment set is frozen
@@ -612,7 +641,7 @@ impl Tables {
         }
         self.ctx.positions_dirty.store(false, Ordering::Release);
         *pos = next;
-        self.ctx.tables.write().remove(name);
+        self.ctx.registry.forget_table(name);
         Ok(())
     }
 }

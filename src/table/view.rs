@@ -22,7 +22,6 @@ use super::merge::TombstonePolicy;
 use super::tables::Context;
 use super::value::Value;
 use crate::error::{Error, Result};
-use crate::lifecycle::SegmentSet;
 use crate::range::{prefix_range, KeyRange};
 
 /// A registered read at one sequence number: memtables keep the versions it needs until
@@ -71,25 +70,22 @@ impl std::fmt::Debug for ReadView {
 }
 
 impl ReadView {
-    /// Capture every table: `sets` are the store's segment sets by table name (a table
-    /// with segments but not opened as a [`Table`] in this run has no memtable).
-    pub(crate) fn capture(
-        ctx: &Arc<Context>,
-        sets: &BTreeMap<String, Arc<SegmentSet>>,
-    ) -> ReadView {
+    /// Capture every table of the store's registry (a table with segments but not
+    /// opened as a [`Table`] in this run has no memtable).
+    pub(crate) fn capture(ctx: &Arc<Context>) -> ReadView {
         let _install = ctx.install.read();
         let pin = Arc::new(Pin::new(ctx));
         let mut tables = BTreeMap::new();
-        for (name, set) in sets {
-            let snap = match ctx.table(name) {
-                Some(t) if Arc::ptr_eq(t.segments(), set) => t.snap(),
-                _ => TableSnap {
-                    set: Arc::clone(set),
+        for (name, r) in ctx.registry.entries() {
+            let snap = match r.table {
+                Some(t) => t.snap(),
+                None => TableSnap {
+                    set: Arc::clone(&r.set),
                     mems: Vec::new(),
-                    view: set.view(),
+                    view: r.set.view(),
                 },
             };
-            tables.insert(name.clone(), snap);
+            tables.insert(name, snap);
         }
         ReadView { pin, tables }
     }
