@@ -397,6 +397,16 @@ impl Table {
         keys: impl IntoIterator<Item = K>,
     ) -> Result<Vec<Option<Value>>> {
         self.ctx.check_open()?;
+        // Invariant 6: every memtable empty, so one view holds every acknowledged write
+        // of the table, and only whole batches (a segment holds whole memtables).
+        if !self.maybe_cells.load(Ordering::Acquire) {
+            let snap = TableSnap {
+                set: Arc::clone(&self.set),
+                mems: Vec::new(),
+                view: self.set.view(),
+            };
+            return snap.multi_get(u64::MAX, keys);
+        }
         // One picture of the table for every key: never half of a batch.
         let (pin, snap) = self.capture();
         snap.multi_get(pin.seq(), keys)
@@ -901,13 +911,16 @@ pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Resul
             .zip(&cells)
             .map(|((t, _), c)| (t.name.as_str(), &c[..]))
             .collect();
-        let seq = ctx
-            .log
-            .append_parts(&records, sync, Some(&ctx.visibility))?;
-        let floor = ctx.visibility.floor();
+        // A `sync` write under `periodic` is fsynced after it is applied, so other
+        // writers' visibility never waits for its fsync (under `batch` and `group` the
+        // append syncs before anything is applied, as always).
+        let seq = ctx.log.append_parts(&records, Some(&ctx.visibility))?;
+        // Finished (visible) however this ends, a panic included: a number left
+        // pending would stop every later write and flush.
+        let finish = Finish(&ctx.visibility, seq);
         let mut full = Vec::new();
         for (((t, _), m), c) in parts.iter().zip(&guards).zip(&cells) {
-            m.active.apply_at(seq, c, floor);
+            m.active.apply_visible(seq, c, &ctx.visibility);
             // Invariant 6: before the write is acknowledged, inside the read lock.
             if !t.maybe_cells.load(Ordering::Relaxed) {
                 t.maybe_cells.store(true, Ordering::Release);
@@ -918,12 +931,24 @@ pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Resul
         }
         drop(guards);
         // Visible once every earlier number is too; acknowledged only then.
-        ctx.visibility.finish(seq);
+        drop(finish);
         ctx.visibility.wait_visible(seq);
         for t in full {
             ctx.schedule_flush(t);
         }
+        if sync {
+            ctx.log.sync()?;
+        }
         return Ok(());
+    }
+}
+
+/// Finishes a write's sequence number when dropped ([`write_tables`]).
+struct Finish<'a>(&'a super::visibility::Visibility, u64);
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        self.0.finish(self.1);
     }
 }
 

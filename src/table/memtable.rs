@@ -15,8 +15,11 @@
 //! ([`Memtable::get_shared_at`], [`Memtable::range_at`]): read views and plain reads
 //! that must not see a batch not yet visible ([`crate::table::visibility`]). An insert
 //! may forget the versions older than the key's newest version at or below the `floor`
-//! it is given (no reader needs them: visibility invariant 2), so a key normally holds
-//! one version, and more only while a read view older than its writes is open.
+//! it is given (no reader needs them: visibility invariant 2). An overwritten key keeps
+//! its previous version until its next write (a plain read may still be reading at the
+//! number before the overwrite became visible), and more while a read older than its
+//! writes is registered; past [`THIN_AT`] older versions an insert keeps only those the
+//! registered reads need, so a hot key written under a long scan does not pile up.
 //!
 //! # Invariants
 //! 1. A key's newest version holds the winner, under [`crate::table::cell`]'s rule,
@@ -48,6 +51,11 @@ use crate::format::record::RecordRef;
 use crate::range::{self, KeyRange};
 use crate::segment::Entry;
 use crate::table::cell::cmp_versions;
+use crate::table::visibility::Visibility;
+
+/// A key keeping more older versions than this has them thinned to those the
+/// registered reads need (a hot key written while a scan or read view is open).
+const THIN_AT: usize = 8;
 
 /// Bytes charged per stored cell on top of key and value (skiplist node, vectors).
 pub const CELL_OVERHEAD: usize = 64;
@@ -122,9 +130,16 @@ impl Versions {
         self.older.iter().find(|(s, _)| *s <= at).map(|(_, c)| c)
     }
 
-    /// Insert `c`, numbered `seq`; forget versions no reader at or above `floor` needs.
-    /// Returns whether the cell was stored.
-    fn insert(&mut self, seq: Option<u64>, c: RecordRef<'_>, floor: u64) -> bool {
+    /// Insert `c`, numbered `seq`; forget versions no reader at or above `floor` needs,
+    /// and, once more than [`THIN_AT`] are kept, those no registered read (`visibility`)
+    /// needs. Returns whether the cell was stored.
+    fn insert(
+        &mut self,
+        seq: Option<u64>,
+        c: RecordRef<'_>,
+        floor: u64,
+        visibility: Option<&Visibility>,
+    ) -> bool {
         let seq = seq.unwrap_or(self.head_seq);
         let beats = |cell: &Cell| {
             cmp_versions(
@@ -184,7 +199,31 @@ impl Versions {
             }
         };
         self.forget_below(floor);
+        if self.older.len() > THIN_AT {
+            if let Some(v) = visibility {
+                let (visible, views) = v.needed();
+                self.thin(visible, &views);
+            }
+        }
         stored
+    }
+
+    /// Keep only the versions some read may still ask for: each registered read at `r`
+    /// (`views`, ascending) reads the newest version at or below `r`; reads not yet
+    /// registered read at `visible` or later, so they need the newest version at or
+    /// below `visible` and every newer one. Dropping any other version changes no
+    /// read's answer. The caller loaded `visible` and `views` together, under the
+    /// visibility lock (a read registering later gets a number at or above `visible`).
+    fn thin(&mut self, visible: u64, views: &[u64]) {
+        let mut newer = self.head_seq;
+        let mut below_visible = self.head_seq <= visible;
+        self.older.retain(|(s, _)| {
+            let keep =
+                *s > visible || !below_visible || views.iter().any(|&r| *s <= r && r < newer);
+            below_visible |= *s <= visible;
+            newer = *s;
+            keep
+        });
     }
 
     /// Fold `c` into the versions newer than index `i` (0 = head): each holds the
@@ -270,17 +309,23 @@ impl Memtable {
     /// The caller has checked the cell ([`crate::table::validate_cell`]; the commit log
     /// does on append).
     pub fn insert(&self, c: RecordRef<'_>) -> bool {
-        self.insert_version(None, c, u64::MAX)
+        self.insert_version(None, c, u64::MAX, None)
     }
 
     /// Insert one cell numbered `seq`, forgetting versions older than the key's newest
     /// at or below `floor` (module docs). Returns whether the cell was stored.
     pub(crate) fn insert_at(&self, seq: u64, c: RecordRef<'_>, floor: u64) -> bool {
-        self.insert_version(Some(seq), c, floor)
+        self.insert_version(Some(seq), c, floor, None)
     }
 
     /// Insert at `seq`, or (`None`) into the key's newest version.
-    fn insert_version(&self, seq: Option<u64>, c: RecordRef<'_>, floor: u64) -> bool {
+    fn insert_version(
+        &self,
+        seq: Option<u64>,
+        c: RecordRef<'_>,
+        floor: u64,
+        visibility: Option<&Visibility>,
+    ) -> bool {
         // An overwrite finds the node without allocating the key again.
         let e = match self.map.get(c.key) {
             Some(e) => e,
@@ -292,7 +337,7 @@ impl Memtable {
                 })
             }),
         };
-        let stored = e.value().write().insert(seq, c, floor);
+        let stored = e.value().write().insert(seq, c, floor, visibility);
         if stored {
             self.min_ts.fetch_min(c.ts, Ordering::AcqRel);
             self.bytes.fetch_add(
@@ -306,13 +351,19 @@ impl Memtable {
     /// Apply the cells of commit log record `seq` (invariant 3), keeping only each
     /// key's newest version.
     pub fn apply(&self, seq: u64, cells: &[RecordRef<'_>]) {
-        self.apply_at(seq, cells, u64::MAX)
+        for c in cells {
+            self.insert_version(Some(seq), *c, u64::MAX, None);
+        }
+        self.min_seq.fetch_min(seq, Ordering::AcqRel);
+        self.max_seq.fetch_max(seq, Ordering::AcqRel);
     }
 
-    /// Apply the cells of commit log record `seq`, forgetting versions below `floor`.
-    pub(crate) fn apply_at(&self, seq: u64, cells: &[RecordRef<'_>], floor: u64) {
+    /// Apply the cells of commit log record `seq` (a write of the store, whose
+    /// registered reads `visibility` knows), forgetting versions no read needs.
+    pub(crate) fn apply_visible(&self, seq: u64, cells: &[RecordRef<'_>], visibility: &Visibility) {
+        let floor = visibility.floor();
         for c in cells {
-            self.insert_at(seq, *c, floor);
+            self.insert_version(Some(seq), *c, floor, Some(visibility));
         }
         self.min_seq.fetch_min(seq, Ordering::AcqRel);
         self.max_seq.fetch_max(seq, Ordering::AcqRel);
@@ -458,7 +509,7 @@ pub(crate) enum ReadAt<'a> {
     /// Each key's newest version (flush, tests).
     Newest,
     /// What is visible when the key is read (plain point reads).
-    Visible(&'a super::visibility::Visibility),
+    Visible(&'a Visibility),
     /// A read view's sequence number.
     Seq(u64),
 }
@@ -795,7 +846,82 @@ mod tests {
         assert_eq!(m.get(b"k").unwrap().value, b"b");
     }
 
+    #[test]
+    fn a_hot_key_under_open_reads_keeps_only_the_versions_they_need() {
+        let vis = Visibility::new(0);
+        let m = Memtable::new();
+        let write = |seq: u64| {
+            let v = seq.to_string();
+            vis.begin(seq);
+            let c = RecordRef {
+                key: b"k",
+                value: v.as_bytes(),
+                ts: seq,
+                tombstone: false,
+            };
+            m.apply_visible(seq, &[c], &vis);
+            vis.finish(seq);
+        };
+        let read = |at: ReadAt<'_>| {
+            m.get_shared_at(b"k", at)
+                .map(|c| String::from_utf8(c.value.to_vec()).unwrap())
+        };
+        write(1);
+        let first = vis.register();
+        for s in 2..=5_000 {
+            write(s);
+        }
+        let second = vis.register();
+        for s in 5_001..=10_000 {
+            write(s);
+        }
+        let kept = m.map.get(&b"k"[..]).unwrap().value().read().older.len();
+        assert!(kept <= THIN_AT + 2, "{kept} older versions kept");
+        assert_eq!(read(ReadAt::Seq(first)).as_deref(), Some("1"));
+        assert_eq!(read(ReadAt::Seq(second)).as_deref(), Some("5000"));
+        assert_eq!(read(ReadAt::Visible(&vis)).as_deref(), Some("10000"));
+        vis.release(first);
+        vis.release(second);
+        write(10_001);
+        assert!(m.map.get(&b"k"[..]).unwrap().value().read().older.len() <= 1);
+    }
+
     proptest! {
+        /// Writes in number order, reads registered and released between them: every
+        /// registered read, and a read at the visible number, sees the winner of the
+        /// cells numbered at or below its number, however the versions were thinned.
+        #[test]
+        fn thinned_versions_serve_every_registered_read(
+            ops in proptest::collection::vec((0u8..10, 0u8..2, 0u64..6, any::<bool>(), 0u8..4), 1..120),
+        ) {
+            let vis = Visibility::new(0);
+            let m = Memtable::new();
+            let mut cells: Vec<(u64, u8, u64, bool, u8)> = Vec::new();
+            let mut views: Vec<u64> = Vec::new();
+            let mut seq = 0u64;
+            for (op, k, ts, t, v) in ops {
+                match op {
+                    0 => views.push(vis.register()),
+                    1 if !views.is_empty() => vis.release(views.remove(0)),
+                    _ => {
+                        seq += 1;
+                        vis.begin(seq);
+                        let (key, val) = ([k], [v]);
+                        let c = RecordRef { key: &key, value: if t { &[] } else { &val }, ts, tombstone: t };
+                        m.apply_visible(seq, &[c], &vis);
+                        vis.finish(seq);
+                        cells.push((seq, k, ts, t, v));
+                    }
+                }
+                for &r in views.iter().chain(std::iter::once(&vis.visible())) {
+                    for k in 0u8..2 {
+                        let got = m.get_shared_at(&[k], ReadAt::Seq(r)).map(|c| (c.ts, c.tombstone, c.value.to_vec()));
+                        prop_assert_eq!(got, model_at(&cells, k, r), "key {} at {}", k, r);
+                    }
+                }
+            }
+        }
+
         /// Cells numbered in any order, inserted in any order: a read at every number
         /// sees the winner of the cells numbered at or below it; with a floor, reads
         /// at or above the floor still do.

@@ -128,6 +128,16 @@ impl Visibility {
         }
     }
 
+    /// `visible` and the numbers of the registered reads (ascending), loaded together:
+    /// what a memtable thinning a key's versions must keep.
+    pub(crate) fn needed(&self) -> (u64, Vec<u64>) {
+        let st = self.state.lock();
+        (
+            self.visible.load(Ordering::Acquire),
+            st.views.keys().copied().collect(),
+        )
+    }
+
     /// Live read views (stats, tests).
     pub(crate) fn views(&self) -> usize {
         self.state.lock().views.values().sum()

@@ -266,18 +266,15 @@ impl CommitLog {
     /// Append one batch of cells for `table`, atomically at replay. Returns its sequence
     /// number once the sync mode allows acknowledging it (invariant 2).
     pub fn append(&self, table: &str, cells: &[RecordRef<'_>]) -> Result<u64> {
-        self.append_parts(&[(table, cells)], false, None)
+        self.append_parts(&[(table, cells)], None)
     }
 
     /// Append one record holding the cells of one table or several (each table once),
-    /// atomically at replay. With `sync`, the record is fsynced before this returns
-    /// whatever the sync mode (a per-write durability choice under `periodic`). The
-    /// number is registered with `visibility` as soon as it is handed out (under the
+    /// atomically at replay. The number is registered with `visibility` as soon as it is handed out (under the
     /// log's lock, so in order), and finished there if the append then fails.
     pub(crate) fn append_parts(
         &self,
         parts: &[(&str, &[RecordRef<'_>])],
-        sync: bool,
         visibility: Option<&Visibility>,
     ) -> Result<u64> {
         if parts.is_empty() || parts.iter().any(|(_, cells)| cells.is_empty()) {
@@ -330,10 +327,8 @@ impl CommitLog {
         s.appends.fetch_add(1, Ordering::Relaxed);
         s.bytes.fetch_add(frame_len, Ordering::Relaxed);
         let synced = match s.config.sync {
-            CommitLogSync::Periodic { .. } if !sync => Ok(()),
-            CommitLogSync::Periodic { .. } | CommitLogSync::Batch => {
-                s.sync_through(&mut st, seq, None)
-            }
+            CommitLogSync::Periodic { .. } => Ok(()),
+            CommitLogSync::Batch => s.sync_through(&mut st, seq, None),
             CommitLogSync::Group { window } => s.sync_through(&mut st, seq, Some(window)),
         };
         if let Err(e) = synced {
