@@ -481,22 +481,24 @@ impl Store {
         self.check_writable()?;
         // Memtables first, so the snapshot holds every acknowledged write (Cassandra
         // flushes before a snapshot too).
-        self.lsm.flush(table)?;
-        let views: Vec<(String, Arc<crate::lifecycle::View>)> = match table {
-            Some(t) => {
-                let set = self.registry.set(t).ok_or_else(|| Error::NotFound {
-                    kind: "table",
-                    name: t.to_string(),
-                })?;
-                vec![(t.to_string(), set.view())]
-            }
-            None => self
-                .registry
-                .sets()
-                .into_iter()
-                .map(|(n, s)| (n, s.view()))
-                .collect(),
-        };
+        // All tables as of one moment: a batch across tables is in it whole or not at
+        // all.
+        let views: Vec<(String, Arc<crate::lifecycle::View>)> =
+            self.lsm.flush_then(table, || match table {
+                Some(t) => {
+                    let set = self.registry.set(t).ok_or_else(|| Error::NotFound {
+                        kind: "table",
+                        name: t.to_string(),
+                    })?;
+                    Ok::<_, Error>(vec![(t.to_string(), set.view())])
+                }
+                None => Ok(self
+                    .registry
+                    .sets()
+                    .into_iter()
+                    .map(|(n, s)| (n, s.view()))
+                    .collect()),
+            })??;
         snapshot::create(&self.dir, tag, &views, ephemeral, &self.deleter)
     }
 
@@ -719,13 +721,14 @@ impl Store {
             )));
         }
         // Every acknowledged write into a segment, then the views that hold them.
-        self.lsm.flush(None)?;
-        let views: Vec<(String, Arc<View>)> = self
-            .registry
-            .sets()
-            .into_iter()
-            .map(|(n, s)| (n, s.view()))
-            .collect();
+        // As of one moment for every table (a batch across tables whole or absent).
+        let views: Vec<(String, Arc<View>)> = self.lsm.flush_then(None, || {
+            self.registry
+                .sets()
+                .into_iter()
+                .map(|(n, s)| (n, s.view()))
+                .collect()
+        })?;
         let fs = StoreFs::new(parent, &self.config.file_rules);
         fs.create_dir_all(parent)?;
         static ATTEMPT: AtomicU64 = AtomicU64::new(0);

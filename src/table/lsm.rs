@@ -61,7 +61,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 use serde::{Deserialize, Serialize};
 
 use super::batch::WriteBatch;
@@ -155,7 +155,7 @@ struct FlushState {
     failure: Option<Arc<Error>>,
 }
 
-struct Memtables {
+pub(crate) struct Memtables {
     active: Arc<Memtable>,
     /// Oldest first.
     frozen: Vec<Arc<Memtable>>,
@@ -628,11 +628,35 @@ impl Table {
         {
             let mut m = self.mem.write();
             let full = m.active.approx_bytes() >= self.ctx.config.memtable_flush_bytes;
-            if !m.active.is_empty() && (force || full) {
-                let old = std::mem::replace(&mut m.active, Arc::new(Memtable::new()));
-                m.frozen.push(old);
+            if force || full {
+                Self::freeze_locked(&mut m);
             }
         }
+        self.flush_frozen_locked()
+    }
+
+    /// Hold this table's flush and compaction locks: its segments change only by the
+    /// holder's own flushes ([`Table::flush_frozen_locked`]) until the guards drop.
+    pub(crate) fn quiesce(&self) -> (MutexGuard<'_, ()>, MutexGuard<'_, ()>) {
+        (self.flush_lock.lock(), self.compaction_lock.lock())
+    }
+
+    /// The memtables under the write lock: no write of this table in flight.
+    pub(crate) fn memtables_write(&self) -> RwLockWriteGuard<'_, Memtables> {
+        self.mem.write()
+    }
+
+    /// Freeze the active memtable if it holds anything (the caller holds the write lock).
+    pub(crate) fn freeze_locked(m: &mut Memtables) {
+        if !m.active.is_empty() {
+            let old = std::mem::replace(&mut m.active, Arc::new(Memtable::new()));
+            m.frozen.push(old);
+        }
+    }
+
+    /// Flush the frozen memtables, oldest first (the caller holds the flush lock).
+    /// Returns how many segments were added.
+    pub(crate) fn flush_frozen_locked(&self) -> Result<usize> {
         let mut added = 0;
         loop {
             let Some(mt) = self.mem.read().frozen.first().cloned() else {
@@ -688,11 +712,7 @@ impl Table {
     /// over several memtables.
     #[doc(hidden)]
     pub fn freeze_memtable(&self) {
-        let mut m = self.mem.write();
-        if !m.active.is_empty() {
-            let old = std::mem::replace(&mut m.active, Arc::new(Memtable::new()));
-            m.frozen.push(old);
-        }
+        Self::freeze_locked(&mut self.mem.write());
     }
 
     /// Every record of this table numbered at or below this is in a segment.

@@ -520,6 +520,43 @@ impl Tables {
         self.flush_tables(only)
     }
 
+    /// Flush every table (or `only` that one) as of one moment, then run `f` while no
+    /// flush or compaction can change any of their segments: what `f` reads of the
+    /// segment sets (a snapshot's or a checkpoint's views) holds every write
+    /// acknowledged before the call, and of a batch across tables written meanwhile all
+    /// or nothing. Each table's flush and compaction locks are taken in name order, then
+    /// every memtable is frozen under all the memtable write locks at once (no write is
+    /// between two tables then), the frozen memtables are flushed, and `f` runs.
+    pub(crate) fn flush_then<R>(&self, only: Option<&str>, f: impl FnOnce() -> R) -> Result<R> {
+        self.ctx.check_writable()?;
+        let tables: Vec<Arc<Table>> = self
+            .ctx
+            .registry
+            .tables()
+            .into_iter()
+            .filter(|t| only.is_none_or(|n| t.name() == n))
+            .collect();
+        let r = {
+            let _quiet: Vec<_> = tables.iter().map(|t| t.quiesce()).collect();
+            {
+                let mut mems: Vec<_> = tables.iter().map(|t| t.memtables_write()).collect();
+                for m in &mut mems {
+                    Table::freeze_locked(m);
+                }
+            }
+            for t in &tables {
+                t.flush_frozen_locked()?;
+            }
+            f()
+        };
+        self.ctx.checkpoint()?;
+        for t in &tables {
+            self.ctx.schedule_compaction(t);
+        }
+        self.ctx.log.check_poisoned()?;
+        Ok(r)
+    }
+
     fn flush_tables(&self, only: Option<&str>) -> Result<()> {
         let tables: Vec<Arc<Table>> = self.ctx.registry.tables();
         for t in tables.iter().filter(|t| only.is_none_or(|n| t.name() == n)) {
