@@ -15,6 +15,10 @@
 //! row's throughput relative to the segment reader's; the target is Table get
 //! >= 0.9x on hits.
 //!
+//! Then 100-row scans from random keys: `segment_iter` (the segment's iterator) against
+//! `table_scan` (`Table::scan`), interleaved the same way; the target compares
+//! Table scans with LMDB's (`benches/peers`).
+//!
 //! `cargo bench --bench table_get` (about 40 s: the load, then six short rows).
 
 use std::hint::black_box;
@@ -23,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use segstore::lifecycle::SegmentHandle;
+use segstore::segment::SegmentIter;
 use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
 use segstore::table::{Table, TableConfig, WriteBatch};
 use segstore::{Config, DiskAccessMode, Store};
@@ -230,6 +235,57 @@ fn interleaved(f: &Fixture, what: &str, keys: &[Key]) {
     }
 }
 
+/// 100-row scans from random start keys: the segment's own iterator against
+/// `Table::scan` (memtables and view captured, merged), rows taking turns on chunks of
+/// start keys as `interleaved` does. Each row reads a byte of every value.
+fn scans(f: &Fixture, starts: &[Key]) {
+    const ROWS_PER_SCAN: usize = 100;
+    const CHUNK: usize = 500;
+    const PASSES: usize = 4;
+    let names = ["segment_iter", "table_scan"];
+    let run = |row: usize, k: &Key| -> usize {
+        match row {
+            0 => SegmentIter::new(f.segment.clone(), &k[..]..)
+                .unwrap()
+                .take(ROWS_PER_SCAN)
+                .map(|e| e.unwrap().value[VALUE - 1] as usize)
+                .sum(),
+            _ => f
+                .table
+                .scan(&k[..]..)
+                .unwrap()
+                .take(ROWS_PER_SCAN)
+                .map(|r| r.unwrap().1[VALUE - 1] as usize)
+                .sum(),
+        }
+    };
+    let mut ns = [[0u128; 2]; PASSES];
+    let mut n = [[0usize; 2]; PASSES];
+    let mut sum = 0usize;
+    for pass in 0..PASSES {
+        for (i, chunk) in starts.chunks(CHUNK).enumerate() {
+            let row = (i + pass) % 2;
+            let t = Instant::now();
+            for k in chunk {
+                sum += run(row, k);
+            }
+            ns[pass][row] += t.elapsed().as_nanos();
+            n[pass][row] += chunk.len();
+        }
+    }
+    black_box(sum);
+    let per = |p: usize, row: usize| ns[p][row] as f64 / n[p][row] as f64;
+    for (row, name) in names.iter().enumerate() {
+        let total: f64 = (1..PASSES).map(|p| per(p, row)).sum::<f64>() / (PASSES - 1) as f64;
+        let base: f64 = (1..PASSES).map(|p| per(p, 0)).sum::<f64>() / (PASSES - 1) as f64;
+        println!(
+            "interleaved scan {name:<13} {:8.0} ns per {ROWS_PER_SCAN}-row scan  {:.3}x segment_iter throughput",
+            total,
+            base / total
+        );
+    }
+}
+
 fn lookups(c: &mut Criterion, f: &Fixture, group: &str, keys: &[Key]) {
     let mut g = c.benchmark_group(group);
     g.throughput(Throughput::Elements(BATCH as u64));
@@ -256,6 +312,7 @@ fn table_get(c: &mut Criterion) {
     let (dir, store, f) = fixture();
     interleaved(&f, "hit", &f.hits);
     interleaved(&f, "miss", &f.misses);
+    scans(&f, &f.hits[..20_000]);
     lookups(c, &f, "table_get_hit", &f.hits);
     lookups(c, &f, "table_get_miss", &f.misses);
     drop(f);
