@@ -687,8 +687,8 @@ impl Table {
     /// Freeze the active memtable without flushing it: it stays readable as a frozen
     /// memtable until the next flush writes it out (writers wait once
     /// `max_frozen_memtables` are frozen). For tests and tools that need cells spread
-    /// over several memtables.
-    #[doc(hidden)]
+    /// over several memtables (`testing` feature only).
+    #[cfg(feature = "testing")]
     pub fn freeze_memtable(&self) {
         let mut m = self.mem.write();
         if !m.active.is_empty() {
