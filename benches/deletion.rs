@@ -11,9 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use segstore::io::FileRules;
 use segstore::lifecycle::SegmentSet;
-use segstore::{Config, DeletePolicy, DiskAccessMode, Store};
+use segstore::{Config, DeletePolicy, DiskAccessMode, FileRules, Store};
 
 fn config() -> Config {
     Config {

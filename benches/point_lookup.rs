@@ -26,9 +26,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use segstore::io::mapped::{MapAdvice, MappedFile};
-use segstore::io::FileRules;
 use segstore::segment::{IndexCache, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{DiskAccessMode, SegmentOptions};
+use segstore::{DiskAccessMode, FileRules, SegmentOptions};
 
 const CELLS: usize = 1_000_000;
 const KEY: usize = 16;

@@ -31,14 +31,13 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use segstore::io::FileRules;
 use segstore::lifecycle::SegmentSet;
 use segstore::repair::session::build_tree;
 use segstore::repair::{
     LocalTransport, Parallelism, RepairOptions, RepairSession, Replica, ReplicaId, Row,
     SegmentReplica, Shape, TokenRange,
 };
-use segstore::{Config, DeletePolicy, DiskAccessMode, Store};
+use segstore::{Config, DeletePolicy, DiskAccessMode, FileRules, Store};
 
 fn rows_env() -> u64 {
     std::env::var("REPAIR_BENCH_ROWS")

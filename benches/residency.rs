@@ -56,9 +56,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use segstore::io::residency;
-use segstore::io::FileRules;
 use segstore::segment::{Component, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{DiskAccessMode, HugePages, LockMemory, SegmentOptions};
+use segstore::{DiskAccessMode, FileRules, HugePages, LockMemory, SegmentOptions};
 
 fn key_bytes(i: u64, buf: &mut [u8; 13]) {
     buf[..3].copy_from_slice(b"key");

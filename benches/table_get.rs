@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use segstore::lifecycle::SegmentHandle;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{Table, TableConfig, WriteBatch};
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, Config, DiskAccessMode, Store, Table, TableConfig, WriteBatch,
+};
 
 const CELLS: usize = 1_000_000;
 const KEY: usize = 16;

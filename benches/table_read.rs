@@ -22,9 +22,7 @@ use std::time::{Duration, Instant};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{Table, TableConfig};
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{CommitLogConfig, CommitLogSync, Config, DiskAccessMode, Store, Table, TableConfig};
 
 const KEYS: u64 = 200_000;
 const GETS_PER_ITER: u64 = 20_000;

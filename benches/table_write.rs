@@ -22,9 +22,7 @@ use std::time::{Duration, Instant};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::Table;
-use segstore::{Config, Store};
+use segstore::{CommitLogConfig, CommitLogSync, Config, Store, Table};
 
 const VALUE: [u8; 100] = [0x5a; 100];
 const THREADS: [usize; 3] = [1, 4, 16];

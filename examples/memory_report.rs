@@ -19,11 +19,10 @@
 
 use std::path::Path;
 
-use segstore::io::kstats::{ProcessMemory, SmapsSnapshot, ThpSupport};
-use segstore::io::residency::{self, memlock_limit};
-use segstore::io::{FileRules, MapBudget};
+use segstore::io::residency;
+use segstore::memory::{memlock_limit, MapBudget, ProcessMemory, SmapsSnapshot, ThpSupport};
 use segstore::segment::{Component, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{DiskAccessMode, HugePages, LockMemory, SegmentOptions};
+use segstore::{DiskAccessMode, FileRules, HugePages, LockMemory, SegmentOptions};
 
 fn kib(b: u64) -> String {
     format!("{} KiB", b / 1024)

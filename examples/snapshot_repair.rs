@@ -23,14 +23,15 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use segstore::io::{registry, FileRules};
+use segstore::io::registry;
 use segstore::lifecycle::PendingReason;
 use segstore::repair::{
     LocalTransport, Parallelism, RepairOptions, RepairReport, RepairSession, Replica, ReplicaId,
     TableReplica,
 };
-use segstore::table::{Table, TableConfig, WriteBatch};
-use segstore::{Config, DeletePolicy, DiskAccessMode, Store};
+use segstore::{
+    Config, DeletePolicy, DiskAccessMode, FileRules, Store, Table, TableConfig, WriteBatch,
+};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 

@@ -20,14 +20,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use segstore::format::record::RecordRef;
 use segstore::lifecycle::deleter::{decode_journal, encode_journal};
 use segstore::lifecycle::{Manifest, SnapshotManifest};
 use segstore::repair::Message;
-use segstore::segment::{Component, SegmentIter, SegmentName, SegmentReader, SegmentWriter};
-use segstore::table::commitlog::{CommitLog, CommitLogConfig, CommitLogSync, Replay};
+use segstore::segment::{
+    Component, RecordRef, SegmentIter, SegmentName, SegmentReader, SegmentWriter,
+};
+use segstore::table::commitlog::{CommitLog, Replay};
 use segstore::table::positions::Positions;
-use segstore::{DiskAccessMode, SegmentOptions};
+use segstore::{CommitLogConfig, CommitLogSync, DiskAccessMode, SegmentOptions};
 
 /// Apply the mutations encoded in `data` to `files`: 4 bytes each,
 /// `[file, offset hi, offset lo, byte]`; the top bit of `file` truncates at the offset

@@ -342,9 +342,11 @@ impl Store {
         &self.config
     }
 
-    /// The deleter (for stats and tests).
-    pub fn deleter(&self) -> &Deleter {
-        &self.deleter
+    testing_pub! {
+        /// The deleter (its stats are in [`Store::stats`]).
+        pub fn deleter(&self) -> &Deleter {
+            &self.deleter
+        }
     }
 
     fn check_open(&self) -> Result<()> {
@@ -399,9 +401,11 @@ impl Store {
         self.lsm.table(name, || self.segments(name))
     }
 
-    /// The tables and the commit log (flush all, wait for background work, stats).
-    pub fn tables(&self) -> &Tables {
-        &self.lsm
+    testing_pub! {
+        /// The tables and the commit log (flush all, wait for background work, stats).
+        pub fn tables(&self) -> &Tables {
+            &self.lsm
+        }
     }
 
     /// Names of the tables.

@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use segstore::format::record::RecordRef;
-use segstore::table::commitlog::{CommitLog, CommitLogConfig, CommitLogSync, LogRecord, Replay};
-use segstore::Error;
+use segstore::segment::RecordRef;
+use segstore::table::commitlog::{CommitLog, LogRecord, Replay};
+use segstore::{CommitLogConfig, CommitLogSync, Error};
 
 /// Tiny files so that a few records roll the log several times.
 fn cfg() -> CommitLogConfig {

@@ -1,9 +1,7 @@
 //! The configuration file shown in the README parses into `Config`, and a bad value is
 //! an error that names the setting and lists the valid values.
 
-use segstore::config::{HugePages, LockMemory};
-use segstore::table::commitlog::CommitLogSync;
-use segstore::{Config, DeletePolicy, DiskAccessMode};
+use segstore::{CommitLogSync, Config, DeletePolicy, DiskAccessMode, HugePages, LockMemory};
 
 /// Extract the ```toml block under "## Configuration" from the README.
 fn readme_toml() -> String {

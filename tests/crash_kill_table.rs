@@ -20,10 +20,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use segstore::io::FileRules;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::TableConfig;
-use segstore::{DiskAccessMode, Store};
+use segstore::{CommitLogConfig, CommitLogSync, DiskAccessMode, FileRules, Store, TableConfig};
 
 const KEYS: u64 = 300;
 

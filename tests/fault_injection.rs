@@ -26,12 +26,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use segstore::io::rules::{FaultKind, Faults};
-use segstore::io::FileRules;
 use segstore::lifecycle::Deleter;
 use segstore::segment::SegmentName;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{CompactionConfig, Table, TableConfig};
-use segstore::{Config, DeletePolicy, DiskAccessMode, Error, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, CompactionConfig, Config, DeletePolicy, DiskAccessMode, Error,
+    FileRules, Store, Table, TableConfig,
+};
 
 fn cfg(rules: FileRules) -> Config {
     let mut c = common::test_config(DiskAccessMode::Mmap, rules);

@@ -17,10 +17,13 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use segstore::io::residency::{self, MappingKind};
-use segstore::io::{registry, FileRules, MapBudget, MappedFile};
+use segstore::io::residency;
+use segstore::io::{registry, MappedFile};
+use segstore::memory::{MapBudget, MappingKind};
 use segstore::segment::{Component, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{AccessMode, DiskAccessMode, Error, HugePages, LockMemory, SegmentOptions};
+use segstore::{
+    AccessMode, DiskAccessMode, Error, FileRules, HugePages, LockMemory, SegmentOptions,
+};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

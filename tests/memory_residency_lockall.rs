@@ -3,10 +3,10 @@
 //! undoes itself with `munlockall`. (The refusal of maps under `mlockall` is tested in
 //! `memory_residency.rs`, in a child process.)
 
-use segstore::io::residency::{self, LockScope};
-use segstore::io::FileRules;
+use segstore::io::residency;
+use segstore::memory::LockScope;
 use segstore::segment::{ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{DiskAccessMode, HugePages, LockMemory, SegmentOptions};
+use segstore::{DiskAccessMode, FileRules, HugePages, LockMemory, SegmentOptions};
 
 fn status(field: &str) -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();

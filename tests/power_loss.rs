@@ -30,14 +30,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use segstore::config::SegmentOptions;
 use segstore::io::rules::{FaultKind, Faults};
-use segstore::io::{FileRules, PowerLoss};
-use segstore::lifecycle::DeletePolicy;
+use segstore::io::PowerLoss;
 use segstore::segment::{Component, SegmentName, SegmentReader, SegmentWriter};
-use segstore::table::commitlog::CommitLogSync;
-use segstore::table::{Table, TableConfig};
-use segstore::{Config, DiskAccessMode, Result, Store};
+use segstore::{
+    CommitLogSync, Config, DeletePolicy, DiskAccessMode, FileRules, Result, SegmentOptions, Store,
+    Table, TableConfig,
+};
 
 /// (table, key).
 type Key = (String, Vec<u8>);

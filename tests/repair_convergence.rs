@@ -13,12 +13,11 @@ use std::collections::BTreeMap;
 
 use common::test_config;
 use proptest::prelude::*;
-use segstore::io::FileRules;
 use segstore::repair::{
     newer, token, LocalTransport, Parallelism, RepairOptions, RepairReport, RepairSession, Replica,
     ReplicaId, Row, SegmentReplica, Shape, SnapshotStatus, TokenRange,
 };
-use segstore::{DiskAccessMode, Error, Store};
+use segstore::{DiskAccessMode, Error, FileRules, Store};
 
 /// One write in a history: which replicas it reached, and whether those replicas flush
 /// their buffered writes into a segment afterwards.

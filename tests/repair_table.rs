@@ -17,14 +17,14 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::test_config;
-use segstore::io::FileRules;
 use segstore::repair::{
     newer, LocalTransport, Parallelism, RepairOptions, RepairReport, RepairSession, Replica,
     ReplicaId, Row, TableReplica,
 };
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{TableConfig, WriteBatch};
-use segstore::{Config, DiskAccessMode, Error, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, Config, DiskAccessMode, Error, FileRules, Store, TableConfig,
+    WriteBatch,
+};
 
 const KEYS: u32 = 60;
 

@@ -14,9 +14,9 @@ use common::*;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use segstore::format::MAX_KEY_LEN;
-use segstore::io::{registry, FileRules};
+use segstore::io::registry;
 use segstore::segment::{Component, IndexCache, ReaderOptions, SegmentReader, SegmentWriter};
-use segstore::{DiskAccessMode, Error, SegmentOptions};
+use segstore::{DiskAccessMode, Error, FileRules, SegmentOptions};
 
 macro_rules! per_mode {
     ($($case:ident),* $(,)?) => {
@@ -487,7 +487,7 @@ fn mappings_counted_while_open_and_released_on_drop(mode: DiskAccessMode) {
     drop(r2);
     assert_eq!(
         under(dir.path()),
-        segstore::io::MappingStats::default(),
+        segstore::memory::MappingStats::default(),
         "{mode}: all released"
     );
 }

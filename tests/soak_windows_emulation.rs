@@ -18,14 +18,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use segstore::io::FileRules;
 use segstore::repair::{
     LocalTransport, RepairOptions, RepairSession, Replica, ReplicaId, TableReplica,
 };
 use segstore::segment::SegmentName;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::TableConfig;
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, Config, DiskAccessMode, FileRules, Store, TableConfig,
+};
 
 const WRITERS_PER_STORE: u32 = 2;
 const KEYS_PER_WRITER: u32 = 150;

@@ -12,10 +12,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use common::test_config;
-use segstore::io::{FileRules, PowerLoss};
-use segstore::table::commitlog::CommitLogSync;
-use segstore::table::TableConfig;
-use segstore::{Config, DiskAccessMode, Error, Store};
+use segstore::io::PowerLoss;
+use segstore::{CommitLogSync, Config, DiskAccessMode, Error, FileRules, Store, TableConfig};
 
 fn config(rules: FileRules) -> Config {
     let mut c = test_config(DiskAccessMode::Mmap, rules);

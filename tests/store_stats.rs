@@ -4,9 +4,7 @@
 
 mod common;
 
-use segstore::config::{LockMemory, MemoryOptions};
-use segstore::io::FileRules;
-use segstore::{AccessMode, DiskAccessMode, Store};
+use segstore::{AccessMode, DiskAccessMode, FileRules, LockMemory, MemoryOptions, Store};
 
 #[test]
 fn locked_index_maps_show_in_store_stats_from_the_kernel() {

@@ -10,10 +10,10 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use segstore::io::FileRules;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{CompactionConfig, TableConfig, WriteBatch};
-use segstore::{Config, DeletePolicy, DiskAccessMode, Error, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, CompactionConfig, Config, DeletePolicy, DiskAccessMode, Error,
+    FileRules, Store, TableConfig, WriteBatch,
+};
 
 fn cfg(rules: FileRules) -> Config {
     let mut c = common::test_config(DiskAccessMode::Mmap, rules);
@@ -311,7 +311,7 @@ fn concurrent_writers_and_readers_with_background_flush_and_compaction() {
     let s = t.stats();
     eprintln!("{s:?}; {:?}", store.tables().commit_log().stats());
     assert!(s.flushes >= 5 && s.compactions >= 1, "{s:?}");
-    let check = |t: &segstore::table::Table| {
+    let check = |t: &segstore::Table| {
         let all: Vec<_> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
         assert_eq!(all.len(), 800);
         for (k, v) in all {

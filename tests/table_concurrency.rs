@@ -26,10 +26,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use segstore::io::FileRules;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{CompactionConfig, Table, TableConfig};
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, CompactionConfig, Config, DiskAccessMode, FileRules, Store,
+    Table, TableConfig,
+};
 
 const WRITERS: usize = 2;
 const KEYS_PER_WRITER: usize = 150;

@@ -10,10 +10,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use segstore::io::FileRules;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{CompactionConfig, TableConfig, WriteBatch};
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, CompactionConfig, Config, DiskAccessMode, FileRules, Store,
+    TableConfig, WriteBatch,
+};
 
 pub fn cfg(mode: DiskAccessMode) -> Config {
     let mut c = common::test_config(mode, FileRules::posix());

@@ -9,11 +9,12 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use segstore::io::{registry, FileRules};
+use segstore::io::registry;
 use segstore::segment::{Component, SegmentName};
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{CompactionConfig, Table, TableConfig, WriteBatch};
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, CompactionConfig, Config, DiskAccessMode, FileRules, Store,
+    Table, TableConfig, WriteBatch,
+};
 
 fn cfg(mode: DiskAccessMode, rules: FileRules) -> Config {
     let mut c = common::test_config(mode, rules);

@@ -12,9 +12,8 @@ use std::cell::Cell;
 
 use std::sync::Arc;
 
-use segstore::io::FileRules;
 use segstore::segment::{IndexCache, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{Config, DiskAccessMode, SegmentOptions, Store};
+use segstore::{Config, DiskAccessMode, FileRules, SegmentOptions, Store};
 
 struct CountingAlloc;
 

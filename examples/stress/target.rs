@@ -26,9 +26,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex, RwLock};
 use segstore::lifecycle::SegmentSet;
 use segstore::segment::Entry;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{Table, WriteBatch};
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{CommitLogConfig, CommitLogSync, Config, DiskAccessMode, Store, Table, WriteBatch};
 
 /// Errors of any target.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;

@@ -55,7 +55,7 @@ impl FileRules {
 
     /// Hook before hard-linking at `dst`: an injected `Link` fault refuses it.
     #[inline]
-    pub fn check_link(&self, dst: &Path) -> io::Result<()> {
+    pub(crate) fn check_link(&self, dst: &Path) -> io::Result<()> {
         match &self.faults {
             None => Ok(()),
             Some(f) => f.link(dst),
@@ -64,7 +64,7 @@ impl FileRules {
 
     /// Hook before fsyncing directory `dir`: an injected `DirFsync` fault fails it.
     #[inline]
-    pub fn check_dir_fsync(&self, dir: &Path) -> io::Result<()> {
+    pub(crate) fn check_dir_fsync(&self, dir: &Path) -> io::Result<()> {
         match &self.faults {
             None => Ok(()),
             Some(f) => f.dir_fsync(dir),
@@ -73,7 +73,7 @@ impl FileRules {
 
     /// Hook before renaming `from` to `to`: an injected rename fault fails it.
     #[inline]
-    pub fn check_rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+    pub(crate) fn check_rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         match &self.faults {
             None => Ok(()),
             Some(f) => f.rename(from, to),
@@ -82,7 +82,7 @@ impl FileRules {
 
     /// Hook before fsyncing `path`: an injected fsync fault fails it with `EIO`.
     #[inline]
-    pub fn check_fsync(&self, path: &Path) -> io::Result<()> {
+    pub(crate) fn check_fsync(&self, path: &Path) -> io::Result<()> {
         match &self.faults {
             None => Ok(()),
             Some(f) => f.fsync(path),
@@ -93,13 +93,14 @@ impl FileRules {
     /// first `n` bytes (a short write; 0 for `ENOSPC` before anything) and then fail with
     /// `err`.
     #[inline]
-    pub fn write_fault(&self, path: &Path, len: usize) -> Option<(usize, io::Error)> {
+    pub(crate) fn write_fault(&self, path: &Path, len: usize) -> Option<(usize, io::Error)> {
         match &self.faults {
             None => None,
             Some(f) => f.write(path, len),
         }
     }
 
+    testing_pub! {
     /// May `op` be applied to `path` now? `Err(PermissionDenied)` when the rules refuse.
     /// A path that does not exist passes (the operation itself will report it).
     pub fn check(&self, op: FileOp, path: &Path) -> io::Result<()> {
@@ -110,6 +111,7 @@ impl FileRules {
             None => Ok(()),
             Some(w) => w.check(op, path),
         }
+    }
     }
 }
 

@@ -7,7 +7,7 @@
 //!   path (commit log, then memtable) with their own timestamps and tombstones
 //!   ([`WriteBatch::put_at`], [`WriteBatch::delete_at`]), so a repaired cell is as
 //!   durable as any write and wins or loses by the one cell rule
-//!   ([`crate::table::cell`]). Large applies are split into several commit log records;
+//!   ([`crate::newer_wins`]). Large applies are split into several commit log records;
 //!   a crash in between leaves a prefix applied, which the next repair completes.
 //! - [`Replica::snapshot_ephemeral`] is [`Store::snapshot_ephemeral`] of this table,
 //!   which flushes the table's memtables first: the snapshot, and so the sequential

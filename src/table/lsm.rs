@@ -81,7 +81,7 @@ use crate::table::cell::cmp_versions;
 #[serde(default, deny_unknown_fields)]
 pub struct TableConfig {
     /// Freeze and flush the active memtable once it holds this many bytes
-    /// ([`Memtable::approx_bytes`]).
+    /// (`Memtable::approx_bytes`).
     pub memtable_flush_bytes: usize,
     /// Writers wait while this many frozen memtables await their flush (at least 1);
     /// a flush failing meanwhile refuses their writes with [`Error::FlushFailed`].

@@ -9,11 +9,11 @@ use std::ops::Bound;
 use std::path::Path;
 
 use proptest::test_runner::Config as ProptestConfig;
-use segstore::format::meta::SegmentStats;
-use segstore::io::FileRules;
 use segstore::lifecycle::SegmentSet;
-use segstore::segment::{Component, Entry, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{Config, DeletePolicy, DiskAccessMode, SegmentOptions};
+use segstore::segment::{
+    Component, Entry, SegmentName, SegmentReader, SegmentStats, SegmentWriter,
+};
+use segstore::{Config, DeletePolicy, DiskAccessMode, FileRules, SegmentOptions};
 
 /// A config for tests: tiny blocks, leak tracking, deferral, the given rules and mode.
 pub fn test_config(mode: DiskAccessMode, rules: FileRules) -> Config {

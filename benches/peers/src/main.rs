@@ -9,9 +9,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-use segstore::io::FileRules;
+use segstore::{DiskAccessMode, FileRules, SegmentOptions};
 use segstore::segment::{SegmentName, SegmentReader, SegmentWriter};
-use segstore::{DiskAccessMode, SegmentOptions};
 
 const VALUE_LEN: usize = 100;
 const SCAN_LEN: usize = 100;
@@ -146,9 +145,9 @@ fn open_segstore(dir: &Path, mode: DiskAccessMode, v: Variant) -> Seg {
             &segstore::segment::ReaderOptions {
                 index_cache: Some(Arc::new(segstore::segment::IndexCache::new(1 << 30))),
                 huge_pages: if v == Variant::AnonIndex {
-                    segstore::config::HugePages::AnonymousIndex
+                    segstore::HugePages::AnonymousIndex
                 } else {
-                    segstore::config::HugePages::Off
+                    segstore::HugePages::Off
                 },
                 crc_check_chance: if v == Variant::NoCrc { 0.0 } else { 1.0 },
                 ..Default::default()
@@ -160,7 +159,7 @@ fn open_segstore(dir: &Path, mode: DiskAccessMode, v: Variant) -> Seg {
 
 struct SegTable {
     _store: segstore::Store,
-    t: Arc<segstore::table::Table>,
+    t: Arc<segstore::Table>,
 }
 
 impl System for SegTable {
@@ -201,7 +200,7 @@ fn load_table(dir: &Path, n: u64) {
     let store = segstore::Store::open(dir, table_config()).unwrap();
     let t = store.table("peers").unwrap();
     for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
-        let mut b = segstore::table::WriteBatch::default();
+        let mut b = segstore::WriteBatch::default();
         for &i in chunk {
             b.put(key(2 * i).to_vec(), value(i).to_vec());
         }
