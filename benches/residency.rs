@@ -173,12 +173,10 @@ fn open(
     v: &Variant,
     mode: DiskAccessMode,
 ) -> (String, SegmentReader) {
-    let opts = ReaderOptions {
-        lock_memory: v.lock,
-        huge_pages: v.huge,
-        map_budget: None,
-        ..ReaderOptions::default()
-    };
+    let mut opts = ReaderOptions::default();
+    opts.lock_memory = v.lock;
+    opts.huge_pages = v.huge;
+    opts.map_budget = None;
     let r = SegmentReader::open_with(dir, name, mode.resolve(), &opts).unwrap();
     r.verify().unwrap(); // every page touched once: no first-fault cost measured
     let id = format!("{}/{mode}", v.name);

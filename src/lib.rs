@@ -9,13 +9,10 @@
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     let dir = tempfile::tempdir()?; // any directory; created if missing
-//!     let store = Store::open(
-//!         dir.path(),
-//!         Config {
-//!             disk_access_mode: DiskAccessMode::Mmap,
-//!             ..Config::default()
-//!         },
-//!     )?;
+//!     let config = Config::builder() // every setting has a default; build() checks them
+//!         .disk_access_mode(DiskAccessMode::Mmap)
+//!         .build()?;
+//!     let store = Store::open(dir.path(), config)?;
 //!     let users = store.table("users")?; // names: [A-Za-z0-9_], 1..=64 bytes
 //!     users.put(b"alice", b"31")?;
 //!     users.put(b"bob", b"42")?;
@@ -106,7 +103,9 @@ pub use io::FileRules;
 pub use lifecycle::DeletePolicy;
 pub use range::KeyRange;
 pub use snapshot::SnapshotInfo;
-pub use store::{CloseReport, Config, SegmentStatsView, SnapshotView, Store, StoreStats};
+pub use store::{
+    CloseReport, Config, ConfigBuilder, SegmentStatsView, SnapshotView, Store, StoreStats,
+};
 pub use table::{
     newer_wins, Cells, CommitLogConfig, CommitLogSync, CompactionConfig, Scan, Table, TableConfig,
     TableStats, Value, WriteBatch,

@@ -38,10 +38,8 @@ fn bad_crc_check_chance_or_index_cache_is_refused_before_anything_changes() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     for bad in [1.5, -0.1, f64::NAN] {
-        let cfg = Config {
-            crc_check_chance: bad,
-            ..Config::default()
-        };
+        let mut cfg = Config::default();
+        cfg.crc_check_chance = bad;
         match segstore::Store::open(&dir, cfg) {
             Err(segstore::Error::InvalidConfig { setting, .. }) => {
                 assert_eq!(setting, "crc_check_chance")

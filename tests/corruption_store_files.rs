@@ -17,15 +17,12 @@ use segstore::{
 
 fn cfg(rules: FileRules) -> Config {
     let mut c = common::test_config(DiskAccessMode::Mmap, rules);
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Periodic { period_ms: 10_000 },
-        segment_size: 512,
-    };
-    c.table = TableConfig {
-        memtable_flush_bytes: 1 << 20,
-        background_compaction: false,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
+    c.commitlog.segment_size = 512;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = 1 << 20;
+    c.table.background_compaction = false;
     c
 }
 

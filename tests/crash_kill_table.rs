@@ -43,14 +43,11 @@ fn cfg(seed: u64) -> segstore::Config {
         ][(seed / 3) as usize % 3],
         FileRules::posix(),
     );
-    c.commitlog = CommitLogConfig {
-        sync: sync_for(seed),
-        segment_size: 16 * 1024,
-    };
-    c.table = TableConfig {
-        memtable_flush_bytes: 8 * 1024,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = sync_for(seed);
+    c.commitlog.segment_size = 16 * 1024;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = 8 * 1024;
     c
 }
 

@@ -35,16 +35,13 @@ use segstore::{
 
 fn cfg(rules: FileRules) -> Config {
     let mut c = common::test_config(DiskAccessMode::Mmap, rules);
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Batch,
-        segment_size: 4096,
-    };
-    c.table = TableConfig {
-        memtable_flush_bytes: 1 << 20,
-        background_compaction: false,
-        compaction: CompactionConfig::default(),
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Batch;
+    c.commitlog.segment_size = 4096;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = 1 << 20;
+    c.table.background_compaction = false;
+    c.table.compaction = CompactionConfig::default();
     c
 }
 

@@ -15,14 +15,10 @@ use segstore::{
 
 fn cfg(rules: FileRules) -> Config {
     let mut c = common::test_config(DiskAccessMode::Mmap, rules);
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Batch,
-        ..CommitLogConfig::default()
-    };
-    c.table = TableConfig {
-        background_compaction: false,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Batch;
+    c.table = TableConfig::default();
+    c.table.background_compaction = false;
     c
 }
 

@@ -292,10 +292,8 @@ fn copied_snapshots(c: &mut Ctx<'_>) -> Result<()> {
 fn config(sync: CommitLogSync, rules: FileRules, defer: bool) -> Config {
     let mut cfg = Config::default();
     cfg.commitlog.sync = sync;
-    cfg.table = TableConfig {
-        background_compaction: false,
-        ..TableConfig::default()
-    };
+    cfg.table = TableConfig::default();
+    cfg.table.background_compaction = false;
     cfg.track_leaks = true;
     if defer {
         cfg.delete_policy = DeletePolicy::DeferWhileMapped;

@@ -31,14 +31,11 @@ const KEYS_PER_WRITER: u32 = 150;
 
 fn cfg(rules: FileRules) -> Config {
     let mut c = common::test_config(DiskAccessMode::Mmap, rules);
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Periodic { period_ms: 50 },
-        segment_size: 16 * 1024,
-    };
-    c.table = TableConfig {
-        memtable_flush_bytes: 16 * 1024,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 50 };
+    c.commitlog.segment_size = 16 * 1024;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = 16 * 1024;
     c
 }
 
@@ -97,11 +94,9 @@ fn repair(a: &Store, b: &Store) {
     let ra = TableReplica::new(ReplicaId(1), a, "t").unwrap();
     let rb = TableReplica::new(ReplicaId(2), b, "t").unwrap();
     let dyns: [&dyn Replica; 2] = [&ra, &rb];
-    let opts = RepairOptions {
-        depth: 6,
-        batch_rows: 64,
-        ..RepairOptions::default()
-    };
+    let mut opts = RepairOptions::default();
+    opts.depth = 6;
+    opts.batch_rows = 64;
     RepairSession::run(&dyns, &LocalTransport::new(), &opts).unwrap();
 }
 

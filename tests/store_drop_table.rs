@@ -18,10 +18,8 @@ use segstore::{CommitLogSync, Config, DiskAccessMode, Error, FileRules, Store, T
 fn config(rules: FileRules) -> Config {
     let mut c = test_config(DiskAccessMode::Mmap, rules);
     c.commitlog.sync = CommitLogSync::Batch;
-    c.table = TableConfig {
-        background_compaction: false,
-        ..TableConfig::default()
-    };
+    c.table = TableConfig::default();
+    c.table.background_compaction = false;
     c
 }
 

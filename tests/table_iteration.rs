@@ -19,20 +19,17 @@ use segstore::{
 
 fn cfg(mode: DiskAccessMode) -> Config {
     let mut c = common::test_config(mode, FileRules::posix());
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Periodic { period_ms: 10_000 },
-        segment_size: 1 << 20,
-    };
-    c.table = TableConfig {
-        // Memtables are frozen and flushed by the test's own steps only.
-        memtable_flush_bytes: 64 << 20,
-        max_frozen_memtables: 16,
-        background_compaction: false,
-        // Compaction keeps every tombstone, so the model's winning cells (tombstones
-        // included) stay what `scan_cells` answers.
-        gc_grace_secs: u64::MAX,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
+    c.commitlog.segment_size = 1 << 20;
+    c.table = TableConfig::default();
+    // Memtables are frozen and flushed by the test's own steps only.
+    c.table.memtable_flush_bytes = 64 << 20;
+    c.table.max_frozen_memtables = 16;
+    c.table.background_compaction = false;
+    // Compaction keeps every tombstone, so the model's winning cells (tombstones
+    // included) stay what `scan_cells` answers.
+    c.table.gc_grace_secs = u64::MAX;
     c
 }
 

@@ -11,27 +11,21 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use segstore::{
-    CommitLogConfig, CommitLogSync, CompactionConfig, Config, DiskAccessMode, FileRules, Store,
-    TableConfig, WriteBatch,
+    CommitLogConfig, CommitLogSync, Config, DiskAccessMode, FileRules, Store, TableConfig,
+    WriteBatch,
 };
 
 pub fn cfg(mode: DiskAccessMode) -> Config {
     let mut c = common::test_config(mode, FileRules::posix());
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Periodic { period_ms: 10_000 },
-        segment_size: 4096,
-    };
-    c.table = TableConfig {
-        memtable_flush_bytes: 2500,
-        max_frozen_memtables: 2,
-        compaction: CompactionConfig {
-            min_threshold: 3,
-            max_threshold: 6,
-            min_segment_size: 1 << 20,
-            ..CompactionConfig::default()
-        },
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
+    c.commitlog.segment_size = 4096;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = 2500;
+    c.table.max_frozen_memtables = 2;
+    c.table.compaction.min_threshold = 3;
+    c.table.compaction.max_threshold = 6;
+    c.table.compaction.min_segment_size = 1 << 20;
     c
 }
 

@@ -47,7 +47,8 @@ const APPLY_BATCH_BYTES: usize = 4 << 20;
 /// a.lsm().put(b"ada", b"v1")?;
 /// b.lsm().delete(b"bob")?;
 ///
-/// let opts = RepairOptions { parallelism: Parallelism::Sequential, ..RepairOptions::default() };
+/// let mut opts = RepairOptions::default();
+/// opts.parallelism = Parallelism::Sequential;
 /// let report = RepairSession::run(&[&a, &b], &LocalTransport::new(), &opts)?;
 /// assert!(report.converged());
 /// assert_eq!(b.lsm().get(b"ada")?.as_deref(), Some(&b"v1"[..]));

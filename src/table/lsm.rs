@@ -79,6 +79,7 @@ use crate::table::cell::cmp_versions;
 /// Settings of the tables of a store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TableConfig {
     /// Freeze and flush the active memtable once it holds this many bytes
     /// (`Memtable::approx_bytes`).

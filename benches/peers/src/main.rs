@@ -142,15 +142,16 @@ fn open_segstore(dir: &Path, mode: DiskAccessMode, v: Variant) -> Seg {
             dir,
             &name,
             mode.resolve(),
-            &segstore::segment::ReaderOptions {
-                index_cache: Some(Arc::new(segstore::segment::IndexCache::new(1 << 30))),
-                huge_pages: if v == Variant::AnonIndex {
+            &{
+                let mut c = segstore::segment::ReaderOptions::default();
+                c.index_cache = Some(Arc::new(segstore::segment::IndexCache::new(1 << 30)));
+                c.huge_pages = if v == Variant::AnonIndex {
                     segstore::HugePages::AnonymousIndex
                 } else {
                     segstore::HugePages::Off
-                },
-                crc_check_chance: if v == Variant::NoCrc { 0.0 } else { 1.0 },
-                ..Default::default()
+                };
+                c.crc_check_chance = if v == Variant::NoCrc { 0.0 } else { 1.0 };
+                c
             },
         )
         .unwrap(),
@@ -189,11 +190,10 @@ impl System for SegTable {
 }
 
 fn table_config() -> segstore::Config {
-    segstore::Config {
-        disk_access_mode: DiskAccessMode::Mmap,
-        track_leaks: false,
-        ..segstore::Config::default()
-    }
+    let mut c = segstore::Config::default();
+    c.disk_access_mode = DiskAccessMode::Mmap;
+    c.track_leaks = false;
+    c
 }
 
 fn load_table(dir: &Path, n: u64) {
