@@ -11,18 +11,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use segstore::io::FileRules;
 use segstore::lifecycle::SegmentSet;
-use segstore::{Config, DeletePolicy, DiskAccessMode, Store};
+use segstore::{Config, DeletePolicy, DiskAccessMode, FileRules, Store};
 
 fn config() -> Config {
-    Config {
-        disk_access_mode: DiskAccessMode::Mmap,
-        delete_policy: DeletePolicy::DeferWhileMapped,
-        track_leaks: false,
-        file_rules: FileRules::posix(),
-        ..Config::default()
-    }
+    let mut c = Config::default();
+    c.disk_access_mode = DiskAccessMode::Mmap;
+    c.delete_policy = DeletePolicy::DeferWhileMapped;
+    c.track_leaks = false;
+    c.file_rules = FileRules::posix();
+    c
 }
 
 fn write_segment(set: &SegmentSet, n: u32, ts: u64) -> segstore::segment::SegmentName {

@@ -26,9 +26,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use segstore::io::mapped::{MapAdvice, MappedFile};
-use segstore::io::FileRules;
 use segstore::segment::{IndexCache, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{DiskAccessMode, SegmentOptions};
+use segstore::{DiskAccessMode, FileRules, SegmentOptions};
 
 const CELLS: usize = 1_000_000;
 const KEY: usize = 16;
@@ -187,17 +186,13 @@ fn fixture() -> Fixture {
                 m,
                 // As a store opens them: with the default index cache (it acts where
                 // the index is read with positional reads, i.e. `standard`).
-                SegmentReader::open_with(
-                    dir.path(),
-                    &name,
-                    m.resolve(),
-                    &ReaderOptions {
-                        index_cache: Some(Arc::new(IndexCache::new(
-                            segstore::config::DEFAULT_INDEX_CACHE_MB << 20,
-                        ))),
-                        ..ReaderOptions::default()
-                    },
-                )
+                SegmentReader::open_with(dir.path(), &name, m.resolve(), &{
+                    let mut c = ReaderOptions::default();
+                    c.index_cache = Some(Arc::new(IndexCache::new(
+                        segstore::config::DEFAULT_INDEX_CACHE_MB << 20,
+                    )));
+                    c
+                })
                 .unwrap(),
             )
         })

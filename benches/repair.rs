@@ -31,14 +31,13 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use segstore::io::FileRules;
 use segstore::lifecycle::SegmentSet;
 use segstore::repair::session::build_tree;
 use segstore::repair::{
     LocalTransport, Parallelism, RepairOptions, RepairSession, Replica, ReplicaId, Row,
     SegmentReplica, Shape, TokenRange,
 };
-use segstore::{Config, DeletePolicy, DiskAccessMode, Store};
+use segstore::{Config, DeletePolicy, DiskAccessMode, FileRules, Store};
 
 fn rows_env() -> u64 {
     std::env::var("REPAIR_BENCH_ROWS")
@@ -48,13 +47,12 @@ fn rows_env() -> u64 {
 }
 
 fn config(mode: DiskAccessMode) -> Config {
-    Config {
-        disk_access_mode: mode,
-        delete_policy: DeletePolicy::DeferWhileMapped,
-        track_leaks: false,
-        file_rules: FileRules::posix(),
-        ..Config::default()
-    }
+    let mut c = Config::default();
+    c.disk_access_mode = mode;
+    c.delete_policy = DeletePolicy::DeferWhileMapped;
+    c.track_leaks = false;
+    c.file_rules = FileRules::posix();
+    c
 }
 
 fn row(k: u64, ts: u64) -> Row {
@@ -123,10 +121,8 @@ fn snapshot_create(c: &mut Criterion) {
     for segments in [100u64, 1000] {
         let tmp = tempfile::tempdir().unwrap();
         // Nothing mapped, deletions immediate: clearing between samples stays cheap.
-        let cfg = Config {
-            delete_policy: DeletePolicy::Immediate,
-            ..config(DiskAccessMode::Standard)
-        };
+        let mut cfg = config(DiskAccessMode::Standard);
+        cfg.delete_policy = DeletePolicy::Immediate;
         let store = Store::open(tmp.path(), cfg).unwrap();
         let set = store.segments("t").unwrap();
         let t = Instant::now();
@@ -180,11 +176,9 @@ fn repair_1pct(c: &mut Criterion) {
         (Parallelism::Parallel, 16),
         (Parallelism::Sequential, 20),
     ] {
-        let opts = RepairOptions {
-            depth,
-            parallelism: par,
-            ..RepairOptions::default()
-        };
+        let mut opts = RepairOptions::default();
+        opts.depth = depth;
+        opts.parallelism = par;
         let mut printed = false;
         g.bench_function(BenchmarkId::new(format!("{par}_depth{depth}"), n), |bch| {
             bch.iter_custom(|iters| {

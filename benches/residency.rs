@@ -56,9 +56,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use segstore::io::residency;
-use segstore::io::FileRules;
 use segstore::segment::{Component, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{DiskAccessMode, HugePages, LockMemory, SegmentOptions};
+use segstore::{DiskAccessMode, FileRules, HugePages, LockMemory, SegmentOptions};
 
 fn key_bytes(i: u64, buf: &mut [u8; 13]) {
     buf[..3].copy_from_slice(b"key");
@@ -174,12 +173,10 @@ fn open(
     v: &Variant,
     mode: DiskAccessMode,
 ) -> (String, SegmentReader) {
-    let opts = ReaderOptions {
-        lock_memory: v.lock,
-        huge_pages: v.huge,
-        map_budget: None,
-        ..ReaderOptions::default()
-    };
+    let mut opts = ReaderOptions::default();
+    opts.lock_memory = v.lock;
+    opts.huge_pages = v.huge;
+    opts.map_budget = None;
     let r = SegmentReader::open_with(dir, name, mode.resolve(), &opts).unwrap();
     r.verify().unwrap(); // every page touched once: no first-fault cost measured
     let id = format!("{}/{mode}", v.name);

@@ -28,9 +28,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use segstore::lifecycle::SegmentHandle;
 use segstore::segment::SegmentIter;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{Table, TableConfig, WriteBatch};
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{CommitLogSync, Config, DiskAccessMode, Store, Table, WriteBatch};
 
 const CELLS: usize = 1_000_000;
 const KEY: usize = 16;
@@ -85,19 +83,12 @@ struct Fixture {
 }
 
 fn config() -> Config {
-    Config {
-        disk_access_mode: DiskAccessMode::Mmap,
-        track_leaks: false,
-        commitlog: CommitLogConfig {
-            sync: CommitLogSync::Periodic { period_ms: 10_000 },
-            ..CommitLogConfig::default()
-        },
-        table: TableConfig {
-            background_compaction: false,
-            ..TableConfig::default()
-        },
-        ..Config::default()
-    }
+    let mut c = Config::default();
+    c.disk_access_mode = DiskAccessMode::Mmap;
+    c.track_leaks = false;
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
+    c.table.background_compaction = false;
+    c
 }
 
 /// The directory and the store (closed at the end), and what the rows read.

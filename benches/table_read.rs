@@ -22,9 +22,7 @@ use std::time::{Duration, Instant};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{Table, TableConfig};
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{CommitLogSync, Config, DiskAccessMode, Store, Table};
 
 const KEYS: u64 = 200_000;
 const GETS_PER_ITER: u64 = 20_000;
@@ -35,20 +33,13 @@ fn key(i: u64) -> Vec<u8> {
 }
 
 fn config(mode: DiskAccessMode) -> Config {
-    Config {
-        disk_access_mode: mode,
-        track_leaks: false,
-        commitlog: CommitLogConfig {
-            sync: CommitLogSync::Periodic { period_ms: 10_000 },
-            ..CommitLogConfig::default()
-        },
-        table: TableConfig {
-            // Only this bench's compactions: none in the background.
-            background_compaction: false,
-            ..TableConfig::default()
-        },
-        ..Config::default()
-    }
+    let mut c = Config::default();
+    c.disk_access_mode = mode;
+    c.track_leaks = false;
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
+    // Only this bench's compactions: none in the background.
+    c.table.background_compaction = false;
+    c
 }
 
 fn load(dir: &std::path::Path) {

@@ -22,9 +22,7 @@ use std::time::{Duration, Instant};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::Table;
-use segstore::{Config, Store};
+use segstore::{CommitLogSync, Config, Store, Table};
 
 const VALUE: [u8; 100] = [0x5a; 100];
 const THREADS: [usize; 3] = [1, 4, 16];
@@ -84,14 +82,9 @@ fn table_write(c: &mut Criterion) {
     for (name, sync, per_thread) in modes() {
         for threads in THREADS {
             let tmp = tempfile::tempdir().unwrap();
-            let config = Config {
-                track_leaks: false,
-                commitlog: CommitLogConfig {
-                    sync,
-                    ..CommitLogConfig::default()
-                },
-                ..Config::default()
-            };
+            let mut config = Config::default();
+            config.track_leaks = false;
+            config.commitlog.sync = sync;
             let store = Store::open(tmp.path(), config).unwrap();
             let t = store.table("bench").unwrap();
             let next_key = AtomicU64::new(0);

@@ -19,11 +19,10 @@
 
 use std::path::Path;
 
-use segstore::io::kstats::{ProcessMemory, SmapsSnapshot, ThpSupport};
-use segstore::io::residency::{self, memlock_limit};
-use segstore::io::{FileRules, MapBudget};
+use segstore::io::residency;
+use segstore::memory::{memlock_limit, MapBudget, ProcessMemory, SmapsSnapshot, ThpSupport};
 use segstore::segment::{Component, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{DiskAccessMode, HugePages, LockMemory, SegmentOptions};
+use segstore::{DiskAccessMode, FileRules, HugePages, LockMemory, SegmentOptions};
 
 fn kib(b: u64) -> String {
     format!("{} KiB", b / 1024)
@@ -66,14 +65,12 @@ fn run(dir: &Path, name: &SegmentName, c: &Case) -> Result<(), Box<dyn std::erro
         let r = residency::drop_page_cache(&std::fs::File::open(&p)?, &p);
         println!("   drop_page_cache(index): applied {}", r.applied);
     }
-    let opts = ReaderOptions {
-        lock_memory: c.lock,
-        huge_pages: c.huge,
-        map_budget: c
-            .budget
-            .map(|b| std::sync::Arc::new(MapBudget::with_limit(b))),
-        ..ReaderOptions::default()
-    };
+    let mut opts = ReaderOptions::default();
+    opts.lock_memory = c.lock;
+    opts.huge_pages = c.huge;
+    opts.map_budget = c
+        .budget
+        .map(|b| std::sync::Arc::new(MapBudget::with_limit(b)));
     let before = vm_lck();
     let r = match SegmentReader::open_with(dir, name, c.mode.resolve(), &opts) {
         Ok(r) => r,
@@ -192,10 +189,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&dir)?;
     let name = SegmentName::new("memory_report", 1)?;
     if !name.path(&dir, Component::Meta).exists() {
-        let opts = SegmentOptions {
-            index_block_size: 4096,
-            filter_bits_per_key: 10,
-        };
+        let mut opts = SegmentOptions::default();
+        opts.index_block_size = 4096;
+        opts.filter_bits_per_key = 10;
         let mut w = SegmentWriter::create(&dir, name.clone(), &opts, &FileRules::posix())?;
         for i in 0..keys {
             w.add(

@@ -50,13 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Read the same files in each access mode.
     for mode in DiskAccessMode::all() {
-        let store = Store::open(
-            &dir,
-            Config {
-                disk_access_mode: mode,
-                ..Config::default()
-            },
-        )?;
+        let store = Store::open(&dir, Config::builder().disk_access_mode(mode).build()?)?;
         let users = store.table("users")?;
         let t = Instant::now();
         let (mut gets, mut hits) = (0u32, 0u32);

@@ -23,14 +23,13 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use segstore::io::{registry, FileRules};
+use segstore::io::registry;
 use segstore::lifecycle::PendingReason;
 use segstore::repair::{
     LocalTransport, Parallelism, RepairOptions, RepairReport, RepairSession, Replica, ReplicaId,
     TableReplica,
 };
-use segstore::table::{Table, TableConfig, WriteBatch};
-use segstore::{Config, DeletePolicy, DiskAccessMode, Store};
+use segstore::{Config, DeletePolicy, DiskAccessMode, FileRules, Store, Table, WriteBatch};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -207,18 +206,13 @@ fn main() -> Res<ExitCode> {
         true => FileRules::windows_emulation(),
         false => FileRules::posix(),
     };
-    let config = Config {
-        disk_access_mode: DiskAccessMode::Mmap,
-        delete_policy: DeletePolicy::DeferWhileMapped, // the Windows rule, on every OS
-        track_leaks: true,
-        file_rules: rules.clone(),
-        // No background compaction: the example compacts when it wants to show it.
-        table: TableConfig {
-            background_compaction: false,
-            ..TableConfig::default()
-        },
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.disk_access_mode = DiskAccessMode::Mmap;
+    config.delete_policy = DeletePolicy::DeferWhileMapped; // the Windows rule, on every OS
+    config.track_leaks = true;
+    config.file_rules = rules.clone();
+    // No background compaction: the example compacts when it wants to show it.
+    config.table.background_compaction = false;
     let s1 = Store::open(root.join("replica1"), config.clone())?;
     let s2 = Store::open(root.join("replica2"), config)?;
     let a = TableReplica::new(ReplicaId(1), &s1, TABLE)?;
@@ -246,10 +240,8 @@ fn main() -> Res<ExitCode> {
 
     println!("\n2. Sequential repair: an ephemeral snapshot of each replica (its memtable");
     println!("   flushed first), then one Merkle tree at a time from the snapshots");
-    let opts = RepairOptions {
-        parallelism: Parallelism::Sequential,
-        ..RepairOptions::default()
-    };
+    let mut opts = RepairOptions::default();
+    opts.parallelism = Parallelism::Sequential;
     let report = RepairSession::run(&[&a, &b], &LocalTransport::new(), &opts)?;
     print_repair(&report);
 

@@ -20,14 +20,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use segstore::format::record::RecordRef;
 use segstore::lifecycle::deleter::{decode_journal, encode_journal};
 use segstore::lifecycle::{Manifest, SnapshotManifest};
 use segstore::repair::Message;
-use segstore::segment::{Component, SegmentIter, SegmentName, SegmentReader, SegmentWriter};
-use segstore::table::commitlog::{CommitLog, CommitLogConfig, CommitLogSync, Replay};
+use segstore::segment::{
+    Component, RecordRef, SegmentIter, SegmentName, SegmentReader, SegmentWriter,
+};
+use segstore::table::commitlog::{CommitLog, Replay};
 use segstore::table::positions::Positions;
-use segstore::{DiskAccessMode, SegmentOptions};
+use segstore::{CommitLogConfig, CommitLogSync, DiskAccessMode, SegmentOptions};
 
 /// Apply the mutations encoded in `data` to `files`: 4 bytes each,
 /// `[file, offset hi, offset lo, byte]`; the top bit of `file` truncates at the offset
@@ -61,10 +62,9 @@ fn segment_template() -> &'static [Vec<u8>; 3] {
     T.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let name = SegmentName::new("t", 1).unwrap();
-        let opts = SegmentOptions {
-            index_block_size: 64,
-            filter_bits_per_key: 10,
-        };
+        let mut opts = SegmentOptions::default();
+        opts.index_block_size = 64;
+        opts.filter_bits_per_key = 10;
         let mut w =
             SegmentWriter::create(dir.path(), name.clone(), &opts, &Default::default()).unwrap();
         for i in 0..SEGMENT_KEYS {
@@ -138,10 +138,9 @@ fn commitlog_template() -> &'static Vec<(String, Vec<u8>)> {
     static T: OnceLock<Vec<(String, Vec<u8>)>> = OnceLock::new();
     T.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let cfg = CommitLogConfig {
-            sync: CommitLogSync::Periodic { period_ms: 60_000 },
-            segment_size: 400,
-        };
+        let mut cfg = CommitLogConfig::default();
+        cfg.sync = CommitLogSync::Periodic { period_ms: 60_000 };
+        cfg.segment_size = 400;
         let (log, _) = CommitLog::open(dir.path(), &cfg, 1, |_| Ok(())).unwrap();
         for i in 0..12u32 {
             let k = key(i);

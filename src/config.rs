@@ -276,6 +276,7 @@ impl FromStr for HugePages {
 /// `segment::ReaderOptions`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct MemoryOptions {
     /// What to `mlock`.
     pub lock_memory: LockMemory,
@@ -338,6 +339,7 @@ impl MemoryOptions {
 /// multi-block paths run on small data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct SegmentOptions {
     /// Target size in bytes of one index block (at least 64).
     pub index_block_size: usize,

@@ -9,13 +9,10 @@
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     let dir = tempfile::tempdir()?; // any directory; created if missing
-//!     let store = Store::open(
-//!         dir.path(),
-//!         Config {
-//!             disk_access_mode: DiskAccessMode::Mmap,
-//!             ..Config::default()
-//!         },
-//!     )?;
+//!     let config = Config::builder() // every setting has a default; build() checks them
+//!         .disk_access_mode(DiskAccessMode::Mmap)
+//!         .build()?;
+//!     let store = Store::open(dir.path(), config)?;
 //!     let users = store.table("users")?; // names: [A-Za-z0-9_], 1..=64 bytes
 //!     users.put(b"alice", b"31")?;
 //!     users.put(b"bob", b"42")?;
@@ -39,7 +36,7 @@
 //!
 //! - **Last write wins, by timestamp.** Every cell carries a write timestamp in
 //!   microseconds; reads, compaction and repair keep a key's newest cell, whatever the
-//!   order of arrival, by one rule ([`table::newer_wins`]: newer timestamp, then
+//!   order of arrival, by one rule ([`newer_wins`]: newer timestamp, then
 //!   tombstone over value, then the larger value). [`table::Table::put`] and
 //!   [`table::Table::delete`] take the store's clock; [`table::WriteBatch::put_at`] and
 //!   [`table::WriteBatch::delete_at`], written with [`table::Table::write`], keep the
@@ -59,27 +56,60 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
+// A type a public item hands out must be nameable by the user: public at the root or in
+// a public module, not only in an internal one (checked without the `testing` feature:
+// `cargo clippy --lib -- -D warnings`).
+#![warn(unnameable_types)]
 
-pub mod config;
-pub mod error;
-pub mod format;
-pub mod io;
-pub mod layout;
+/// Internals that the crate's own tests, examples and benches reach: `pub` (hidden from
+/// the docs) with the `testing` feature, crate-private without it. For modules, for
+/// re-exports and for the few methods of public types that only tests call. Without the
+/// feature, what only the tests use is allowed to go unused; with it (`cargo clippy
+/// --all-targets`) these items are public, and private code in them is linted as usual.
+macro_rules! testing_pub {
+    ($(#[$attr:meta])* pub $($item:tt)*) => {
+        $(#[$attr])*
+        #[cfg(feature = "testing")]
+        #[doc(hidden)]
+        pub $($item)*
+
+        $(#[$attr])*
+        #[cfg(not(feature = "testing"))]
+        #[allow(dead_code, unused_imports)]
+        pub(crate) $($item)*
+    };
+}
+
+testing_pub! { pub mod config; }
+testing_pub! { pub mod error; }
+testing_pub! { pub mod format; }
+testing_pub! { pub mod io; }
+testing_pub! { pub mod layout; }
 pub mod lifecycle;
-pub mod range;
+pub mod memory;
+testing_pub! { pub mod range; }
 mod recovery;
 pub mod repair;
 pub mod segment;
-pub mod snapshot;
-pub mod store;
-pub mod table;
+testing_pub! { pub mod snapshot; }
+testing_pub! { pub mod store; }
+testing_pub! { pub mod table; }
 
 pub use config::{
     AccessMode, DiskAccessMode, HugePages, LockMemory, MemoryOptions, ResolvedModes, SegmentOptions,
 };
 pub use error::{Error, Result};
+pub use io::FileRules;
 pub use lifecycle::DeletePolicy;
-pub use store::{CloseReport, Config, Store};
+pub use range::KeyRange;
+pub use snapshot::SnapshotInfo;
+pub use store::{
+    CloseReport, Config, ConfigBuilder, SegmentStatsView, SnapshotView, Store, StoreStats,
+};
+pub use table::{
+    newer_wins, Batch, Cells, CommitLogConfig, CommitLogSync, CompactionConfig, ReadView, Scan,
+    Table, TableConfig, TableStats, Value, WriteBatch,
+};
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.
 #[cfg(doctest)]

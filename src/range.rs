@@ -22,7 +22,7 @@ pub type KeyBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 ///
 /// ```
 /// use std::ops::Bound;
-/// use segstore::range::KeyRange;
+/// use segstore::KeyRange;
 ///
 /// assert_eq!((..).into_key_bounds(), (Bound::Unbounded, Bound::Unbounded));
 /// assert_eq!(

@@ -46,9 +46,15 @@ use crate::table::commitlog::CommitLogConfig;
 use crate::table::registry::{Registered, Registry};
 use crate::table::{Batch, ReadView, Table, TableConfig, Tables, WriteBatch};
 
-/// Store settings. Deserialises from TOML/YAML/JSON with snake_case names.
+mod builder;
+pub use builder::ConfigBuilder;
+
+/// Store settings. Deserialises from TOML/YAML/JSON with snake_case names. Build one with
+/// [`Config::builder`], or start from `Config::default()` and set fields; checked by
+/// [`Config::validate`].
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Config {
     /// How segment files are read.
     pub disk_access_mode: DiskAccessMode,
@@ -238,17 +244,7 @@ impl Store {
     }
 
     fn open_inner(dir: &Path, config: Config, read_only: bool) -> Result<Store> {
-        config.segment.validate()?;
-        config.commitlog.validate()?;
-        config.table.validate()?;
-        config.memory.validate()?;
-        if !(0.0..=1.0).contains(&config.crc_check_chance) {
-            return Err(Error::InvalidConfig {
-                setting: "crc_check_chance",
-                value: config.crc_check_chance.to_string(),
-                reason: "must be a number from 0.0 to 1.0".into(),
-            });
-        }
+        config.validate()?;
         if !read_only {
             StoreFs::new(dir, &config.file_rules).create_dir_all(dir)?;
         }
@@ -357,9 +353,11 @@ impl Store {
         &self.config
     }
 
-    /// The deleter (for stats and tests).
-    pub fn deleter(&self) -> &Deleter {
-        &self.deleter
+    testing_pub! {
+        /// The deleter (its stats are in [`Store::stats`]).
+        pub fn deleter(&self) -> &Deleter {
+            &self.deleter
+        }
     }
 
     fn check_open(&self) -> Result<()> {
@@ -415,9 +413,11 @@ impl Store {
         self.lsm.table(name, || self.segments(name))
     }
 
-    /// The tables and the commit log (flush all, wait for background work, stats).
-    pub fn tables(&self) -> &Tables {
-        &self.lsm
+    testing_pub! {
+        /// The tables and the commit log (flush all, wait for background work, stats).
+        pub fn tables(&self) -> &Tables {
+            &self.lsm
+        }
     }
 
     /// A consistent read of every table at this moment: every write acknowledged before

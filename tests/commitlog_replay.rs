@@ -5,16 +5,16 @@
 
 use std::path::{Path, PathBuf};
 
-use segstore::format::record::RecordRef;
-use segstore::table::commitlog::{CommitLog, CommitLogConfig, CommitLogSync, LogRecord, Replay};
-use segstore::Error;
+use segstore::segment::RecordRef;
+use segstore::table::commitlog::{CommitLog, LogRecord, Replay};
+use segstore::{CommitLogConfig, CommitLogSync, Error};
 
 /// Tiny files so that a few records roll the log several times.
 fn cfg() -> CommitLogConfig {
-    CommitLogConfig {
-        sync: CommitLogSync::Batch,
-        segment_size: 256,
-    }
+    let mut c = CommitLogConfig::default();
+    c.sync = CommitLogSync::Batch;
+    c.segment_size = 256;
+    c
 }
 
 fn key(i: u64) -> Vec<u8> {
@@ -249,10 +249,9 @@ fn flip(path: &Path, offset: u64) {
 #[test]
 fn flipped_bit_in_the_newest_file_stops_replay_there() {
     let dir = tempfile::tempdir().unwrap();
-    let big = CommitLogConfig {
-        sync: CommitLogSync::Batch,
-        segment_size: 1 << 20,
-    };
+    let mut big = CommitLogConfig::default();
+    big.sync = CommitLogSync::Batch;
+    big.segment_size = 1 << 20;
     let (log, _) = CommitLog::open(dir.path(), &big, 1, |_| Ok(())).unwrap();
     for i in 1..=10 {
         append(&log, i);

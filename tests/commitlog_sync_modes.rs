@@ -5,11 +5,14 @@
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use segstore::format::record::RecordRef;
-use segstore::table::commitlog::{CommitLog, CommitLogConfig, CommitLogSync};
+use segstore::segment::RecordRef;
+use segstore::table::commitlog::CommitLog;
+use segstore::{CommitLogConfig, CommitLogSync};
 
 fn open(dir: &std::path::Path, sync: CommitLogSync, segment_size: u64) -> CommitLog {
-    let cfg = CommitLogConfig { sync, segment_size };
+    let mut cfg = CommitLogConfig::default();
+    cfg.sync = sync;
+    cfg.segment_size = segment_size;
     CommitLog::open(dir, &cfg, 1, |_| Ok(())).unwrap().0
 }
 

@@ -1,9 +1,7 @@
 //! The configuration file shown in the README parses into `Config`, and a bad value is
 //! an error that names the setting and lists the valid values.
 
-use segstore::config::{HugePages, LockMemory};
-use segstore::table::commitlog::CommitLogSync;
-use segstore::{Config, DeletePolicy, DiskAccessMode};
+use segstore::{CommitLogSync, Config, DeletePolicy, DiskAccessMode, HugePages, LockMemory};
 
 /// Extract the ```toml block under "## Configuration" from the README.
 fn readme_toml() -> String {
@@ -40,10 +38,8 @@ fn bad_crc_check_chance_or_index_cache_is_refused_before_anything_changes() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     for bad in [1.5, -0.1, f64::NAN] {
-        let cfg = Config {
-            crc_check_chance: bad,
-            ..Config::default()
-        };
+        let mut cfg = Config::default();
+        cfg.crc_check_chance = bad;
         match segstore::Store::open(&dir, cfg) {
             Err(segstore::Error::InvalidConfig { setting, .. }) => {
                 assert_eq!(setting, "crc_check_chance")

@@ -11,22 +11,18 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use segstore::io::FileRules;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::TableConfig;
-use segstore::{Config, DiskAccessMode, Error, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, Config, DiskAccessMode, Error, FileRules, Store, TableConfig,
+};
 
 fn cfg(rules: FileRules) -> Config {
     let mut c = common::test_config(DiskAccessMode::Mmap, rules);
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Periodic { period_ms: 10_000 },
-        segment_size: 512,
-    };
-    c.table = TableConfig {
-        memtable_flush_bytes: 1 << 20,
-        background_compaction: false,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
+    c.commitlog.segment_size = 512;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = 1 << 20;
+    c.table.background_compaction = false;
     c
 }
 

@@ -17,10 +17,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use segstore::io::FileRules;
 use segstore::lifecycle::Manifest;
 use segstore::segment::{Component, SegmentName};
-use segstore::{DiskAccessMode, Store};
+use segstore::{DiskAccessMode, FileRules, Store};
 
 fn cfg(mode: DiskAccessMode) -> segstore::Config {
     common::test_config(mode, FileRules::posix())

@@ -20,10 +20,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use segstore::io::FileRules;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::TableConfig;
-use segstore::{DiskAccessMode, Store};
+use segstore::{CommitLogConfig, CommitLogSync, DiskAccessMode, FileRules, Store, TableConfig};
 
 const KEYS: u64 = 300;
 
@@ -46,14 +43,11 @@ fn cfg(seed: u64) -> segstore::Config {
         ][(seed / 3) as usize % 3],
         FileRules::posix(),
     );
-    c.commitlog = CommitLogConfig {
-        sync: sync_for(seed),
-        segment_size: 16 * 1024,
-    };
-    c.table = TableConfig {
-        memtable_flush_bytes: 8 * 1024,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = sync_for(seed);
+    c.commitlog.segment_size = 16 * 1024;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = 8 * 1024;
     c
 }
 

@@ -26,25 +26,22 @@ use std::path::Path;
 use std::sync::Arc;
 
 use segstore::io::rules::{FaultKind, Faults};
-use segstore::io::FileRules;
 use segstore::lifecycle::Deleter;
 use segstore::segment::SegmentName;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{CompactionConfig, Table, TableConfig};
-use segstore::{Config, DeletePolicy, DiskAccessMode, Error, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, CompactionConfig, Config, DeletePolicy, DiskAccessMode, Error,
+    FileRules, Store, Table, TableConfig,
+};
 
 fn cfg(rules: FileRules) -> Config {
     let mut c = common::test_config(DiskAccessMode::Mmap, rules);
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Batch,
-        segment_size: 4096,
-    };
-    c.table = TableConfig {
-        memtable_flush_bytes: 1 << 20,
-        background_compaction: false,
-        compaction: CompactionConfig::default(),
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Batch;
+    c.commitlog.segment_size = 4096;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = 1 << 20;
+    c.table.background_compaction = false;
+    c.table.compaction = CompactionConfig::default();
     c
 }
 

@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{files, flush, read, test_config};
+use segstore::io::registry;
 use segstore::io::rules::{FaultKind, Faults};
-use segstore::io::{registry, FileRules};
 use segstore::lifecycle::{Deleter, PendingReason};
 use segstore::segment::{Component, SegmentIter};
-use segstore::{DeletePolicy, DiskAccessMode, Error, Store};
+use segstore::{DeletePolicy, DiskAccessMode, Error, FileRules, Store};
 
 fn entries(range: std::ops::Range<u32>, ts: u64) -> BTreeMap<Vec<u8>, (Vec<u8>, u64)> {
     range

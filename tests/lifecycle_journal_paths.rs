@@ -9,9 +9,9 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use segstore::io::FileRules;
 use segstore::lifecycle::deleter::JOURNAL;
-use segstore::lifecycle::{DeletePolicy, Deleter};
+use segstore::lifecycle::Deleter;
+use segstore::{DeletePolicy, FileRules};
 
 fn name(b: &[u8]) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(b))

@@ -21,11 +21,11 @@ use std::sync::Arc;
 
 use common::{read, test_config};
 use proptest::prelude::*;
-use segstore::io::{registry, FileId, FileRules};
+use segstore::io::registry;
 use segstore::lifecycle::{PendingReason, SegmentHandle, SegmentSet};
+use segstore::memory::FileId;
 use segstore::segment::{Component, SegmentIter, SegmentName};
-use segstore::store::SnapshotView;
-use segstore::{DiskAccessMode, Store};
+use segstore::{DiskAccessMode, FileRules, SnapshotView, Store};
 
 #[derive(Debug, Clone)]
 enum Op {

@@ -8,22 +8,17 @@ mod common;
 use std::collections::BTreeMap;
 
 use segstore::io::rules::{FaultKind, Faults};
-use segstore::io::FileRules;
 use segstore::segment::SegmentName;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::TableConfig;
-use segstore::{Config, DiskAccessMode, Error, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, Config, DiskAccessMode, Error, FileRules, Store, TableConfig,
+};
 
 fn cfg(rules: FileRules) -> Config {
     let mut c = common::test_config(DiskAccessMode::Mmap, rules);
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Batch,
-        ..CommitLogConfig::default()
-    };
-    c.table = TableConfig {
-        background_compaction: false,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Batch;
+    c.table = TableConfig::default();
+    c.table.background_compaction = false;
     c
 }
 

@@ -17,10 +17,13 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use segstore::io::residency::{self, MappingKind};
-use segstore::io::{registry, FileRules, MapBudget, MappedFile};
+use segstore::io::residency;
+use segstore::io::{registry, MappedFile};
+use segstore::memory::{MapBudget, MappingKind};
 use segstore::segment::{Component, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{AccessMode, DiskAccessMode, Error, HugePages, LockMemory, SegmentOptions};
+use segstore::{
+    AccessMode, DiskAccessMode, Error, FileRules, HugePages, LockMemory, SegmentOptions,
+};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -37,10 +40,9 @@ fn key(i: u32) -> String {
 /// Write `n` keys; returns the segment's name. 100k keys give an index of about 2.2 MiB.
 fn write_segment(dir: &Path, n: u32) -> SegmentName {
     let name = SegmentName::new("res", 1).unwrap();
-    let opts = SegmentOptions {
-        index_block_size: 4096,
-        filter_bits_per_key: 10,
-    };
+    let mut opts = SegmentOptions::default();
+    opts.index_block_size = 4096;
+    opts.filter_bits_per_key = 10;
     let mut w = SegmentWriter::create(dir, name.clone(), &opts, &FileRules::posix()).unwrap();
     for i in 0..n {
         w.add(
@@ -171,10 +173,8 @@ fn lock_index_report_matches_smaps_locked_and_vmlck() {
     let dir = tempfile::tempdir().unwrap();
     let name = write_segment(dir.path(), 60_000);
     let want = index_len(dir.path(), &name).next_multiple_of(PAGE);
-    let opts = ReaderOptions {
-        lock_memory: LockMemory::Index,
-        ..ReaderOptions::default()
-    };
+    let mut opts = ReaderOptions::default();
+    opts.lock_memory = LockMemory::Index;
     let before = vm_lck();
     let r = SegmentReader::open_with(
         dir.path(),
@@ -240,10 +240,8 @@ fn lock_refusal_child() {
     let name = write_segment(dir.path(), 20_000);
     let want = index_len(dir.path(), &name).next_multiple_of(PAGE);
     assert!(want > 64 * 1024);
-    let opts = ReaderOptions {
-        lock_memory: LockMemory::Index,
-        ..ReaderOptions::default()
-    };
+    let mut opts = ReaderOptions::default();
+    opts.lock_memory = LockMemory::Index;
     let before = vm_lck();
     let r = SegmentReader::open_with(dir.path(), &name, DiskAccessMode::Auto.resolve(), &opts)
         .expect("a refused lock never fails the open");
@@ -312,10 +310,8 @@ fn huge_advise_reports_only_what_the_kernel_granted() {
     // faults read the index back in, which is when a kernel can use 2 MiB folios.
     let ip = name.path(dir.path(), Component::Index);
     assert!(residency::drop_page_cache(&std::fs::File::open(&ip).unwrap(), &ip).applied);
-    let opts = ReaderOptions {
-        huge_pages: HugePages::Advise,
-        ..ReaderOptions::default()
-    };
+    let mut opts = ReaderOptions::default();
+    opts.huge_pages = HugePages::Advise;
     let r =
         SegmentReader::open_with(dir.path(), &name, DiskAccessMode::Mmap.resolve(), &opts).unwrap();
     r.verify().unwrap(); // touch every page of both maps
@@ -358,10 +354,8 @@ fn anonymous_index_reports_only_what_the_kernel_granted() {
     let len = index_len(dir.path(), &name);
     let maps_before = registry().stats().maps;
     let copies_before = residency::anonymous_copies();
-    let opts = ReaderOptions {
-        huge_pages: HugePages::AnonymousIndex,
-        ..ReaderOptions::default()
-    };
+    let mut opts = ReaderOptions::default();
+    opts.huge_pages = HugePages::AnonymousIndex;
     let r =
         SegmentReader::open_with(dir.path(), &name, DiskAccessMode::Auto.resolve(), &opts).unwrap();
     let res = r.residency();
@@ -423,11 +417,9 @@ fn anonymous_index_locked_matches_vmlck() {
     let dir = tempfile::tempdir().unwrap();
     let name = write_segment(dir.path(), 50_000);
     let want = index_len(dir.path(), &name).next_multiple_of(2 << 20);
-    let opts = ReaderOptions {
-        lock_memory: LockMemory::Index,
-        huge_pages: HugePages::AnonymousIndex,
-        ..ReaderOptions::default()
-    };
+    let mut opts = ReaderOptions::default();
+    opts.lock_memory = LockMemory::Index;
+    opts.huge_pages = HugePages::AnonymousIndex;
     let before = vm_lck();
     let r =
         SegmentReader::open_with(dir.path(), &name, DiskAccessMode::Auto.resolve(), &opts).unwrap();
@@ -515,10 +507,8 @@ fn budget_auto_falls_back_with_one_warning_and_mmap_fails() {
     tracing::subscriber::with_default(sub, || {
         // Room for exactly one more map: the first `auto` segment maps its index.
         let budget = Arc::new(MapBudget::with_limit(MapBudget::in_use() + 1));
-        let opts = ReaderOptions {
-            map_budget: Some(budget.clone()),
-            ..ReaderOptions::default()
-        };
+        let mut opts = ReaderOptions::default();
+        opts.map_budget = Some(budget.clone());
         let auto = DiskAccessMode::Auto.resolve();
         let first = SegmentReader::open_with(dir.path(), &name, auto, &opts).unwrap();
         assert_eq!(first.modes().1, auto.index);
@@ -565,10 +555,8 @@ fn lock_all_child() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let name = write_segment(dir.path(), 200_000);
-    let opts = ReaderOptions {
-        lock_memory: LockMemory::All,
-        ..ReaderOptions::default()
-    };
+    let mut opts = ReaderOptions::default();
+    opts.lock_memory = LockMemory::All;
     let r = SegmentReader::open_with(dir.path(), &name, DiskAccessMode::Mmap.resolve(), &opts)
         .expect("residency settings never fail an open");
     let res = r.residency().clone();

@@ -3,10 +3,10 @@
 //! undoes itself with `munlockall`. (The refusal of maps under `mlockall` is tested in
 //! `memory_residency.rs`, in a child process.)
 
-use segstore::io::residency::{self, LockScope};
-use segstore::io::FileRules;
+use segstore::io::residency;
+use segstore::memory::LockScope;
 use segstore::segment::{ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{DiskAccessMode, HugePages, LockMemory, SegmentOptions};
+use segstore::{DiskAccessMode, FileRules, HugePages, LockMemory, SegmentOptions};
 
 fn status(field: &str) -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -62,10 +62,8 @@ fn lock_all_report_matches_vmlck_and_locks_later_maps() {
     w.finish().unwrap();
 
     assert_eq!(status("VmLck:"), 0, "nothing locked before");
-    let opts = ReaderOptions {
-        lock_memory: LockMemory::All,
-        ..ReaderOptions::default()
-    };
+    let mut opts = ReaderOptions::default();
+    opts.lock_memory = LockMemory::All;
     let r =
         SegmentReader::open_with(dir.path(), &name, DiskAccessMode::Mmap.resolve(), &opts).unwrap();
     let l = &r.residency().locks[0];
@@ -111,11 +109,9 @@ fn lock_all_report_matches_vmlck_and_locks_later_maps() {
     assert_eq!(&r2.residency().locks[0], l);
     // An anonymous index copy made under MCL_FUTURE is locked, and is advised before the
     // kernel populates it, so it can still get huge pages.
-    let anon = ReaderOptions {
-        lock_memory: LockMemory::All,
-        huge_pages: HugePages::AnonymousIndex,
-        ..ReaderOptions::default()
-    };
+    let mut anon = ReaderOptions::default();
+    anon.lock_memory = LockMemory::All;
+    anon.huge_pages = HugePages::AnonymousIndex;
     let r3 =
         SegmentReader::open_with(dir.path(), &name, DiskAccessMode::Auto.resolve(), &anon).unwrap();
     let copy = r3.mapped_files().next().unwrap();

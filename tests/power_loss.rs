@@ -30,14 +30,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use segstore::config::SegmentOptions;
 use segstore::io::rules::{FaultKind, Faults};
-use segstore::io::{FileRules, PowerLoss};
-use segstore::lifecycle::DeletePolicy;
+use segstore::io::PowerLoss;
 use segstore::segment::{Component, SegmentName, SegmentReader, SegmentWriter};
-use segstore::table::commitlog::CommitLogSync;
-use segstore::table::{Table, TableConfig};
-use segstore::{Config, DiskAccessMode, Result, Store};
+use segstore::{
+    CommitLogSync, Config, DeletePolicy, DiskAccessMode, FileRules, Result, SegmentOptions, Store,
+    Table, TableConfig,
+};
 
 /// (table, key).
 type Key = (String, Vec<u8>);
@@ -293,10 +292,8 @@ fn copied_snapshots(c: &mut Ctx<'_>) -> Result<()> {
 fn config(sync: CommitLogSync, rules: FileRules, defer: bool) -> Config {
     let mut cfg = Config::default();
     cfg.commitlog.sync = sync;
-    cfg.table = TableConfig {
-        background_compaction: false,
-        ..TableConfig::default()
-    };
+    cfg.table = TableConfig::default();
+    cfg.table.background_compaction = false;
     cfg.track_leaks = true;
     if defer {
         cfg.delete_policy = DeletePolicy::DeferWhileMapped;
@@ -886,7 +883,7 @@ fn cross_table_batches_are_whole_after_power_loss() {
             };
             for n in 1..=4u64 {
                 let v = n.to_string();
-                let mut batch = segstore::table::Batch::new();
+                let mut batch = segstore::Batch::new();
                 batch.put(&a, "k1", &v).put(&a, "k2", &v).put(&b, "k1", &v);
                 if store.write(&batch).is_err() {
                     return durable;

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use segstore::table::{Batch, CommitLogSync, WriteBatch};
+use segstore::{Batch, CommitLogSync, WriteBatch};
 use segstore::{Config, Error, Store};
 
 fn config() -> Config {
@@ -423,7 +423,7 @@ fn readers_never_see_half_of_a_batch() {
 }
 
 /// The newest value of `key` in a snapshot's segments of `table` (0 if none).
-fn snapshot_value(view: &segstore::store::SnapshotView, table: &str, key: &[u8]) -> u64 {
+fn snapshot_value(view: &segstore::SnapshotView, table: &str, key: &[u8]) -> u64 {
     let mut best: Option<(u64, u64)> = None;
     for h in view.tables.get(table).into_iter().flatten() {
         if let Some((ts, n)) = h

@@ -13,12 +13,11 @@ use std::collections::BTreeMap;
 
 use common::test_config;
 use proptest::prelude::*;
-use segstore::io::FileRules;
 use segstore::repair::{
     newer, token, LocalTransport, Parallelism, RepairOptions, RepairReport, RepairSession, Replica,
     ReplicaId, Row, SegmentReplica, Shape, SnapshotStatus, TokenRange,
 };
-use segstore::{DiskAccessMode, Error, Store};
+use segstore::{DiskAccessMode, Error, FileRules, Store};
 
 /// One write in a history: which replicas it reached, and whether those replicas flush
 /// their buffered writes into a segment afterwards.
@@ -173,12 +172,10 @@ fn check_convergence(
         let replicas = cluster.replicas("t");
         let model = apply_history(&replicas, history);
         let before: Vec<Vec<Row>> = replicas.iter().map(|r| r.scan().unwrap()).collect();
-        let opts = RepairOptions {
-            depth,
-            parallelism,
-            batch_rows: 7, // several batches per stream
-            ..RepairOptions::default()
-        };
+        let mut opts = RepairOptions::default();
+        opts.depth = depth;
+        opts.parallelism = parallelism;
+        opts.batch_rows = 7; // several batches per stream
         let report = run(&replicas, &opts);
         let in_sync = before.iter().all(|b| *b == before[0]);
         assert_eq!(report.was_in_sync(), in_sync, "{report}");
@@ -333,11 +330,9 @@ fn streams_each_way_exactly_the_differing_leaves_and_snapshots_wait_for_mappings
         };
         let (a_rows, b_rows) = (count(&rs[0]), count(&rs[1]));
 
-        let opts = RepairOptions {
-            depth,
-            parallelism: Parallelism::Sequential,
-            ..RepairOptions::default()
-        };
+        let mut opts = RepairOptions::default();
+        opts.depth = depth;
+        opts.parallelism = Parallelism::Sequential;
         let report = run(&rs, &opts);
         println!("{report}");
         let (a, b) = (rs[0].id(), rs[1].id());
@@ -382,10 +377,8 @@ fn standard_mode_snapshots_are_deleted_at_once() {
         let rs = cluster.replicas("t");
         rs[0].write(vec![put(1, "a", 1)]).unwrap();
         rs[1].write(vec![put(2, "b", 1)]).unwrap();
-        let opts = RepairOptions {
-            parallelism: Parallelism::Sequential,
-            ..RepairOptions::default()
-        };
+        let mut opts = RepairOptions::default();
+        opts.parallelism = Parallelism::Sequential;
         let report = run(&rs, &opts);
         for s in &report.snapshots {
             assert_eq!(s.while_open.mappings, 0);
@@ -449,11 +442,9 @@ fn a_corrupted_frame_fails_the_session_and_its_snapshots_are_still_cleared() {
         for nth in 1..=4 {
             diverge();
             let t = LocalTransport::corrupting_frame(nth);
-            let opts = RepairOptions {
-                parallelism: Parallelism::Sequential,
-                batch_rows: 10,
-                ..RepairOptions::default()
-            };
+            let mut opts = RepairOptions::default();
+            opts.parallelism = Parallelism::Sequential;
+            opts.batch_rows = 10;
             let e = RepairSession::run(&dyns, &t, &opts).unwrap_err();
             assert!(matches!(e, Error::BadMessage(_)), "frame {nth}: {e}");
             for s in &cluster.stores {
@@ -465,11 +456,9 @@ fn a_corrupted_frame_fails_the_session_and_its_snapshots_are_still_cleared() {
         for nth in 3..=6 {
             diverge();
             let t = LocalTransport::corrupting_frame(nth);
-            let opts = RepairOptions {
-                batch_rows: 10,
-                timeout: std::time::Duration::from_secs(30),
-                ..RepairOptions::default()
-            };
+            let mut opts = RepairOptions::default();
+            opts.batch_rows = 10;
+            opts.timeout = std::time::Duration::from_secs(30);
             let start = std::time::Instant::now();
             let e = RepairSession::run(&dyns, &t, &opts).unwrap_err();
             assert!(matches!(e, Error::BadMessage(_)), "frame {nth}: {e}");
@@ -493,11 +482,9 @@ fn a_sub_range_repair_touches_only_that_range() {
             .write((0..300).map(|k| put(k, "a", 1)).collect())
             .unwrap();
         let range = TokenRange::new(0, u64::MAX / 2).unwrap();
-        let opts = RepairOptions {
-            range,
-            depth: 6,
-            ..RepairOptions::default()
-        };
+        let mut opts = RepairOptions::default();
+        opts.range = range;
+        opts.depth = 6;
         let report = run(&rs, &opts);
         assert!(report.converged());
         let inside = rs[0]

@@ -17,14 +17,14 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::test_config;
-use segstore::io::FileRules;
 use segstore::repair::{
     newer, LocalTransport, Parallelism, RepairOptions, RepairReport, RepairSession, Replica,
     ReplicaId, Row, TableReplica,
 };
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{TableConfig, WriteBatch};
-use segstore::{Config, DiskAccessMode, Error, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, Config, DiskAccessMode, Error, FileRules, Store, TableConfig,
+    WriteBatch,
+};
 
 const KEYS: u32 = 60;
 
@@ -43,14 +43,11 @@ fn now_micros() -> u64 {
 /// (released through the deleter), tiny blocks, leak tracking, deferral.
 fn config(mode: DiskAccessMode, rules: FileRules) -> Config {
     let mut c = test_config(mode, rules);
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Periodic { period_ms: 10_000 },
-        segment_size: 4096,
-    };
-    c.table = TableConfig {
-        memtable_flush_bytes: 4096,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
+    c.commitlog.segment_size = 4096;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = 4096;
     c
 }
 
@@ -212,12 +209,10 @@ fn run(rs: &[TableReplica<'_>], opts: &RepairOptions) -> RepairReport {
 /// Repair, then check convergence on every key, the snapshots, and a second repair.
 fn repair_and_check(rs: &[TableReplica<'_>], model: &BTreeMap<Vec<u8>, Row>, par: Parallelism) {
     let before: Vec<Vec<Row>> = rs.iter().map(|r| r.scan().unwrap()).collect();
-    let opts = RepairOptions {
-        depth: 8,
-        parallelism: par,
-        batch_rows: 7, // several batches per stream
-        ..RepairOptions::default()
-    };
+    let mut opts = RepairOptions::default();
+    opts.depth = 8;
+    opts.parallelism = par;
+    opts.batch_rows = 7; // several batches per stream
     let report = run(rs, &opts);
     assert_eq!(
         report.was_in_sync(),
@@ -326,10 +321,8 @@ fn sequential_repair_sees_memtable_only_writes() {
         }
         rs[0].lsm().delete(key(10)).unwrap();
         assert_eq!(rs[0].lsm().stats().segments, 0);
-        let opts = RepairOptions {
-            parallelism: Parallelism::Sequential,
-            ..RepairOptions::default()
-        };
+        let mut opts = RepairOptions::default();
+        opts.parallelism = Parallelism::Sequential;
         let report = run(&rs, &opts);
         assert!(report.converged(), "{report}");
         assert_eq!(report.rows_hashed[0].1, 11, "{report}");

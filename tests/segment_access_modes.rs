@@ -14,9 +14,9 @@ use common::*;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use segstore::format::MAX_KEY_LEN;
-use segstore::io::{registry, FileRules};
+use segstore::io::registry;
 use segstore::segment::{Component, IndexCache, ReaderOptions, SegmentReader, SegmentWriter};
-use segstore::{DiskAccessMode, Error, SegmentOptions};
+use segstore::{DiskAccessMode, Error, FileRules, SegmentOptions};
 
 macro_rules! per_mode {
     ($($case:ident),* $(,)?) => {
@@ -487,7 +487,7 @@ fn mappings_counted_while_open_and_released_on_drop(mode: DiskAccessMode) {
     drop(r2);
     assert_eq!(
         under(dir.path()),
-        segstore::io::MappingStats::default(),
+        segstore::memory::MappingStats::default(),
         "{mode}: all released"
     );
 }
@@ -580,10 +580,9 @@ fn case() -> impl Strategy<Value = Case> {
     )
         .prop_map(
             |(model, index_block_size, filter_bits_per_key, gets, scans)| {
-                let opts = SegmentOptions {
-                    index_block_size,
-                    filter_bits_per_key,
-                };
+                let mut opts = SegmentOptions::default();
+                opts.index_block_size = index_block_size;
+                opts.filter_bits_per_key = filter_bits_per_key;
                 (model, opts, gets, scans)
             },
         )
@@ -725,10 +724,8 @@ fn open_cached(
     mode: DiskAccessMode,
     budget: &Arc<IndexCache>,
 ) -> SegmentReader {
-    let opts = ReaderOptions {
-        index_cache: Some(budget.clone()),
-        ..ReaderOptions::default()
-    };
+    let mut opts = ReaderOptions::default();
+    opts.index_cache = Some(budget.clone());
     SegmentReader::open_with(dir, &seg_name(), mode.resolve(), &opts).unwrap()
 }
 
@@ -876,10 +873,8 @@ fn crc_check_chance_governs_point_reads_only() {
 
     for mode in DiskAccessMode::all() {
         let open = |chance: f64| {
-            let opts = ReaderOptions {
-                crc_check_chance: chance,
-                ..ReaderOptions::default()
-            };
+            let mut opts = ReaderOptions::default();
+            opts.crc_check_chance = chance;
             SegmentReader::open_with(dir.path(), &seg_name(), mode.resolve(), &opts).unwrap()
         };
         let corrupt = |r: segstore::Result<_>| match r {
@@ -958,10 +953,8 @@ fn unchecked_reads_still_blame_the_data_file_for_damaged_records() {
         bytes[at] ^= bit;
         std::fs::write(&data, &bytes).unwrap();
         for mode in DiskAccessMode::all() {
-            let opts = ReaderOptions {
-                crc_check_chance: 0.0,
-                ..ReaderOptions::default()
-            };
+            let mut opts = ReaderOptions::default();
+            opts.crc_check_chance = 0.0;
             let r =
                 SegmentReader::open_with(dir.path(), &seg_name(), mode.resolve(), &opts).unwrap();
             match r.get(&key) {

@@ -23,9 +23,9 @@ use proptest::sample::Index;
 use segstore::format::footer::{Footer, Kind, FOOTER_LEN, FORMAT_VERSION};
 use segstore::format::index_block::{IndexBlock, IndexBlockBuilder};
 use segstore::format::meta::{Meta, Summary};
-use segstore::io::{registry, FileRules};
+use segstore::io::registry;
 use segstore::segment::{Component, SegmentReader};
-use segstore::{DiskAccessMode, Error};
+use segstore::{DiskAccessMode, Error, FileRules};
 
 const DATA: usize = 0;
 const INDEX: usize = 1;

@@ -18,28 +18,24 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use segstore::io::FileRules;
 use segstore::repair::{
     LocalTransport, RepairOptions, RepairSession, Replica, ReplicaId, TableReplica,
 };
 use segstore::segment::SegmentName;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::TableConfig;
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, Config, DiskAccessMode, FileRules, Store, TableConfig,
+};
 
 const WRITERS_PER_STORE: u32 = 2;
 const KEYS_PER_WRITER: u32 = 150;
 
 fn cfg(rules: FileRules) -> Config {
     let mut c = common::test_config(DiskAccessMode::Mmap, rules);
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Periodic { period_ms: 50 },
-        segment_size: 16 * 1024,
-    };
-    c.table = TableConfig {
-        memtable_flush_bytes: 16 * 1024,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 50 };
+    c.commitlog.segment_size = 16 * 1024;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = 16 * 1024;
     c
 }
 
@@ -98,11 +94,9 @@ fn repair(a: &Store, b: &Store) {
     let ra = TableReplica::new(ReplicaId(1), a, "t").unwrap();
     let rb = TableReplica::new(ReplicaId(2), b, "t").unwrap();
     let dyns: [&dyn Replica; 2] = [&ra, &rb];
-    let opts = RepairOptions {
-        depth: 6,
-        batch_rows: 64,
-        ..RepairOptions::default()
-    };
+    let mut opts = RepairOptions::default();
+    opts.depth = 6;
+    opts.batch_rows = 64;
     RepairSession::run(&dyns, &LocalTransport::new(), &opts).unwrap();
 }
 

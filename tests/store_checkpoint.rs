@@ -12,19 +12,15 @@ use std::path::Path;
 
 use common::{files, test_config};
 use segstore::io::rules::{FaultKind, Faults};
-use segstore::io::{FileRules, PowerLoss};
+use segstore::io::PowerLoss;
 use segstore::lifecycle::PendingReason;
-use segstore::table::commitlog::CommitLogSync;
-use segstore::table::TableConfig;
-use segstore::{Config, DiskAccessMode, Error, Store};
+use segstore::{CommitLogSync, Config, DiskAccessMode, Error, FileRules, Store, TableConfig};
 
 fn config(rules: FileRules) -> Config {
     let mut c = test_config(DiskAccessMode::Mmap, rules);
     c.commitlog.sync = CommitLogSync::Batch;
-    c.table = TableConfig {
-        background_compaction: false,
-        ..TableConfig::default()
-    };
+    c.table = TableConfig::default();
+    c.table.background_compaction = false;
     c
 }
 

@@ -8,9 +8,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use segstore::io::{FileRules, PowerLoss};
-use segstore::table::commitlog::CommitLogSync;
-use segstore::{Config, Error, Store};
+use segstore::io::PowerLoss;
+use segstore::{CommitLogSync, Config, Error, FileRules, Store};
 
 fn periodic(rules: FileRules) -> Config {
     let mut c = Config::default();

@@ -12,18 +12,14 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use common::test_config;
-use segstore::io::{FileRules, PowerLoss};
-use segstore::table::commitlog::CommitLogSync;
-use segstore::table::TableConfig;
-use segstore::{Config, DiskAccessMode, Error, Store};
+use segstore::io::PowerLoss;
+use segstore::{CommitLogSync, Config, DiskAccessMode, Error, FileRules, Store, TableConfig};
 
 fn config(rules: FileRules) -> Config {
     let mut c = test_config(DiskAccessMode::Mmap, rules);
     c.commitlog.sync = CommitLogSync::Batch;
-    c.table = TableConfig {
-        background_compaction: false,
-        ..TableConfig::default()
-    };
+    c.table = TableConfig::default();
+    c.table.background_compaction = false;
     c
 }
 

@@ -10,9 +10,8 @@ mod common;
 use std::path::Path;
 
 use common::{files, test_config};
-use segstore::io::{FileRules, PowerLoss};
-use segstore::table::commitlog::CommitLogSync;
-use segstore::{Config, DiskAccessMode, Error, Store};
+use segstore::io::PowerLoss;
+use segstore::{CommitLogSync, Config, DiskAccessMode, Error, FileRules, Store};
 
 fn config(rules: FileRules) -> Config {
     let mut c = test_config(DiskAccessMode::Mmap, rules);

@@ -4,18 +4,14 @@
 
 mod common;
 
-use segstore::config::{LockMemory, MemoryOptions};
-use segstore::io::FileRules;
-use segstore::{AccessMode, DiskAccessMode, Store};
+use segstore::{AccessMode, DiskAccessMode, FileRules, LockMemory, MemoryOptions, Store};
 
 #[test]
 fn locked_index_maps_show_in_store_stats_from_the_kernel() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = common::test_config(DiskAccessMode::Mmap, FileRules::posix());
-    cfg.memory = MemoryOptions {
-        lock_memory: LockMemory::Index,
-        ..MemoryOptions::default()
-    };
+    cfg.memory = MemoryOptions::default();
+    cfg.memory.lock_memory = LockMemory::Index;
     let store = Store::open(tmp.path(), cfg).unwrap();
     let t = store.table("t").unwrap();
     for i in 0..5000u32 {
@@ -67,10 +63,8 @@ fn locked_index_maps_show_in_store_stats_from_the_kernel() {
 fn standard_mode_index_cache_shows_in_store_stats() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = common::test_config(DiskAccessMode::Standard, FileRules::posix());
-    cfg.memory = MemoryOptions {
-        index_cache_mb: 1,
-        ..MemoryOptions::default()
-    };
+    cfg.memory = MemoryOptions::default();
+    cfg.memory.index_cache_mb = 1;
     let store = Store::open(tmp.path(), cfg).unwrap();
     let t = store.table("t").unwrap();
     for round in 0..2u32 {

@@ -10,22 +10,19 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use segstore::io::FileRules;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{CompactionConfig, TableConfig, WriteBatch};
-use segstore::{Config, DeletePolicy, DiskAccessMode, Error, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, CompactionConfig, Config, DeletePolicy, DiskAccessMode, Error,
+    FileRules, Store, TableConfig, WriteBatch,
+};
 
 fn cfg(rules: FileRules) -> Config {
     let mut c = common::test_config(DiskAccessMode::Mmap, rules);
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Periodic { period_ms: 10_000 },
-        segment_size: 1024,
-    };
-    c.table = TableConfig {
-        memtable_flush_bytes: 1 << 20,
-        background_compaction: false,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
+    c.commitlog.segment_size = 1024;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = 1 << 20;
+    c.table.background_compaction = false;
     c
 }
 
@@ -110,12 +107,10 @@ fn minor_compaction_keeps_a_tombstone_that_shadows_a_segment_left_out() {
     let mut c = cfg(FileRules::posix());
     c.table.gc_grace_secs = 0;
     c.table.background_compaction = true;
-    c.table.compaction = CompactionConfig {
-        min_threshold: 4,
-        max_threshold: 4,
-        min_segment_size: 0,
-        ..CompactionConfig::default()
-    };
+    c.table.compaction = CompactionConfig::default();
+    c.table.compaction.min_threshold = 4;
+    c.table.compaction.max_threshold = 4;
+    c.table.compaction.min_segment_size = 0;
     let store = Store::open(tmp.path(), c).unwrap();
     let t = store.table("t").unwrap();
     // A big old segment holding the key...
@@ -256,22 +251,16 @@ fn writes_after_close_are_refused() {
 fn concurrent_writers_and_readers_with_background_flush_and_compaction() {
     let tmp = tempfile::tempdir().unwrap();
     let mut c = cfg(FileRules::posix());
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Group {
-            window: std::time::Duration::from_micros(200),
-        },
-        segment_size: 4096,
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Group {
+        window: std::time::Duration::from_micros(200),
     };
-    c.table = TableConfig {
-        memtable_flush_bytes: 4096,
-        compaction: CompactionConfig {
-            min_threshold: 4,
-            max_threshold: 8,
-            min_segment_size: 1 << 20,
-            ..CompactionConfig::default()
-        },
-        ..TableConfig::default()
-    };
+    c.commitlog.segment_size = 4096;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = 4096;
+    c.table.compaction.min_threshold = 4;
+    c.table.compaction.max_threshold = 8;
+    c.table.compaction.min_segment_size = 1 << 20;
     let store = Arc::new(Store::open(tmp.path(), c.clone()).unwrap());
     let t = store.table("t").unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -311,7 +300,7 @@ fn concurrent_writers_and_readers_with_background_flush_and_compaction() {
     let s = t.stats();
     eprintln!("{s:?}; {:?}", store.tables().commit_log().stats());
     assert!(s.flushes >= 5 && s.compactions >= 1, "{s:?}");
-    let check = |t: &segstore::table::Table| {
+    let check = |t: &segstore::Table| {
         let all: Vec<_> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
         assert_eq!(all.len(), 800);
         for (k, v) in all {

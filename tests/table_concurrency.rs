@@ -26,10 +26,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use segstore::io::FileRules;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{CompactionConfig, Table, TableConfig};
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, Config, DiskAccessMode, FileRules, Store, Table, TableConfig,
+};
 
 const WRITERS: usize = 2;
 const KEYS_PER_WRITER: usize = 150;
@@ -52,26 +51,20 @@ const VALUE_LEN: usize = 48;
 
 fn config(mode: DiskAccessMode, rules: FileRules) -> Config {
     let mut c = common::test_config(mode, rules);
-    c.commitlog = CommitLogConfig {
-        // Acknowledged at once: the test is about visibility, not durability, and
-        // fsyncs would only slow the writers down.
-        sync: CommitLogSync::Periodic { period_ms: 50 },
-        // Small files, so checkpoints release (delete) many of them.
-        segment_size: 64 * 1024,
-    };
-    c.table = TableConfig {
-        memtable_flush_bytes: MEMTABLE_BYTES,
-        max_frozen_memtables: 2,
-        compaction: CompactionConfig {
-            min_threshold: 2,
-            max_threshold: 4,
-            // Every segment is "small": one tier, so compactions come often.
-            min_segment_size: 1 << 30,
-            ..CompactionConfig::default()
-        },
-        background_compaction: true,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    // Acknowledged at once: the test is about visibility, not durability, and
+    // fsyncs would only slow the writers down.
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 50 };
+    // Small files, so checkpoints release (delete) many of them.
+    c.commitlog.segment_size = 64 * 1024;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = MEMTABLE_BYTES;
+    c.table.max_frozen_memtables = 2;
+    // Every segment is "small": one tier, so compactions come often.
+    c.table.compaction.min_threshold = 2;
+    c.table.compaction.max_threshold = 4;
+    c.table.compaction.min_segment_size = 1 << 30;
+    c.table.background_compaction = true;
     c
 }
 

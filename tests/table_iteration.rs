@@ -12,27 +12,24 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use proptest::prelude::*;
-use segstore::io::FileRules;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{Table, TableConfig, WriteBatch};
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, Config, DiskAccessMode, FileRules, Store, Table, TableConfig,
+    WriteBatch,
+};
 
 fn cfg(mode: DiskAccessMode) -> Config {
     let mut c = common::test_config(mode, FileRules::posix());
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Periodic { period_ms: 10_000 },
-        segment_size: 1 << 20,
-    };
-    c.table = TableConfig {
-        // Memtables are frozen and flushed by the test's own steps only.
-        memtable_flush_bytes: 64 << 20,
-        max_frozen_memtables: 16,
-        background_compaction: false,
-        // Compaction keeps every tombstone, so the model's winning cells (tombstones
-        // included) stay what `scan_cells` answers.
-        gc_grace_secs: u64::MAX,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
+    c.commitlog.segment_size = 1 << 20;
+    c.table = TableConfig::default();
+    // Memtables are frozen and flushed by the test's own steps only.
+    c.table.memtable_flush_bytes = 64 << 20;
+    c.table.max_frozen_memtables = 16;
+    c.table.background_compaction = false;
+    // Compaction keeps every tombstone, so the model's winning cells (tombstones
+    // included) stay what `scan_cells` answers.
+    c.table.gc_grace_secs = u64::MAX;
     c
 }
 

@@ -12,28 +12,22 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use segstore::io::FileRules;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{Batch, CompactionConfig, ReadView, TableConfig, WriteBatch};
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{
+    Batch, CommitLogConfig, CommitLogSync, Config, DiskAccessMode, FileRules, ReadView, Store,
+    TableConfig, WriteBatch,
+};
 
 pub fn cfg(mode: DiskAccessMode) -> Config {
     let mut c = common::test_config(mode, FileRules::posix());
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Periodic { period_ms: 10_000 },
-        segment_size: 4096,
-    };
-    c.table = TableConfig {
-        memtable_flush_bytes: 2500,
-        max_frozen_memtables: 2,
-        compaction: CompactionConfig {
-            min_threshold: 3,
-            max_threshold: 6,
-            min_segment_size: 1 << 20,
-            ..CompactionConfig::default()
-        },
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
+    c.commitlog.segment_size = 4096;
+    c.table = TableConfig::default();
+    c.table.memtable_flush_bytes = 2500;
+    c.table.max_frozen_memtables = 2;
+    c.table.compaction.min_threshold = 3;
+    c.table.compaction.max_threshold = 6;
+    c.table.compaction.min_segment_size = 1 << 20;
     c
 }
 

@@ -9,30 +9,24 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use segstore::io::{registry, FileRules};
+use segstore::io::registry;
 use segstore::segment::{Component, SegmentName};
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{CompactionConfig, Table, TableConfig, WriteBatch};
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{
+    CommitLogConfig, CommitLogSync, Config, DiskAccessMode, FileRules, Store, Table, TableConfig,
+    WriteBatch,
+};
 
 fn cfg(mode: DiskAccessMode, rules: FileRules) -> Config {
     let mut c = common::test_config(mode, rules);
-    c.commitlog = CommitLogConfig {
-        sync: CommitLogSync::Periodic { period_ms: 10_000 },
-        ..CommitLogConfig::default()
-    };
-    c.table = TableConfig {
-        // Only the test's flushes and compactions, so segments pile up and overlap.
-        memtable_flush_bytes: 1 << 30,
-        background_compaction: false,
-        compaction: CompactionConfig {
-            min_threshold: 2,
-            ..CompactionConfig::default()
-        },
-        // Explicit timestamps here are tiny: keep every tombstone.
-        gc_grace_secs: u64::MAX / 2_000_000,
-        ..TableConfig::default()
-    };
+    c.commitlog = CommitLogConfig::default();
+    c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
+    c.table = TableConfig::default();
+    // Only the test's flushes and compactions, so segments pile up and overlap.
+    c.table.memtable_flush_bytes = 1 << 30;
+    c.table.background_compaction = false;
+    c.table.compaction.min_threshold = 2;
+    // Explicit timestamps here are tiny: keep every tombstone.
+    c.table.gc_grace_secs = u64::MAX / 2_000_000;
     c
 }
 

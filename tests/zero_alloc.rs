@@ -12,9 +12,8 @@ use std::cell::Cell;
 
 use std::sync::Arc;
 
-use segstore::io::FileRules;
 use segstore::segment::{IndexCache, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{Config, DiskAccessMode, SegmentOptions, Store};
+use segstore::{Config, DiskAccessMode, FileRules, SegmentOptions, Store};
 
 struct CountingAlloc;
 
@@ -111,9 +110,10 @@ fn warm_get_with_allocates_nothing_in_any_mode() {
     let probes: Vec<u32> = (0..2_000u32).map(|i| (i * 7919) % N).collect();
     // Each mode without and with an index cache (it only acts where the index is read
     // with positional reads).
-    let cached = || ReaderOptions {
-        index_cache: Some(Arc::new(IndexCache::new(64 << 20))),
-        ..ReaderOptions::default()
+    let cached = || {
+        let mut c = ReaderOptions::default();
+        c.index_cache = Some(Arc::new(IndexCache::new(64 << 20)));
+        c
     };
     let variants = DiskAccessMode::all()
         .into_iter()
@@ -177,11 +177,9 @@ fn table_reads(probes: &[u32]) {
         DiskAccessMode::Standard,
     ] {
         let tdir = tempfile::tempdir().unwrap();
-        let config = Config {
-            disk_access_mode: mode,
-            track_leaks: false,
-            ..Config::default()
-        };
+        let mut config = Config::default();
+        config.disk_access_mode = mode;
+        config.track_leaks = false;
         let store = Store::open(tdir.path(), config).unwrap();
         let t = store.table("za").unwrap();
         for i in 0..N {

@@ -7,8 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use segstore::table::commitlog::CommitLogSync;
-use segstore::DiskAccessMode;
+use segstore::{CommitLogSync, DiskAccessMode};
 
 use crate::dist::{digits_for, KeyDist};
 use crate::target::TargetKind;

@@ -26,9 +26,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex, RwLock};
 use segstore::lifecycle::SegmentSet;
 use segstore::segment::Entry;
-use segstore::table::commitlog::{CommitLogConfig, CommitLogSync};
-use segstore::table::{Table, WriteBatch};
-use segstore::{Config, DiskAccessMode, Store};
+use segstore::{CommitLogSync, Config, DiskAccessMode, Store, Table, WriteBatch};
 
 /// Errors of any target.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -120,18 +118,11 @@ pub struct TableTarget {
 impl TableTarget {
     /// Open (or create) the store in `dir` with `opts.sync`, and its table [`TABLE`].
     pub fn open(dir: &Path, mode: DiskAccessMode, opts: Options) -> Result<TableTarget> {
-        let store = Store::open(
-            dir,
-            Config {
-                disk_access_mode: mode,
-                track_leaks: false,
-                commitlog: CommitLogConfig {
-                    sync: opts.sync.unwrap_or_default(),
-                    ..CommitLogConfig::default()
-                },
-                ..Config::default()
-            },
-        )?;
+        let mut config = Config::default();
+        config.disk_access_mode = mode;
+        config.track_leaks = false;
+        config.commitlog.sync = opts.sync.unwrap_or_default();
+        let store = Store::open(dir, config)?;
         let table = store.table(TABLE)?;
         Ok(TableTarget { table, store })
     }
@@ -246,14 +237,11 @@ pub struct SegmentTarget {
 impl SegmentTarget {
     /// Open (or create) the store in `dir` and its table [`TABLE`].
     pub fn open(dir: &Path, mode: DiskAccessMode, opts: Options) -> Result<SegmentTarget> {
-        let store = Store::open(
-            dir,
-            Config {
-                disk_access_mode: mode,
-                track_leaks: false,
-                ..Config::default()
-            },
-        )?;
+        let config = Config::builder()
+            .disk_access_mode(mode)
+            .track_leaks(false)
+            .build()?;
+        let store = Store::open(dir, config)?;
         let set = store.segments(TABLE)?;
         let shared = Arc::new(Shared {
             set,

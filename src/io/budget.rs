@@ -112,7 +112,7 @@ impl MapBudget {
     }
 
     /// Decide how a segment whose modes are `modes` may open. See the module docs.
-    pub fn admit(&self, modes: ResolvedModes) -> Result<Admission> {
+    pub(crate) fn admit(&self, modes: ResolvedModes) -> Result<Admission> {
         let wanted = [modes.data, modes.index]
             .iter()
             .filter(|m| **m == AccessMode::Mmap)

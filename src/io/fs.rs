@@ -21,7 +21,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::powerloss::{NameOp, PowerLoss};
+use super::powerloss::PowerLoss;
 use super::rules::{FileOp, FileRules};
 use crate::error::{Error, Result};
 
@@ -33,6 +33,18 @@ pub fn tmp_path(dest: &Path) -> PathBuf {
     let mut s = dest.as_os_str().to_owned();
     s.push(TMP_SUFFIX);
     s.into()
+}
+
+/// A name operation the boundary did, for the simulator to undo if it is not durable.
+#[derive(Debug)]
+#[cfg_attr(not(feature = "testing"), allow(dead_code))] // read by the simulator only
+pub(crate) enum NameOp {
+    /// A new file or hard link at this path.
+    Create(PathBuf),
+    /// A new directory.
+    Mkdir(PathBuf),
+    /// A directory removed (it was empty).
+    Rmdir(PathBuf),
 }
 
 /// A store directory's I/O handle: the rules, faults and simulator every mutation obeys.
@@ -70,7 +82,7 @@ impl StoreFs {
     }
 
     fn sim(&self) -> Option<&PowerLoss> {
-        self.inner.rules.power_loss()
+        self.inner.rules.simulator()
     }
 
     /// Ask the simulator (if any) whether the operation may run: after a simulated power

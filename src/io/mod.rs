@@ -7,8 +7,10 @@
 //! - [`fs`]: the I/O boundary, [`StoreFs`]: every create, write, fsync, rename, link and
 //!   unlink of the crate, each asking the [`rules`] (Windows emulation, faults,
 //!   simulator) first; atomic publish.
-//! - [`powerloss`]: the power-loss simulator behind that boundary (tests).
-//! - [`rules`]: POSIX rules or the Windows emulation the tests run under.
+//! - [`rules`]: the platform's rules, or (`testing` feature) the Windows emulation the
+//!   tests run under (`emulation`), injected faults (`faults`) and the power-loss
+//!   simulator behind the boundary (`powerloss`); without the feature, uninhabited
+//!   stand-ins of those three (`stand_ins`).
 //! - [`residency`]: memory residency controls (`mlock`, `mlockall`, huge pages, page-cache
 //!   advice) and per-mapping reports of what the kernel granted.
 //! - [`kstats`]: the kernel's own figures (`/proc/self/smaps`, `/proc/self/status`, THP
@@ -22,22 +24,32 @@
 
 pub mod budget;
 pub mod crc;
+#[cfg(feature = "testing")]
+pub mod emulation;
+#[cfg(feature = "testing")]
+pub mod faults;
 pub mod fs;
 pub mod identity;
 pub mod kstats;
 pub mod mapped;
+#[cfg(feature = "testing")]
 pub mod powerloss;
 pub mod pread;
 pub mod prefetch;
 pub mod registry;
 pub mod residency;
 pub mod rules;
+#[cfg(not(feature = "testing"))]
+mod stand_ins;
+#[cfg(not(feature = "testing"))]
+use stand_ins::{emulation, faults, powerloss};
 pub mod sys;
 
 pub use budget::MapBudget;
 pub use fs::{FsFile, StoreFs};
 pub use identity::FileId;
 pub use mapped::MappedFile;
+#[cfg(feature = "testing")]
 pub use powerloss::PowerLoss;
 pub use pread::PositionalFile;
 pub use registry::{registry, MappingStats};

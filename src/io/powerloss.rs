@@ -1,4 +1,4 @@
-//! A power-loss simulator behind the I/O boundary ([`super::fs::StoreFs`]), in the
+//! A power-loss simulator (`testing` feature only) behind the I/O boundary ([`super::fs::StoreFs`]), in the
 //! manner of LevelDB's `FaultInjectionTestEnv` and RocksDB's `FaultInjectionTestFS`.
 //!
 //! It sees every mutating operation (create, write, fsync, directory fsync, rename,
@@ -27,18 +27,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::fs::NameOp;
 use super::FileId;
-
-/// A name operation the boundary did, for the simulator to undo if it is not durable.
-#[derive(Debug)]
-pub(crate) enum NameOp {
-    /// A new file or hard link at this path.
-    Create(PathBuf),
-    /// A new directory.
-    Mkdir(PathBuf),
-    /// A directory removed (it was empty).
-    Rmdir(PathBuf),
-}
 
 #[derive(Debug)]
 enum Undo {

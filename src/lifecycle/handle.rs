@@ -47,7 +47,7 @@ impl Drop for Retire {
 impl Segment {
     /// Wrap an open reader. `deleter` will delete its files once it is obsolete and
     /// unreferenced.
-    pub fn new(reader: SegmentReader, deleter: Deleter) -> Segment {
+    pub(crate) fn new(reader: SegmentReader, deleter: Deleter) -> Segment {
         let paths = Component::ALL
             .iter()
             .map(|&c| reader.name().path(reader.dir(), c))
@@ -65,7 +65,7 @@ impl Segment {
     }
 
     /// Delete this segment's files once the last handle is dropped.
-    pub fn mark_obsolete(&self) {
+    pub(crate) fn mark_obsolete(&self) {
         self.retire.obsolete.store(true, Ordering::Release);
     }
 
@@ -74,7 +74,7 @@ impl Segment {
         &self.retire.paths
     }
 
-    /// Has [`Self::mark_obsolete`] been called?
+    /// Has it been marked obsolete (replaced by compaction, or its table dropped)?
     pub fn is_obsolete(&self) -> bool {
         self.retire.obsolete.load(Ordering::Acquire)
     }
@@ -162,7 +162,7 @@ pub struct SegmentHandle {
 impl SegmentHandle {
     /// The first handle of a newly opened segment.
     #[track_caller]
-    pub fn new(seg: Segment, tracker: Option<Arc<LeakTracker>>) -> SegmentHandle {
+    pub(crate) fn new(seg: Segment, tracker: Option<Arc<LeakTracker>>) -> SegmentHandle {
         let at = Location::caller();
         let lease = tracker.as_ref().map(|t| Lease::take(t, seg.name(), at));
         SegmentHandle {

@@ -5,7 +5,7 @@
 //! 1. *No file is deleted, replaced or truncated while any mapping of its identity is
 //!    open (Windows policy); the deleter is the only code that deletes.* Maps are counted
 //!    per (device, inode) in `io::registry` before `mmap` and uncounted after `munmap`.
-//!    [`Deleter`] under `DeferWhileMapped` unlinks only while holding the registry lock
+//!    The `Deleter` under `DeferWhileMapped` unlinks only while holding the registry lock
 //!    with a zero count. A segment's reader (its maps) drops before its files are handed
 //!    to the deleter (field order in [`handle::Segment`]). `io::fs::remove_file` is
 //!    `pub(crate)` and called only from the deleter.
@@ -16,7 +16,7 @@
 //!    that file, `close`, or the next open after a crash.* Requests are journaled before
 //!    the first attempt; a mapped file's deletion runs on the registry's last-close event;
 //!    refusals are retried on each later event, at close, and at open from the journal.
-//! 7. *One process owns a store directory.* [`lock::DirLock`].
+//! 7. *One process owns a store directory.* `lock::DirLock`.
 //!
 //! # Crash recovery
 //! Chosen approach: a durable journal of requested deletions (`deletions.pending`) plus a
@@ -26,16 +26,28 @@
 //! leaves them in the journal. Either way the next open deletes them, and never a file a
 //! manifest names.
 
-pub mod deleter;
-pub mod handle;
-pub mod lock;
-pub mod manifest;
-pub mod set;
-pub mod view;
+//!
+//! # Public surface
+//! What a user of [`crate::Store::segments`] and of the stats and close reports names:
+//! [`SegmentSet`], its [`View`], [`SegmentHandle`], [`Segment`], and the deleter's
+//! reports ([`DeletePolicy`], [`DeleterStats`], [`PendingDeletion`], [`PendingReason`],
+//! [`HandleSite`]). The deleter itself, manifests, the lock and the leak tracker are
+//! internals (public only with the `testing` feature).
 
-pub use deleter::{DeletePolicy, Deleter, DeleterStats, PendingDeletion, PendingReason};
-pub use handle::{HandleSite, LeakTracker, Segment, SegmentHandle};
-pub use lock::DirLock;
-pub use manifest::{Manifest, SnapshotManifest};
-pub use set::{SegmentSet, SetOptions};
-pub use view::{View, ViewCell};
+testing_pub! { pub mod deleter; }
+testing_pub! { pub mod handle; }
+testing_pub! { pub mod lock; }
+testing_pub! { pub mod manifest; }
+testing_pub! { pub mod set; }
+testing_pub! { pub mod view; }
+
+pub use deleter::{DeletePolicy, DeleterStats, PendingDeletion, PendingReason};
+pub use handle::{HandleSite, Segment, SegmentHandle};
+pub use set::SegmentSet;
+pub use view::View;
+testing_pub! { pub use deleter::Deleter; }
+testing_pub! { pub use handle::LeakTracker; }
+testing_pub! { pub use lock::DirLock; }
+testing_pub! { pub use manifest::{Manifest, SnapshotManifest}; }
+testing_pub! { pub use set::SetOptions; }
+testing_pub! { pub use view::ViewCell; }

@@ -67,7 +67,7 @@ pub struct SegmentSet {
 impl SegmentSet {
     /// Open the table `table` in `dir`, creating an empty manifest if it has none.
     /// `min_next_id` lets the caller skip ids already used by files on disk.
-    pub fn open(
+    pub(crate) fn open(
         dir: &Path,
         table: &str,
         opts: SetOptions,
@@ -142,7 +142,7 @@ impl SegmentSet {
     /// Like [`SegmentSet::with_view`], handing `f` the view's `Arc` (to clone only if
     /// it keeps the view).
     #[inline]
-    pub fn with_view_arc<R>(&self, f: impl FnOnce(&Arc<View>) -> R) -> R {
+    pub(crate) fn with_view_arc<R>(&self, f: impl FnOnce(&Arc<View>) -> R) -> R {
         self.view.with_arc(f)
     }
 
@@ -200,7 +200,7 @@ impl SegmentSet {
     /// `Err(Poisoned)` once a manifest publish left it unknown which manifest is
     /// durable (see [`SegmentSet::replace`]); `Err(ReadOnly)` or `Err(Dropped)` once
     /// frozen.
-    pub fn check_poisoned(&self) -> Result<()> {
+    pub(crate) fn check_poisoned(&self) -> Result<()> {
         match *self.frozen.lock() {
             Some(Frozen::ReadOnly) => return Err(Error::ReadOnly),
             Some(Frozen::Dropped) => {
@@ -330,7 +330,7 @@ impl SegmentSet {
     }
 
     /// Drop this set's own view (at close). Segments go when their last handle does.
-    pub fn release(&self) {
+    pub(crate) fn release(&self) {
         self.view.replace(|_| Vec::new());
     }
 }

@@ -1,6 +1,6 @@
 //! Merkle trees over token ranges: pure build and diff, no I/O.
 //!
-//! A row's *token* is [`crate::format::key_hash`] of its key (xxh3-64). A tree of depth
+//! A row's *token* is [`super::token`] of its key (xxh3-64). A tree of depth
 //! `d` over a [`TokenRange`] has `2^d` leaves that partition the range into equal
 //! sub-ranges (up to one token of rounding when the width is not a multiple of `2^d`).
 //!

@@ -1,7 +1,7 @@
 //! Repair between replicas: compare Merkle trees over token ranges, stream the rows of
 //! the ranges that differ both ways, and converge.
 //!
-//! - [`merkle`]: pure tree build and diff (a token is [`crate::format::key_hash`]).
+//! - [`merkle`]: pure tree build and diff (a row's token is [`token`] of its key).
 //! - [`message`]: the messages and their versioned, checksummed wire format.
 //! - [`transport`]: the [`Transport`] trait an embedding database implements over its own
 //!   network, and [`LocalTransport`] for one process.

@@ -101,6 +101,7 @@ impl fmt::Display for Parallelism {
 
 /// Settings of one session.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RepairOptions {
     /// Tree depth (`2^depth` leaves, at most [`super::MAX_DEPTH`]). Deeper trees stream
     /// fewer needless rows and cost more memory (16 bytes a leaf on the wire).
@@ -151,7 +152,8 @@ impl Default for RepairOptions {
 /// a.write(vec![row("ada", "v1", 1), row("bob", "v1", 1)])?;
 /// b.write(vec![row("bob", "v2", 2)])?;
 ///
-/// let opts = RepairOptions { parallelism: Parallelism::Sequential, ..RepairOptions::default() };
+/// let mut opts = RepairOptions::default();
+/// opts.parallelism = Parallelism::Sequential;
 /// let report = RepairSession::run(&[&a, &b], &LocalTransport::new(), &opts)?;
 /// println!("{report}"); // ranges, rows each way, roots, snapshot deletions
 /// assert!(report.converged());

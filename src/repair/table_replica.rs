@@ -7,7 +7,7 @@
 //!   path (commit log, then memtable) with their own timestamps and tombstones
 //!   ([`WriteBatch::put_at`], [`WriteBatch::delete_at`]), so a repaired cell is as
 //!   durable as any write and wins or loses by the one cell rule
-//!   ([`crate::table::cell`]). Large applies are split into several commit log records;
+//!   ([`crate::newer_wins`]). Large applies are split into several commit log records;
 //!   a crash in between leaves a prefix applied, which the next repair completes.
 //! - [`Replica::snapshot_ephemeral`] is [`Store::snapshot_ephemeral`] of this table,
 //!   which flushes the table's memtables first: the snapshot, and so the sequential
@@ -47,7 +47,8 @@ const APPLY_BATCH_BYTES: usize = 4 << 20;
 /// a.lsm().put(b"ada", b"v1")?;
 /// b.lsm().delete(b"bob")?;
 ///
-/// let opts = RepairOptions { parallelism: Parallelism::Sequential, ..RepairOptions::default() };
+/// let mut opts = RepairOptions::default();
+/// opts.parallelism = Parallelism::Sequential;
 /// let report = RepairSession::run(&[&a, &b], &LocalTransport::new(), &opts)?;
 /// assert!(report.converged());
 /// assert_eq!(b.lsm().get(b"ada")?.as_deref(), Some(&b"v1"[..]));

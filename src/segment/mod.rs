@@ -14,6 +14,8 @@ mod writer;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use crate::format::meta::SegmentStats;
+pub use crate::format::record::RecordRef;
 pub use index_cache::{IndexCache, IndexCacheStats};
 pub use iter::{Entry, SegmentIter};
 pub use reader::SegmentReader;

@@ -329,6 +329,7 @@ impl SegmentReader {
                 .map_or(0, CachedIndex::overhead_bytes)
     }
 
+    testing_pub! {
     /// The mapped files of this segment (for residency controls and stats).
     pub fn mapped_files(&self) -> impl Iterator<Item = &MappedFile> {
         [&self.data, &self.index]
@@ -337,6 +338,7 @@ impl SegmentReader {
                 Source::Mapped(m) => Some(m),
                 Source::Standard(_) => None,
             })
+    }
     }
 
     /// The data component's bytes when it is mapped (`None` when it is read with

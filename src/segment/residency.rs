@@ -36,6 +36,7 @@ use crate::io::{MapBudget, MappedFile};
 /// locks, no huge pages, no index cache, every record checked) is what
 /// [`SegmentReader::open`] uses.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReaderOptions {
     /// What to `mlock`.
     pub lock_memory: LockMemory,

@@ -108,7 +108,7 @@ impl WriteBatch {
 /// # let store = segstore::Store::open(dir.path(), segstore::Config::default())?;
 /// let accounts = store.table("accounts")?;
 /// let ledger = store.table("ledger")?;
-/// let mut batch = segstore::table::Batch::new();
+/// let mut batch = segstore::Batch::new();
 /// batch
 ///     .put(&accounts, b"alice", b"90")
 ///     .put(&accounts, b"bob", b"110")

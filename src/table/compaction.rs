@@ -46,6 +46,7 @@ pub struct SegmentSummary {
 /// Settings of size-tiered compaction (Cassandra's names and defaults).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct CompactionConfig {
     /// Fewest segments in a bucket before it is compacted (at least 2).
     pub min_threshold: usize,

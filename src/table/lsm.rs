@@ -80,9 +80,10 @@ use crate::table::cell::cmp_versions;
 /// Settings of the tables of a store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TableConfig {
     /// Freeze and flush the active memtable once it holds this many bytes
-    /// ([`Memtable::approx_bytes`]).
+    /// (`Memtable::approx_bytes`).
     pub memtable_flush_bytes: usize,
     /// Writers wait while this many frozen memtables await their flush (at least 1);
     /// a flush failing meanwhile refuses their writes with [`Error::FlushFailed`].
@@ -709,8 +710,8 @@ impl Table {
     /// Freeze the active memtable without flushing it: it stays readable as a frozen
     /// memtable until the next flush writes it out (writers wait once
     /// `max_frozen_memtables` are frozen). For tests and tools that need cells spread
-    /// over several memtables.
-    #[doc(hidden)]
+    /// over several memtables (`testing` feature only).
+    #[cfg(feature = "testing")]
     pub fn freeze_memtable(&self) {
         Self::freeze_locked(&mut self.mem.write());
     }

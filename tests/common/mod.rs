@@ -9,25 +9,22 @@ use std::ops::Bound;
 use std::path::Path;
 
 use proptest::test_runner::Config as ProptestConfig;
-use segstore::format::meta::SegmentStats;
-use segstore::io::FileRules;
 use segstore::lifecycle::SegmentSet;
-use segstore::segment::{Component, Entry, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{Config, DeletePolicy, DiskAccessMode, SegmentOptions};
+use segstore::segment::{
+    Component, Entry, SegmentName, SegmentReader, SegmentStats, SegmentWriter,
+};
+use segstore::{Config, DeletePolicy, DiskAccessMode, FileRules, SegmentOptions};
 
 /// A config for tests: tiny blocks, leak tracking, deferral, the given rules and mode.
 pub fn test_config(mode: DiskAccessMode, rules: FileRules) -> Config {
-    Config {
-        disk_access_mode: mode,
-        segment: SegmentOptions {
-            index_block_size: 64,
-            filter_bits_per_key: 10,
-        },
-        delete_policy: DeletePolicy::DeferWhileMapped,
-        track_leaks: true,
-        file_rules: rules,
-        ..Config::default()
-    }
+    let mut c = Config::default();
+    c.disk_access_mode = mode;
+    c.segment.index_block_size = 64;
+    c.segment.filter_bits_per_key = 10;
+    c.delete_policy = DeletePolicy::DeferWhileMapped;
+    c.track_leaks = true;
+    c.file_rules = rules;
+    c
 }
 
 /// Write `entries` (key -> (value, ts)) as one new segment of `set` and add it.
@@ -111,10 +108,10 @@ pub type Model = BTreeMap<Vec<u8>, Cell>;
 
 /// Index blocks of 64 bytes, so a few dozen cells already span many blocks.
 pub fn tiny_opts() -> SegmentOptions {
-    SegmentOptions {
-        index_block_size: 64,
-        filter_bits_per_key: 10,
-    }
+    let mut c = SegmentOptions::default();
+    c.index_block_size = 64;
+    c.filter_bits_per_key = 10;
+    c
 }
 
 /// The segment name the tests use.

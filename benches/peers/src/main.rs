@@ -9,9 +9,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-use segstore::io::FileRules;
+use segstore::{DiskAccessMode, FileRules, SegmentOptions};
 use segstore::segment::{SegmentName, SegmentReader, SegmentWriter};
-use segstore::{DiskAccessMode, SegmentOptions};
 
 const VALUE_LEN: usize = 100;
 const SCAN_LEN: usize = 100;
@@ -143,15 +142,16 @@ fn open_segstore(dir: &Path, mode: DiskAccessMode, v: Variant) -> Seg {
             dir,
             &name,
             mode.resolve(),
-            &segstore::segment::ReaderOptions {
-                index_cache: Some(Arc::new(segstore::segment::IndexCache::new(1 << 30))),
-                huge_pages: if v == Variant::AnonIndex {
-                    segstore::config::HugePages::AnonymousIndex
+            &{
+                let mut c = segstore::segment::ReaderOptions::default();
+                c.index_cache = Some(Arc::new(segstore::segment::IndexCache::new(1 << 30)));
+                c.huge_pages = if v == Variant::AnonIndex {
+                    segstore::HugePages::AnonymousIndex
                 } else {
-                    segstore::config::HugePages::Off
-                },
-                crc_check_chance: if v == Variant::NoCrc { 0.0 } else { 1.0 },
-                ..Default::default()
+                    segstore::HugePages::Off
+                };
+                c.crc_check_chance = if v == Variant::NoCrc { 0.0 } else { 1.0 };
+                c
             },
         )
         .unwrap(),
@@ -160,7 +160,7 @@ fn open_segstore(dir: &Path, mode: DiskAccessMode, v: Variant) -> Seg {
 
 struct SegTable {
     _store: segstore::Store,
-    t: Arc<segstore::table::Table>,
+    t: Arc<segstore::Table>,
 }
 
 impl System for SegTable {
@@ -190,18 +190,17 @@ impl System for SegTable {
 }
 
 fn table_config() -> segstore::Config {
-    segstore::Config {
-        disk_access_mode: DiskAccessMode::Mmap,
-        track_leaks: false,
-        ..segstore::Config::default()
-    }
+    let mut c = segstore::Config::default();
+    c.disk_access_mode = DiskAccessMode::Mmap;
+    c.track_leaks = false;
+    c
 }
 
 fn load_table(dir: &Path, n: u64) {
     let store = segstore::Store::open(dir, table_config()).unwrap();
     let t = store.table("peers").unwrap();
     for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
-        let mut b = segstore::table::WriteBatch::default();
+        let mut b = segstore::WriteBatch::default();
         for &i in chunk {
             b.put(key(2 * i).to_vec(), value(i).to_vec());
         }

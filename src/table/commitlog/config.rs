@@ -220,6 +220,7 @@ impl FromStr for CommitLogSync {
 /// Settings of one commit log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct CommitLogConfig {
     /// The sync mode.
     pub sync: CommitLogSync,
