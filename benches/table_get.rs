@@ -15,9 +15,10 @@
 //! row's throughput relative to the segment reader's; the target is Table get
 //! >= 0.9x on hits.
 //!
-//! Then 100-row scans from random keys: `segment_iter` (the segment's iterator) against
-//! `table_scan` (`Table::scan`), interleaved the same way; the target compares
-//! Table scans with LMDB's (`benches/peers`).
+//! Then 100-row scans from random keys, interleaved the same way: `segment_iter` (the
+//! segment's iterator) against `table_scan` (`Table::scan`), owned rows, and
+//! `segment_iter_with` against `table_scan_with`, rows lent by `next_with`; the
+//! issue's target compares Table scans with LMDB's (`benches/peers`).
 //!
 //! `cargo bench --bench table_get` (about 40 s: the load, then six short rows).
 
@@ -227,35 +228,62 @@ fn interleaved(f: &Fixture, what: &str, keys: &[Key]) {
 }
 
 /// 100-row scans from random start keys: the segment's own iterator against
-/// `Table::scan` (memtables and view captured, merged), rows taking turns on chunks of
-/// start keys as `interleaved` does. Each row reads a byte of every value.
+/// `Table::scan`, owned rows (`next`) and borrowed (`next_with`), rows taking turns on
+/// chunks of start keys as `interleaved` does. Each row reads a byte of every value.
 fn scans(f: &Fixture, starts: &[Key]) {
     const ROWS_PER_SCAN: usize = 100;
     const CHUNK: usize = 500;
     const PASSES: usize = 4;
-    let names = ["segment_iter", "table_scan"];
+    const NAMES: [&str; 4] = [
+        "segment_iter",
+        "table_scan",
+        "segment_iter_with",
+        "table_scan_with",
+    ];
     let run = |row: usize, k: &Key| -> usize {
+        let mut sum = 0;
         match row {
-            0 => SegmentIter::new(f.segment.clone(), &k[..]..)
-                .unwrap()
-                .take(ROWS_PER_SCAN)
-                .map(|e| e.unwrap().value[VALUE - 1] as usize)
-                .sum(),
-            _ => f
-                .table
-                .scan(&k[..]..)
-                .unwrap()
-                .take(ROWS_PER_SCAN)
-                .map(|r| r.unwrap().1[VALUE - 1] as usize)
-                .sum(),
+            0 => {
+                for e in SegmentIter::new(f.segment.clone(), &k[..]..)
+                    .unwrap()
+                    .take(ROWS_PER_SCAN)
+                {
+                    sum += e.unwrap().value[VALUE - 1] as usize;
+                }
+            }
+            1 => {
+                for r in f.table.scan(&k[..]..).unwrap().take(ROWS_PER_SCAN) {
+                    sum += r.unwrap().1[VALUE - 1] as usize;
+                }
+            }
+            2 => {
+                let mut it = SegmentIter::new(f.segment.clone(), &k[..]..).unwrap();
+                for _ in 0..ROWS_PER_SCAN {
+                    match it.next_with(|r| r.value[VALUE - 1] as usize) {
+                        Some(v) => sum += v.unwrap(),
+                        None => break,
+                    }
+                }
+            }
+            _ => {
+                let mut s = f.table.scan(&k[..]..).unwrap();
+                for _ in 0..ROWS_PER_SCAN {
+                    match s.next_with(|_, v| v[VALUE - 1] as usize) {
+                        Some(v) => sum += v.unwrap(),
+                        None => break,
+                    }
+                }
+            }
         }
+        sum
     };
-    let mut ns = [[0u128; 2]; PASSES];
-    let mut n = [[0usize; 2]; PASSES];
+    let rows = NAMES.len();
+    let mut ns = vec![vec![0u128; rows]; PASSES];
+    let mut n = vec![vec![0usize; rows]; PASSES];
     let mut sum = 0usize;
     for pass in 0..PASSES {
         for (i, chunk) in starts.chunks(CHUNK).enumerate() {
-            let row = (i + pass) % 2;
+            let row = (i + pass) % rows;
             let t = Instant::now();
             for k in chunk {
                 sum += run(row, k);
@@ -265,14 +293,19 @@ fn scans(f: &Fixture, starts: &[Key]) {
         }
     }
     black_box(sum);
-    let per = |p: usize, row: usize| ns[p][row] as f64 / n[p][row] as f64;
-    for (row, name) in names.iter().enumerate() {
-        let total: f64 = (1..PASSES).map(|p| per(p, row)).sum::<f64>() / (PASSES - 1) as f64;
-        let base: f64 = (1..PASSES).map(|p| per(p, 0)).sum::<f64>() / (PASSES - 1) as f64;
+    let per = |row: usize| {
+        let t: u128 = (1..PASSES).map(|p| ns[p][row]).sum();
+        let c: usize = (1..PASSES).map(|p| n[p][row]).sum();
+        t as f64 / c as f64
+    };
+    for (row, name) in NAMES.iter().enumerate() {
+        // Owned rows against the segment's owned iteration, borrowed against borrowed.
+        let base = per(row & 2);
         println!(
-            "interleaved scan {name:<13} {:8.0} ns per {ROWS_PER_SCAN}-row scan  {:.3}x segment_iter throughput",
-            total,
-            base / total
+            "interleaved scan {name:<18} {:8.0} ns per {ROWS_PER_SCAN}-row scan  {:.3}x {} throughput",
+            per(row),
+            base / per(row),
+            NAMES[row & 2]
         );
     }
 }

@@ -74,7 +74,7 @@ use super::view::Pin;
 use crate::error::{Error, Result};
 use crate::lifecycle::{SegmentHandle, SegmentSet, View};
 use crate::range::{prefix_range, KeyBounds, KeyRange};
-use crate::segment::{Entry, SegmentIter};
+use crate::segment::{Entry, RecordRef, SegmentIter};
 use crate::table::cell::cmp_versions;
 
 /// Settings of the tables of a store.
@@ -556,8 +556,9 @@ impl Table {
     /// `Bound`s ([`KeyRange`]). The scan sees the memtables and segments of the moment it
     /// starts; it holds segment handles until dropped.
     pub fn scan(&self, range: impl KeyRange) -> Result<Scan> {
-        let (inner, pin) = self.merged(range.into_key_bounds(), TombstonePolicy::Hide)?;
-        Ok(Scan { inner, _pin: pin })
+        self.ctx.check_open()?;
+        let (pin, snap) = self.capture();
+        Ok(Scan::new(snap.scan(pin.seq(), range.into_key_bounds()), pin))
     }
 
     /// Live keys that start with `prefix`, and their values, in key order: the range
@@ -566,8 +567,7 @@ impl Table {
     /// every key for an empty prefix). A [`Scan`] like any other: reversible, seekable
     /// within the prefix.
     pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<Scan> {
-        let (inner, pin) = self.merged(prefix_range(prefix.as_ref()), TombstonePolicy::Hide)?;
-        Ok(Scan { inner, _pin: pin })
+        self.scan(prefix_range(prefix.as_ref()))
     }
 
     /// The winning cell of every key in `range`, in key order, tombstones included
@@ -1073,9 +1073,22 @@ impl TableSnap {
     }
 
     /// The merge of a cursor per memtable (read at `at`) and per segment over `bounds`.
+    /// The live rows in `bounds` for a read at `at`: the segment's own iterator when the
+    /// table is one segment and no memtable holds a cell (none can hold one the read
+    /// sees later: it was registered before the memtables were taken), else the merge.
+    pub(crate) fn scan(&self, at: u64, bounds: KeyBounds) -> ScanSource {
+        match &self.view.segments[..] {
+            [h] if self.mems.iter().all(|m| m.is_empty()) => {
+                ScanSource::Segment(SegmentIter::with_bounds(h.clone(), bounds.0, bounds.1))
+            }
+            _ => ScanSource::Merged(self.merged(at, bounds, TombstonePolicy::Hide)),
+        }
+    }
+
     pub(crate) fn merged(&self, at: u64, bounds: KeyBounds, policy: TombstonePolicy) -> Merged {
         let mut sources: Vec<BoxedCursor<'static>> = Vec::new();
-        for m in &self.mems {
+        // An empty memtable holds nothing this read may see (see `scan`).
+        for m in self.mems.iter().filter(|m| !m.is_empty()) {
             sources.push(Box::new(MemtableCursor(m.range_at(bounds.clone(), at))));
         }
         for h in &self.view.segments {
@@ -1099,26 +1112,87 @@ impl TableSnap {
 /// one index lookup per segment at the next step. Keys yielded by the other end stay
 /// behind it. After an error the scan is done.
 pub struct Scan {
-    inner: Merged,
+    inner: ScanSource,
     /// Keeps the memtable versions the scan reads.
     _pin: Arc<Pin>,
 }
 
+/// Where a scan's rows come from.
+pub(crate) enum ScanSource {
+    /// The merge of the memtables and segments.
+    Merged(Merged),
+    /// A single segment and no memtable cell (a compacted table at rest): the segment's
+    /// own iterator, tombstones skipped; no merge, and `next_with` lends each row
+    /// straight from the map.
+    Segment(SegmentIter<SegmentHandle>),
+}
+
 impl Scan {
-    pub(crate) fn new(inner: Merged, pin: Arc<Pin>) -> Scan {
+    pub(crate) fn new(inner: ScanSource, pin: Arc<Pin>) -> Scan {
         Scan { inner, _pin: pin }
     }
 
     /// Move the front to the first live key at or above `key` (within the scan's
     /// range): the next [`Iterator::next`] yields it.
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
-        self.inner.seek(key.as_ref())
+        match &mut self.inner {
+            ScanSource::Merged(m) => m.seek(key.as_ref()),
+            ScanSource::Segment(it) => it.seek(key.as_ref()),
+        }
     }
 
     /// Move the back to the last live key at or below `key` (within the scan's range):
     /// the next [`DoubleEndedIterator::next_back`] yields it.
     pub fn seek_back(&mut self, key: impl AsRef<[u8]>) {
-        self.inner.seek_back(key.as_ref())
+        match &mut self.inner {
+            ScanSource::Merged(m) => m.seek_back(key.as_ref()),
+            ScanSource::Segment(it) => it.seek_back(key.as_ref()),
+        }
+    }
+
+    /// The next row, handed to `f` borrowed (key, value): the allocation-free form of
+    /// [`Iterator::next`] where the table is one segment with empty memtables (a
+    /// compacted table at rest: the bytes come straight from the map, or the scan's
+    /// buffer in `standard` mode); otherwise the merged row is lent. `None` at the end;
+    /// after an error the scan is done.
+    pub fn next_with<T>(&mut self, f: impl FnOnce(&[u8], &[u8]) -> T) -> Option<Result<T>> {
+        self.step_with::<true, T>(f)
+    }
+
+    /// The next row from the back, handed to `f` borrowed: the allocation-free form of
+    /// [`DoubleEndedIterator::next_back`] (see [`Scan::next_with`]).
+    pub fn next_back_with<T>(&mut self, f: impl FnOnce(&[u8], &[u8]) -> T) -> Option<Result<T>> {
+        self.step_with::<false, T>(f)
+    }
+
+    fn step_with<const FWD: bool, T>(
+        &mut self,
+        f: impl FnOnce(&[u8], &[u8]) -> T,
+    ) -> Option<Result<T>> {
+        match &mut self.inner {
+            ScanSource::Merged(m) => {
+                let r = if FWD { m.next() } else { m.next_back() };
+                r.map(|r| r.map(|e| f(&e.key, &e.value)))
+            }
+            ScanSource::Segment(it) => {
+                let mut f = Some(f);
+                loop {
+                    let lend = |r: RecordRef<'_>| {
+                        // `f` runs once, on the first live row (a tombstone keeps it).
+                        if r.tombstone {
+                            return None;
+                        }
+                        f.take().map(|f| f(r.key, r.value))
+                    };
+                    let got = if FWD { it.next_with(lend) } else { it.next_back_with(lend) };
+                    match got? {
+                        Ok(Some(t)) => return Some(Ok(t)),
+                        Ok(None) => continue, // a tombstone: the key is deleted
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -1126,13 +1200,19 @@ impl Iterator for Scan {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.inner.next().map(|r| r.map(|e| (e.key, e.value)))
+        match &mut self.inner {
+            ScanSource::Merged(m) => m.next().map(|r| r.map(|e| (e.key, e.value))),
+            ScanSource::Segment(_) => self.next_with(|k, v| (k.to_vec(), v.to_vec())),
+        }
     }
 }
 
 impl DoubleEndedIterator for Scan {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.inner.next_back().map(|r| r.map(|e| (e.key, e.value)))
+        match &mut self.inner {
+            ScanSource::Merged(m) => m.next_back().map(|r| r.map(|e| (e.key, e.value))),
+            ScanSource::Segment(_) => self.next_back_with(|k, v| (k.to_vec(), v.to_vec())),
+        }
     }
 }
 

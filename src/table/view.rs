@@ -145,20 +145,15 @@ impl ReadView {
     /// Live rows of `table` in `range` as of this view (see [`Table::scan`]); the scan
     /// keeps what it reads alive and may outlive the view.
     pub fn scan(&self, table: &Table, range: impl KeyRange) -> Result<Scan> {
-        let inner =
-            self.snap(table)?
-                .merged(self.pin.seq, range.into_key_bounds(), TombstonePolicy::Hide);
+        let inner = self
+            .snap(table)?
+            .scan(self.pin.seq, range.into_key_bounds());
         Ok(Scan::new(inner, Arc::clone(&self.pin)))
     }
 
     /// Live rows of `table` whose keys start with `prefix`, as of this view.
     pub fn scan_prefix(&self, table: &Table, prefix: impl AsRef<[u8]>) -> Result<Scan> {
-        let inner = self.snap(table)?.merged(
-            self.pin.seq,
-            prefix_range(prefix.as_ref()),
-            TombstonePolicy::Hide,
-        );
-        Ok(Scan::new(inner, Arc::clone(&self.pin)))
+        self.scan(table, prefix_range(prefix.as_ref()))
     }
 
     /// Winning cells of `table` in `range`, tombstones included, as of this view (see
