@@ -669,11 +669,8 @@ fn a_compacted_table_scans_its_one_segment_directly() {
             // Both ends meet, each row once.
             let mut s = t.scan(..).unwrap();
             let (mut front, mut rear) = (Vec::new(), Vec::new());
-            loop {
-                match s.next() {
-                    Some(r) => front.push(r.unwrap()),
-                    None => break,
-                }
+            while let Some(r) = s.next() {
+                front.push(r.unwrap());
                 match s.next_back_with(|k, v| (k.to_vec(), v.to_vec())) {
                     Some(r) => rear.push(r.unwrap()),
                     None => break,
@@ -725,7 +722,7 @@ fn a_compacted_table_scans_its_one_segment_directly() {
         t.delete(b"k001").unwrap();
         let before = model.clone();
         model.insert(b"k000".to_vec(), b"back".to_vec());
-        model.remove(&b"k001".to_vec());
+        model.remove(b"k001".as_slice());
         check(&t, &model, "segment + memtable");
         let seen_after: Vec<_> = view.scan(&t, ..).unwrap().map(|r| r.unwrap()).collect();
         let want_before: Vec<_> = before.into_iter().collect();
