@@ -95,6 +95,23 @@ fn a_view_is_unchanged_by_later_writes_flushes_compactions_and_new_tables() {
         .unwrap());
     assert!(view.contains_key(&t, b"k03").unwrap());
     assert_eq!(view.get(&u, b"only").unwrap().as_deref(), Some(&b"u1"[..]));
+    // One table of the view, looked up once.
+    let tv = view.table(&t).unwrap();
+    assert_eq!(tv.get(b"k10").unwrap().as_deref(), Some(&b"memtable"[..]));
+    assert!(tv.get_with(b"k05", |v| v == Some(&b"active"[..])).unwrap());
+    assert!(!tv.contains_key(b"k99").unwrap());
+    assert_eq!(
+        tv.multi_get([b"k00", b"k99"])
+            .unwrap()
+            .iter()
+            .filter(|v| v.is_some())
+            .count(),
+        1
+    );
+    assert_eq!(tv.scan(..).unwrap().count(), 50);
+    assert_eq!(tv.scan_cells(..).unwrap().count(), 50);
+    assert_eq!(tv.scan_prefix(b"k0").unwrap().count(), 10);
+    drop(tv);
     assert_eq!(
         view.get(&w, b"x").unwrap(),
         None,

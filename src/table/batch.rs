@@ -63,6 +63,10 @@ impl WriteBatch {
     /// With `true`, the write returns only once the commit log is fsynced, whatever
     /// its sync mode: a per-write durability choice for a store running `periodic`
     /// (under `batch` and `group` every write is synced anyway). Default `false`.
+    /// Under `periodic` the write is applied (and visible to readers) before its fsync,
+    /// so other writers never wait for it; if that fsync fails the write returns the
+    /// error though readers may already see it, and the commit log is poisoned (every
+    /// later write fails) as after any failed fsync.
     pub fn sync(&mut self, sync: bool) -> &mut Self {
         self.sync = sync;
         self

@@ -937,7 +937,8 @@ pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Resul
         // append syncs before anything is applied, as always).
         let seq = ctx.log.append_parts(&records, Some(&ctx.visibility))?;
         // Finished (visible) however this ends, a panic included: a number left
-        // pending would stop every later write and flush.
+        // pending would stop every later write and flush. (A panic inside the apply
+        // would be a bug; it can leave part of the batch visible.)
         let finish = Finish(&ctx.visibility, seq);
         let mut full = Vec::new();
         for (((t, _), m), c) in parts.iter().zip(&guards).zip(&cells) {
@@ -958,7 +959,7 @@ pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Resul
             ctx.schedule_flush(t);
         }
         if sync {
-            ctx.log.sync()?;
+            ctx.log.sync_periodic_through(seq)?;
         }
         return Ok(());
     }

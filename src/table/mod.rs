@@ -52,4 +52,4 @@ pub use memtable::{Memtable, SharedCell};
 pub use merge::{Cursor, MergeIter, TombstonePolicy};
 pub use tables::Tables;
 pub use value::Value;
-pub use view::ReadView;
+pub use view::{ReadView, TableView};

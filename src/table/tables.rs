@@ -130,6 +130,9 @@ pub(crate) struct Context {
     /// Held shared while a read captures memtables and views, exclusively by a flush
     /// around its view swap (visibility invariant 3).
     pub(crate) install: RwLock<()>,
+    /// Held shared while a `Table` is created, exclusively by `Tables::flush_then`, so
+    /// the tables it quiesces are all the tables there are until its closure returns.
+    pub(crate) opening: RwLock<()>,
 }
 
 impl Context {
@@ -387,6 +390,7 @@ impl Tables {
             positions_dirty: AtomicBool::new(false),
             visibility: Visibility::new(log_next_seq - 1),
             install: RwLock::new(()),
+            opening: RwLock::new(()),
         });
         // From here on an error drops `out`, whose drop clears the tables (each holds
         // the context: a cycle that would otherwise keep their segments mapped).
@@ -458,6 +462,18 @@ impl Tables {
             return Ok(t);
         }
         let set = open_set()?;
+        // Before the registry lock: the positions lock is taken first wherever both are
+        // (checkpoint, drop), never under the registry's.
+        let flushed = self
+            .ctx
+            .positions
+            .lock()
+            .flushed
+            .get(name)
+            .copied()
+            .unwrap_or(0);
+        // A snapshot or checkpoint of every table waits for this (`flush_then`).
+        let _opening = self.ctx.opening.read();
         let mut registry = self.ctx.registry.write();
         let entry = match registry.get_mut(name) {
             Some(r) if Arc::ptr_eq(&r.set, &set) && !set.is_dropped() => r,
@@ -471,14 +487,6 @@ impl Tables {
         if let Some(t) = &entry.table {
             return Ok(Arc::clone(t));
         }
-        let flushed = self
-            .ctx
-            .positions
-            .lock()
-            .flushed
-            .get(name)
-            .copied()
-            .unwrap_or(0);
         let t = Arc::new(Table::new(
             name,
             set,
@@ -529,6 +537,10 @@ impl Tables {
     /// between two tables then), the frozen memtables are flushed, and `f` runs.
     pub(crate) fn flush_then<R>(&self, only: Option<&str>, f: impl FnOnce() -> R) -> Result<R> {
         self.ctx.check_writable()?;
+        // No table is created meanwhile: one opened after the list below would flush on
+        // its own and could hold its part of a batch whose other part stays in a frozen
+        // table's memtable.
+        let opening = self.ctx.opening.write();
         let tables: Vec<Arc<Table>> = self
             .ctx
             .registry
@@ -549,6 +561,7 @@ impl Tables {
             }
             f()
         };
+        drop(opening);
         self.ctx.checkpoint()?;
         for t in &tables {
             self.ctx.schedule_compaction(t);

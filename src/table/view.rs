@@ -112,9 +112,20 @@ impl ReadView {
         })
     }
 
+    /// `table` as of this view, looked up once for many reads (a batch of gets, as an
+    /// LMDB reader keeps one read transaction): its reads take no lock and clone nothing
+    /// but what a [`Value`] or a [`Scan`] must hold.
+    pub fn table<'v>(&'v self, table: &Table) -> Result<TableView<'v>> {
+        Ok(TableView {
+            seq: self.pin.seq,
+            pin: &self.pin,
+            snap: self.snap(table)?,
+        })
+    }
+
     /// The value of `key` in `table` as of this view (see [`Table::get`]).
     pub fn get(&self, table: &Table, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
-        self.snap(table)?.get(self.pin.seq, key.as_ref())
+        self.table(table)?.get(key)
     }
 
     /// Run `f` on the value of `key` in `table` as of this view, without copying it
@@ -125,12 +136,12 @@ impl ReadView {
         key: impl AsRef<[u8]>,
         f: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<R> {
-        self.snap(table)?.get_with(self.pin.seq, key.as_ref(), f)
+        self.table(table)?.get_with(key, f)
     }
 
     /// Whether `key` has a live value in `table` as of this view.
     pub fn contains_key(&self, table: &Table, key: impl AsRef<[u8]>) -> Result<bool> {
-        self.snap(table)?.contains_key(self.pin.seq, key.as_ref())
+        self.table(table)?.contains_key(key)
     }
 
     /// The values of `keys` in `table` as of this view, in order.
@@ -139,29 +150,68 @@ impl ReadView {
         table: &Table,
         keys: impl IntoIterator<Item = K>,
     ) -> Result<Vec<Option<Value>>> {
-        self.snap(table)?.multi_get(self.pin.seq, keys)
+        self.table(table)?.multi_get(keys)
     }
 
     /// Live rows of `table` in `range` as of this view (see [`Table::scan`]); the scan
     /// keeps what it reads alive and may outlive the view.
     pub fn scan(&self, table: &Table, range: impl KeyRange) -> Result<Scan> {
-        let inner = self
-            .snap(table)?
-            .scan(self.pin.seq, range.into_key_bounds());
-        Ok(Scan::new(inner, Arc::clone(&self.pin)))
+        self.table(table)?.scan(range)
     }
 
     /// Live rows of `table` whose keys start with `prefix`, as of this view.
     pub fn scan_prefix(&self, table: &Table, prefix: impl AsRef<[u8]>) -> Result<Scan> {
-        self.scan(table, prefix_range(prefix.as_ref()))
+        self.table(table)?.scan_prefix(prefix)
     }
 
     /// Winning cells of `table` in `range`, tombstones included, as of this view (see
     /// [`Table::scan_cells`]).
     pub fn scan_cells(&self, table: &Table, range: impl KeyRange) -> Result<Cells> {
-        let inner =
-            self.snap(table)?
-                .merged(self.pin.seq, range.into_key_bounds(), TombstonePolicy::Keep);
-        Ok(Cells::new(inner, Arc::clone(&self.pin)))
+        self.table(table)?.scan_cells(range)
+    }
+}
+
+/// One table as a [`ReadView`] sees it ([`ReadView::table`]).
+pub struct TableView<'v> {
+    seq: u64,
+    pin: &'v Arc<Pin>,
+    snap: std::borrow::Cow<'v, TableSnap>,
+}
+
+impl TableView<'_> {
+    /// The value of `key` (see [`Table::get`]).
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        self.snap.get(self.seq, key.as_ref())
+    }
+
+    /// Run `f` on the value of `key` without copying it (see [`Table::get_with`]).
+    pub fn get_with<R>(&self, key: impl AsRef<[u8]>, f: impl FnOnce(Option<&[u8]>) -> R) -> Result<R> {
+        self.snap.get_with(self.seq, key.as_ref(), f)
+    }
+
+    /// Whether `key` has a live value.
+    pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        self.snap.contains_key(self.seq, key.as_ref())
+    }
+
+    /// The values of `keys`, in order.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: impl IntoIterator<Item = K>) -> Result<Vec<Option<Value>>> {
+        self.snap.multi_get(self.seq, keys)
+    }
+
+    /// Live rows in `range` (see [`Table::scan`]).
+    pub fn scan(&self, range: impl KeyRange) -> Result<Scan> {
+        Ok(Scan::new(self.snap.scan(self.seq, range.into_key_bounds()), Arc::clone(self.pin)))
+    }
+
+    /// Live rows whose keys start with `prefix`.
+    pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<Scan> {
+        self.scan(prefix_range(prefix.as_ref()))
+    }
+
+    /// Winning cells in `range`, tombstones included (see [`Table::scan_cells`]).
+    pub fn scan_cells(&self, range: impl KeyRange) -> Result<Cells> {
+        let inner = self.snap.merged(self.seq, range.into_key_bounds(), TombstonePolicy::Keep);
+        Ok(Cells::new(inner, Arc::clone(self.pin)))
     }
 }

@@ -10,8 +10,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-use segstore::{DiskAccessMode, FileRules, SegmentOptions};
 use segstore::segment::{SegmentName, SegmentReader, SegmentWriter};
+use segstore::{DiskAccessMode, FileRules, SegmentOptions};
 
 const VALUE_LEN: usize = 100;
 const SCAN_LEN: usize = 100;
@@ -139,43 +139,81 @@ fn open_segstore(dir: &Path, mode: DiskAccessMode, v: Variant) -> Seg {
         // The store's defaults, except that the index cache gets the same 1 GiB that
         // RocksDB, fjall and redb get for their caches (it only acts where the index
         // is read with positional reads: `standard`).
-        r: SegmentReader::open_with(
-            dir,
-            &name,
-            mode.resolve(),
-            &{
-                let mut c = segstore::segment::ReaderOptions::default();
-                c.index_cache = Some(Arc::new(segstore::segment::IndexCache::new(1 << 30)));
-                c.huge_pages = if v == Variant::AnonIndex {
-                    segstore::HugePages::AnonymousIndex
-                } else {
-                    segstore::HugePages::Off
-                };
-                c.crc_check_chance = if v == Variant::NoCrc { 0.0 } else { 1.0 };
-                c
-            },
-        )
+        r: SegmentReader::open_with(dir, &name, mode.resolve(), &{
+            let mut c = segstore::segment::ReaderOptions::default();
+            c.index_cache = Some(Arc::new(segstore::segment::IndexCache::new(1 << 30)));
+            c.huge_pages = if v == Variant::AnonIndex {
+                segstore::HugePages::AnonymousIndex
+            } else {
+                segstore::HugePages::Off
+            };
+            c.crc_check_chance = if v == Variant::NoCrc { 0.0 } else { 1.0 };
+            c
+        })
         .unwrap(),
     }
 }
 
 struct SegTable {
-    _store: segstore::Store,
+    store: &'static segstore::Store,
     t: Arc<segstore::Table>,
+    how: TableRead,
+}
+
+/// How a Table row reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TableRead {
+    /// `Table::get_with` per get.
+    GetWith,
+    /// `Table::get`: a `Value` holding the view.
+    Value,
+    /// One `ReadView` per batch (as LMDB and redb take one read transaction per batch),
+    /// then `TableView::get_with` and `TableView::scan`.
+    View,
 }
 
 impl System for SegTable {
     fn name(&self) -> String {
-        "segstore Table".into()
+        match self.how {
+            TableRead::GetWith => "segstore Table".into(),
+            TableRead::Value => "segstore Table, Value".into(),
+            TableRead::View => "segstore Table, view".into(),
+        }
     }
     fn run(&self, op: Op, keys: &[[u8; 16]]) -> u64 {
         let mut sum = 0u64;
+        if self.how == TableRead::View {
+            let view = self.store.read_view().unwrap();
+            let tv = view.table(&self.t).unwrap();
+            for k in keys {
+                if op == Op::Scan {
+                    let mut s = tv.scan(&k[..]..).unwrap();
+                    for _ in 0..SCAN_LEN {
+                        match s.next_with(|_, v| v.len() as u64) {
+                            Some(n) => sum += n.unwrap(),
+                            None => break,
+                        }
+                    }
+                } else {
+                    sum += tv.get_with(k, |v| v.map_or(0, |v| v.len() as u64)).unwrap();
+                }
+            }
+            return sum;
+        }
         match op {
-            Op::Hit | Op::Miss => {
+            Op::Hit | Op::Miss if self.how == TableRead::Value => {
                 for k in keys {
                     if let Some(v) = self.t.get(k).unwrap() {
                         sum += v.len() as u64;
                     }
+                }
+            }
+            Op::Hit | Op::Miss => {
+                for k in keys {
+                    sum += self
+                        .t
+                        .get_with(k, |v| v.map_or(0, |v| v.len() as u64))
+                        .unwrap();
                 }
             }
             Op::Scan => {
@@ -218,10 +256,16 @@ fn load_table(dir: &Path, n: u64) {
     store.close().unwrap();
 }
 
-fn open_table(dir: &Path) -> SegTable {
-    let store = segstore::Store::open(dir, table_config()).unwrap();
-    let t = store.table("peers").unwrap();
-    SegTable { _store: store, t }
+/// The one store both Table rows read (a store directory is opened once per process).
+static TABLE_STORE: std::sync::OnceLock<segstore::Store> = std::sync::OnceLock::new();
+
+fn open_table(dir: &Path, how: TableRead) -> SegTable {
+    let store = TABLE_STORE.get_or_init(|| segstore::Store::open(dir, table_config()).unwrap());
+    SegTable {
+        store,
+        t: store.table("peers").unwrap(),
+        how,
+    }
 }
 
 // ---------------------------------------------------------------- LMDB (heed)
@@ -554,7 +598,7 @@ fn parse_args() -> Args {
 
 /// System ids, in print order: the Table first (the headline), then the bare segment.
 fn system_ids(a: &Args) -> Vec<&'static str> {
-    let mut v = vec!["seg_table", "seg_mmap"];
+    let mut v = vec!["seg_table", "seg_table_value", "seg_table_view", "seg_mmap"];
     if a.variants {
         v.push("seg_mmap_anon");
         v.push("seg_mmap_nocrc");
@@ -578,7 +622,7 @@ fn sub(root: &Path, id: &str) -> PathBuf {
         "seg_mmap" | "seg_mmap_anon" | "seg_mmap_nocrc" | "seg_standard" | "seg_auto" => {
             root.join("segstore")
         }
-        "seg_table" => root.join("segstore_table"),
+        "seg_table" | "seg_table_value" | "seg_table_view" => root.join("segstore_table"),
         "rocksdb" | "rocksdb_mmap" => root.join("rocksdb"),
         other => root.join(other),
     }
@@ -596,7 +640,9 @@ fn open_system(root: &Path, id: &str) -> Box<dyn System> {
             Variant::Default,
         )),
         "seg_auto" => Box::new(open_segstore(&d, DiskAccessMode::Auto, Variant::Default)),
-        "seg_table" => Box::new(open_table(&d)),
+        "seg_table" => Box::new(open_table(&d, TableRead::GetWith)),
+        "seg_table_value" => Box::new(open_table(&d, TableRead::Value)),
+        "seg_table_view" => Box::new(open_table(&d, TableRead::View)),
         "lmdb" => Box::new(open_lmdb(&d, false)),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Box::new(rocks::open(&d, false)),

@@ -4,10 +4,10 @@
 //!
 //! ```text
 //! file   = header record*
-//! header = magic "SGCLOG\0\x02" (8) | first_seq u64 LE | crc u32 LE of the 16 bytes before
-//!          (version 2 may hold records of several tables; version 1 files, whose records
-//!          are all of one table, are still read; a binary that knows only version 1
-//!          refuses a version 2 file rather than stop replay at its first batch)
+//! header = magic "SGCLOG\0\x01" (8) | first_seq u64 LE | crc u32 LE of the 16 bytes before
+//!          (the multi-table body below came later within version 1: segstore builds
+//!          from before it read a log holding one as torn at that record, so a store
+//!          whose log holds a batch across tables must not be opened by them)
 //! record = len u32 LE | crc u32 LE | body (len bytes)
 //!          crc = crc32c(len bytes ++ body), so a damaged length is detected too
 //! body   = seq u64 LE | part                                      (one table)
@@ -27,9 +27,7 @@ use crate::format::{checksum, read_u32, read_u64, varint, Malformed, MAX_KEY_LEN
 use crate::segment::{validate_name, Entry};
 
 /// The first 8 bytes of every commit log file.
-pub const FILE_MAGIC: [u8; 8] = *b"SGCLOG\0\x02";
-/// The magic of version 1 files (records of one table only), still read.
-pub const FILE_MAGIC_V1: [u8; 8] = *b"SGCLOG\0\x01";
+pub const FILE_MAGIC: [u8; 8] = *b"SGCLOG\0\x01";
 /// Bytes of the file header.
 pub const FILE_HEADER_LEN: usize = 20;
 /// Bytes of a record's frame header (len, crc).
@@ -73,7 +71,7 @@ pub fn decode_file_header(b: &[u8]) -> Result<u64, Malformed> {
             format!("file header truncated to {} bytes", b.len()),
         ));
     }
-    if b[..8] != FILE_MAGIC && b[..8] != FILE_MAGIC_V1 {
+    if b[..8] != FILE_MAGIC {
         return Err(Malformed::new(0, "not a commit log file (bad magic)"));
     }
     if read_u32(b, 16) != Some(checksum(&b[..16])) {
@@ -422,13 +420,8 @@ mod tests {
         let mut bad = h;
         bad[0] = b'X';
         assert!(decode_file_header(&bad).is_err());
-        // A version 1 header (its checksum recomputed) is still read.
-        let mut v1 = h;
-        v1[..8].copy_from_slice(&FILE_MAGIC_V1);
-        let crc = checksum(&v1[..16]);
-        v1[16..].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(decode_file_header(&v1).unwrap(), 12345);
-        let mut v3 = v1;
+        // An unknown version (its checksum recomputed) is refused.
+        let mut v3 = h;
         v3[7] = 3;
         let crc = checksum(&v3[..16]);
         v3[16..].copy_from_slice(&crc.to_le_bytes());

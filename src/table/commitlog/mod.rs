@@ -353,6 +353,20 @@ impl CommitLog {
         s.sync_through(&mut st, target, None)
     }
 
+    /// Under `periodic`, fsync through record `seq` and wait for it (a write asking for
+    /// durability); under `batch` and `group` the append already did, so nothing.
+    pub(crate) fn sync_periodic_through(&self, seq: u64) -> Result<()> {
+        let s = &*self.shared;
+        if !matches!(s.config.sync, CommitLogSync::Periodic { .. }) {
+            return Ok(());
+        }
+        let mut st = s.state.lock();
+        if let Some(p) = &st.poisoned {
+            return Err(Error::Poisoned(p.clone()));
+        }
+        s.sync_through(&mut st, seq, None)
+    }
+
     /// [`Error::Poisoned`] if an earlier write or fsync failed (invariant 3).
     pub fn check_poisoned(&self) -> Result<()> {
         match &self.shared.state.lock().poisoned {
