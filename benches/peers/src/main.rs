@@ -551,6 +551,8 @@ struct Args {
     /// anonymous_index`; `seg_mmap_nocrc`: `crc_check_chance: 0`).
     variants: bool,
     only: Option<String>,
+    /// Measure only this op (`--op hit|miss|scan`), e.g. to profile one read path.
+    op: Option<Op>,
     rss: bool,
     child: Option<String>,
 }
@@ -564,6 +566,7 @@ fn parse_args() -> Args {
         segments: false,
         variants: false,
         only: None,
+        op: None,
         rss: true,
         child: None,
     };
@@ -581,12 +584,20 @@ fn parse_args() -> Args {
             "--segments" => a.segments = true,
             "--variants" => a.variants = true,
             "--only" => a.only = Some(val()),
+            "--op" => {
+                a.op = Some(match val().as_str() {
+                    "hit" => Op::Hit,
+                    "miss" => Op::Miss,
+                    "scan" => Op::Scan,
+                    o => panic!("--op takes hit, miss or scan, not {o}"),
+                })
+            }
             "--no-rss" => a.rss = false,
             "--rss-child" => a.child = Some(val()),
             "-h" | "--help" => {
                 println!(
                     "usage: segstore-peers [--keys N | --ten-million] [--rounds R] [--ops OPS] \
-                     [--dir DIR] [--segments] [--variants] [--only SUBSTRING] [--no-rss]"
+                     [--dir DIR] [--segments] [--variants] [--only SUBSTRING] [--op hit|miss|scan] [--no-rss]"
                 );
                 std::process::exit(0);
             }
@@ -740,6 +751,9 @@ fn batch(sys: &dyn System, op: Op, keys: &[Vec<[u8; 16]>]) -> f64 {
 }
 
 fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN; // an op not measured (`--op`)
+    }
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let m = v.len() / 2;
     if v.len() % 2 == 1 {
@@ -840,9 +854,10 @@ fn main() {
     let names: Vec<String> = systems.iter().map(|s| s.name()).collect();
     // results[system][op][threads-1] = per-round ops/s
     let mut results = vec![vec![vec![Vec::new(); 2]; 3]; systems.len()];
+    let measured = |op: Op| a.op.is_none_or(|o| o == op);
     // Warm every system (page cache, block caches, first-use checksums).
     for s in &systems {
-        for op in Op::ALL {
+        for op in Op::ALL.into_iter().filter(|&op| measured(op)) {
             batch(
                 s.as_ref(),
                 op,
@@ -853,6 +868,9 @@ fn main() {
     let started = Instant::now();
     for round in 0..a.rounds {
         for (oi, op) in Op::ALL.into_iter().enumerate() {
+            if !measured(op) {
+                continue;
+            }
             for threads in 1..=2usize {
                 let count = if op == Op::Scan { a.ops / 10 } else { a.ops };
                 let keys: Vec<Vec<[u8; 16]>> = (0..threads)
