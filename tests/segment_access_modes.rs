@@ -965,3 +965,74 @@ fn unchecked_reads_still_blame_the_data_file_for_damaged_records() {
     }
     std::fs::write(&data, &pristine).unwrap();
 }
+
+/// A mapped scan checks the records ahead of it three at a time. A damaged record fails
+/// exactly the scans that reach it, after every row before it, forward and backward;
+/// checking ahead into it (from the record before, as part of one batch) fails nothing.
+#[test]
+fn a_damaged_record_fails_only_the_scans_that_reach_it() {
+    // key00 .. key29, equal-sized records (so the one to damage is easy to find).
+    let model: Model = (0..30u32)
+        .map(|i| {
+            (
+                format!("key{i:02}").into_bytes(),
+                Cell::live(&[b'a' + (i % 26) as u8; 100], 7),
+            )
+        })
+        .collect();
+    let dir = written(&model);
+    let data = component_path(dir.path(), Component::Data);
+    let pristine = std::fs::read(&data).unwrap();
+    let rec = (pristine.len() - segstore::format::footer::FOOTER_LEN) / model.len();
+    let mut bytes = pristine.clone();
+    bytes[10 * rec + rec / 2] ^= 0x10; // a value byte of key10
+    std::fs::write(&data, &bytes).unwrap();
+    let k = |i: u32| format!("key{i:02}").into_bytes();
+    for mode in DiskAccessMode::all() {
+        let r = open_in(dir.path(), &seg_name(), mode);
+        let rows = |lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, back: bool| {
+            let mut it = r.scan((lo, hi)).unwrap();
+            let mut n = 0;
+            loop {
+                match if back { it.next_back() } else { it.next() } {
+                    None => return Ok(n),
+                    Some(Ok(_)) => n += 1,
+                    Some(Err(e)) => return Err((n, e)),
+                }
+            }
+        };
+        use Bound::{Excluded, Included, Unbounded};
+        // Key09's batch of three checks key10 too; the scan stops at key09 (it reads
+        // key09 to see it is past the end), so nothing fails.
+        assert_eq!(rows(Unbounded, Included(k(8)), false).unwrap(), 9, "{mode}");
+        assert_eq!(
+            rows(Included(k(11)), Unbounded, false).unwrap(),
+            19,
+            "{mode}"
+        );
+        assert_eq!(
+            rows(Excluded(k(10)), Unbounded, true).unwrap(),
+            19,
+            "{mode}"
+        );
+        for (lo, back, before) in [
+            (Unbounded, false, 10),
+            (Included(k(9)), false, 1),
+            (Unbounded, true, 19),
+        ] {
+            match rows(lo.clone(), Unbounded, back) {
+                Err((n, Error::Corrupt { path, .. })) => {
+                    assert_eq!(
+                        (n, &path),
+                        (before, &data),
+                        "{mode}: from {lo:?}, back {back}"
+                    )
+                }
+                other => {
+                    panic!("{mode}: from {lo:?}, back {back}: expected Corrupt, got {other:?}")
+                }
+            }
+        }
+    }
+    std::fs::write(&data, &pristine).unwrap();
+}

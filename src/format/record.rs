@@ -50,40 +50,68 @@ pub fn encode(out: &mut Vec<u8>, r: &RecordRef<'_>) {
 /// From a prefix of a record (at least [`MAX_HEADER_LEN`] bytes, or all that remains),
 /// the record's total encoded length.
 pub fn total_len(b: &[u8]) -> Result<usize, Malformed> {
-    let (klen, vlen, hdr) = header(b)?;
+    let (klen, vlen, hdr) = header(b).map_err(Bad::malformed)?;
     Ok(hdr + klen + vlen + 4)
 }
 
-fn header(b: &[u8]) -> Result<(usize, usize, usize), Malformed> {
-    let flags = *b
-        .first()
-        .ok_or_else(|| Malformed::new(0, "truncated record"))?;
+/// What is wrong with a record: small and `Copy`, so the decoding path stays short
+/// enough to inline into scans and lookups; the message is built only on error.
+#[derive(Debug, Clone, Copy)]
+enum Bad {
+    Truncated,
+    Flags(u8),
+    KeyLenVarint,
+    ValueLenVarint(usize),
+    KeyLen(u64),
+    ValueLen(usize, u64),
+    Short { total: usize, len: usize },
+    Checksum,
+    TombstoneValue,
+}
+
+impl Bad {
+    #[cold]
+    #[inline(never)]
+    fn malformed(self) -> Malformed {
+        const P: u64 = 9; // the key length's offset: after flags and timestamp
+        match self {
+            Bad::Truncated => Malformed::new(0, "truncated record"),
+            Bad::Flags(f) => Malformed::new(0, format!("unknown record flags {f:#x}")),
+            Bad::KeyLenVarint => Malformed::new(P, "truncated or bad key length"),
+            Bad::ValueLenVarint(at) => {
+                Malformed::new(at as u64, "truncated or bad value length")
+            }
+            Bad::KeyLen(k) => Malformed::new(P, format!("key length {k} out of range")),
+            Bad::ValueLen(at, v) => {
+                Malformed::new(at as u64, format!("value length {v} out of range"))
+            }
+            Bad::Short { total, len } => {
+                Malformed::new(0, format!("record of {total} bytes truncated to {len}"))
+            }
+            Bad::Checksum => Malformed::new(0, "record checksum mismatch"),
+            Bad::TombstoneValue => Malformed::new(0, "tombstone carries a value"),
+        }
+    }
+}
+
+/// (key length, value length, header length) of the record at the start of `b`.
+#[inline(always)]
+fn header(b: &[u8]) -> Result<(usize, usize, usize), Bad> {
+    let flags = *b.first().ok_or(Bad::Truncated)?;
     if flags & !TOMBSTONE != 0 {
-        return Err(Malformed::new(
-            0,
-            format!("unknown record flags {flags:#x}"),
-        ));
+        return Err(Bad::Flags(flags));
     }
     let p = 9;
-    let (klen, n1) = b
-        .get(p..)
-        .and_then(varint::get)
-        .ok_or_else(|| Malformed::new(p as u64, "truncated or bad key length"))?;
+    let (klen, n1) = b.get(p..).and_then(varint::get).ok_or(Bad::KeyLenVarint)?;
     let (vlen, n2) = b
         .get(p + n1..)
         .and_then(varint::get)
-        .ok_or_else(|| Malformed::new((p + n1) as u64, "truncated or bad value length"))?;
+        .ok_or(Bad::ValueLenVarint(p + n1))?;
     if klen == 0 || klen > MAX_KEY_LEN as u64 {
-        return Err(Malformed::new(
-            p as u64,
-            format!("key length {klen} out of range"),
-        ));
+        return Err(Bad::KeyLen(klen));
     }
     if vlen > MAX_VALUE_LEN as u64 {
-        return Err(Malformed::new(
-            (p + n1) as u64,
-            format!("value length {vlen} out of range"),
-        ));
+        return Err(Bad::ValueLen(p + n1, vlen));
     }
     Ok((klen as usize, vlen as usize, p + n1 + n2))
 }
@@ -100,31 +128,66 @@ pub fn decode(b: &[u8]) -> Result<(RecordRef<'_>, usize), Malformed> {
 /// bounds).
 #[inline]
 pub fn decode_with(b: &[u8], check_crc: bool) -> Result<(RecordRef<'_>, usize), Malformed> {
+    decode_fast(b, check_crc).map_err(Bad::malformed)
+}
+
+#[inline(always)]
+fn decode_fast(b: &[u8], check_crc: bool) -> Result<(RecordRef<'_>, usize), Bad> {
     let (klen, vlen, hdr) = header(b)?;
     let body = hdr + klen + vlen;
     let total = body + 4;
-    if b.len() < total {
-        return Err(Malformed::new(
-            0,
-            format!("record of {total} bytes truncated to {}", b.len()),
-        ));
-    }
-    if check_crc && read_u32(b, body).unwrap_or(0) != checksum(&b[..body]) {
-        return Err(Malformed::new(0, "record checksum mismatch"));
+    let (Some(head), Some(stored)) = (b.get(..body), read_u32(b, body)) else {
+        return Err(Bad::Short {
+            total,
+            len: b.len(),
+        });
+    };
+    if check_crc && stored != checksum(head) {
+        return Err(Bad::Checksum);
     }
     let tombstone = b[0] & TOMBSTONE != 0;
     if tombstone && vlen != 0 {
-        return Err(Malformed::new(0, "tombstone carries a value"));
+        return Err(Bad::TombstoneValue);
     }
     Ok((
         RecordRef {
-            key: &b[hdr..hdr + klen],
-            value: &b[hdr + klen..body],
+            key: &head[hdr..hdr + klen],
+            value: &head[hdr + klen..],
             ts: read_u64(b, 1).unwrap_or(0),
             tombstone,
         },
         total,
     ))
+}
+
+/// Check the checksums of the records at the start of `b`, up to three back to back,
+/// at once (their checksums computed side by side: [`crate::io::crc::crc32c_x3`]).
+/// Returns the length of the prefix of `b` made of records that decode and pass: 0 if
+/// the first does not (decode it with [`decode`] for the reason). A later record that
+/// does not pass just ends the run: it may lie past what the caller will read.
+pub fn checked_run(b: &[u8]) -> usize {
+    let mut parts: [(&[u8], u32); 3] = [(&[], 0); 3];
+    let (mut n, mut at) = (0, 0);
+    while n < parts.len() {
+        let Some(rest) = b.get(at..) else { break };
+        let Ok((klen, vlen, hdr)) = header(rest) else {
+            break;
+        };
+        let body = hdr + klen + vlen;
+        let Some(stored) = read_u32(rest, body) else {
+            break;
+        };
+        parts[n] = (&rest[..body], stored);
+        at += body + 4;
+        n += 1;
+    }
+    let crcs = crate::io::crc::crc32c_x3(parts[0].0, parts[1].0, parts[2].0);
+    parts[..n]
+        .iter()
+        .zip(crcs)
+        .take_while(|((body, stored), crc)| !body.is_empty() && *stored == *crc)
+        .map(|((body, _), _)| body.len() + 4)
+        .sum()
 }
 
 #[cfg(test)]
@@ -147,6 +210,36 @@ mod tests {
             for cut in 0..b.len() {
                 prop_assert!(decode(&b[..cut]).is_err());
             }
+        }
+
+        #[test]
+        fn a_checked_run_ends_at_the_first_damaged_record(
+            lens in proptest::collection::vec(0usize..200, 1..6),
+            flip in proptest::option::of((0usize..6, 0usize..8 * 220)),
+        ) {
+            let mut b = Vec::new();
+            let mut ends = Vec::new();
+            for (i, &l) in lens.iter().enumerate() {
+                let key = format!("key-{i}");
+                let value = vec![i as u8; l];
+                encode(&mut b, &RecordRef { key: key.as_bytes(), value: &value, ts: i as u64, tombstone: false });
+                ends.push(b.len());
+            }
+            // A bit flipped in record `r` (if any): the run stops before it.
+            let mut bad = usize::MAX;
+            if let Some((r, bit)) = flip {
+                let r = r % lens.len();
+                let start = if r == 0 { 0 } else { ends[r - 1] };
+                let bit = bit % ((ends[r] - start) * 8);
+                b[start + bit / 8] ^= 1 << (bit % 8);
+                bad = r;
+            }
+            let whole = lens.len().min(3).min(bad);
+            let want = if whole == 0 { 0 } else { ends[whole - 1] };
+            let got = checked_run(&b);
+            // A flip in a length field may make the damaged record decode shorter or
+            // longer; its checksum still fails, and nothing before it is affected.
+            prop_assert_eq!(got, want, "lens {:?} flip {:?}", lens, flip);
         }
 
         #[test]

@@ -14,6 +14,9 @@ use crate::range;
 /// should not pay for 64 KiB), each later one twice the last, up to `CHUNK`.
 const FIRST_CHUNK: usize = 4 * 1024;
 const CHUNK: usize = 64 * 1024;
+/// Mapped scans: bytes past the front whose cache lines are requested at each check of
+/// the records ahead (three records of a hundred-odd bytes, and the next three's).
+const PREFETCH_AHEAD: usize = 2048;
 
 /// An owned cell.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -54,6 +57,12 @@ pub struct SegmentIter<R: Deref<Target = SegmentReader>> {
     pos: Option<u64>,
     /// The record at `pos` equals an excluded `lo`: skip it.
     skip_equal: bool,
+    /// Mapped data: the records the front walks to below this offset passed their
+    /// checksums already (checked ahead, three at a time: [`record::checked_run`]).
+    /// Reset by a seek.
+    checked_to: u64,
+    /// Mapped data: the lines below this offset were requested already.
+    prefetched_to: u64,
     /// The front stops here: the data offset of the last cell the back yielded (the
     /// end of the back's next cell once the back has found its place; else the end of
     /// the data).
@@ -126,6 +135,8 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
             end,
             pos: None,
             skip_equal: false,
+            checked_to: 0,
+            prefetched_to: 0,
             end_pos,
             back: Back::Unresolved,
             back_block: None,
@@ -157,6 +168,8 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         self.lo = range::max_lower(&self.start, lo);
         self.pos = None;
         self.skip_equal = false;
+        self.checked_to = 0;
+        self.prefetched_to = 0;
     }
 
     /// Move the back to the cells below `hi` (within the range).
@@ -252,7 +265,27 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
                         .ok_or_else(|| {
                             Error::corrupt(m.path(), pos, "scan position past the data")
                         })?;
-                    record::decode(s).map_err(|e| e.at(pos).into_error(m.path()))?
+                    // Check the next three records' checksums side by side once the
+                    // front has passed the last ones checked (up to where it stops).
+                    // Offsets below `checked_to` are reached only by walking record
+                    // by record from where the check began.
+                    if pos >= self.checked_to {
+                        // Start loading this run's lines and the next's together:
+                        // otherwise each record's header waits for the line the last
+                        // record's length pointed into.
+                        let from = self
+                            .prefetched_to
+                            .saturating_sub(pos)
+                            .min(PREFETCH_AHEAD as u64);
+                        for ahead in (from as usize..PREFETCH_AHEAD).step_by(64) {
+                            crate::io::prefetch::prefetch_read(s, ahead);
+                        }
+                        self.prefetched_to = pos + PREFETCH_AHEAD as u64;
+                        let upto = self.end_pos.min(body).saturating_sub(pos) as usize;
+                        self.checked_to = pos + record::checked_run(&s[..upto.min(s.len())]) as u64;
+                    }
+                    let checked = pos < self.checked_to;
+                    record::decode_with(s, !checked).map_err(|e| e.at(pos).into_error(m.path()))?
                 }
                 Source::Standard(_) => {
                     let corrupt =
@@ -352,14 +385,13 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         }
         let key_start = i.checked_sub(1).map_or(0, |p| self.back_locs[p].0);
         let key = &self.back_keys[key_start..key_end];
-        let lo = &self.lo;
-        let got = self.reader.read_record(loc, Some(key), true, |r| {
-            range::above(r.key, lo).then(|| f(r))
-        })?;
-        // Below the lower bound: stay here (a seek may move the bound).
-        if got.is_none() {
+        // Below the lower bound: stay here (a seek may move the bound). The key comes
+        // from the index block (checked by its own checksum), so the record past the
+        // range is not read at all: damage there fails no scan that ends before it.
+        if !range::above(key, &self.lo) {
             return Ok(None);
         }
+        let got = self.reader.read_record(loc, Some(key), true, f)?;
         self.end_pos = loc.data_offset;
         self.back = if i > 0 {
             Back::At(b, i - 1)
@@ -368,7 +400,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         } else {
             Back::Exhausted
         };
-        Ok(got)
+        Ok(Some(got))
     }
 }
 
