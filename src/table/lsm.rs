@@ -375,10 +375,26 @@ impl Table {
         let key = key.as_ref();
         self.ctx.check_open()?;
         let best = self.memtable_best(key);
-        let view = self.set.view();
-        Self::resolve(&view, key, best, |w| {
-            f(w.and_then(|w| (!w.tombstone).then_some(w.value)))
-        })
+        // `f` runs under no lock. Under the view's read lock (no code of the caller's
+        // runs there) the winner is found: a miss takes no reference count (a count
+        // shared by every reader is a cache line the cores pass around on every get),
+        // a value in mapped data or a memtable is held as a `Value` would hold it (a
+        // clone of the view, or of the bytes' `Arc`). A value read with positional
+        // reads lies in the thread's scratch buffer, valid only during the read: where
+        // a segment is not mapped, the view is cloned and `f` runs inside the read.
+        let found = self.set.with_view_arc(move |view| -> Result<Lookup> {
+            if view.segments.iter().any(|h| h.mapped_data().is_none()) {
+                return Ok(Lookup::Unmapped(Arc::clone(view), best));
+            }
+            let place = Self::resolve(view, key, best, |w| w.and_then(|w| w.place(view)))?;
+            Ok(Lookup::Found(place.map(|p| Value::at(view, p))))
+        })?;
+        match found {
+            Lookup::Found(v) => Ok(f(v.as_deref())),
+            Lookup::Unmapped(view, best) => Self::resolve(&view, key, best, |w| {
+                f(w.and_then(|w| (!w.tombstone).then_some(w.value)))
+            }),
+        }
     }
 
     /// Whether `key` has a live value, without copying it. Segments whose filter rules
@@ -557,8 +573,25 @@ impl Table {
     /// starts; it holds segment handles until dropped.
     pub fn scan(&self, range: impl KeyRange) -> Result<Scan> {
         self.ctx.check_open()?;
+        let bounds = range.into_key_bounds();
+        // Invariant 6: every memtable empty, so the view holds every acknowledged write
+        // of the table, and only whole batches (a segment holds whole memtables); no
+        // memtable is read, so no sequence number is registered and no install lock
+        // taken (as `multi_get`).
+        if !self.maybe_cells.load(Ordering::Acquire) {
+            let view = self.set.view();
+            if view.segments.len() == 1 {
+                return Ok(Scan::new(SoleSegment::scan(view, bounds), None));
+            }
+            let snap = TableSnap {
+                set: Arc::clone(&self.set),
+                mems: Vec::new(),
+                view,
+            };
+            return Ok(Scan::new(snap.scan(u64::MAX, bounds), None));
+        }
         let (pin, snap) = self.capture();
-        Ok(Scan::new(snap.scan(pin.seq(), range.into_key_bounds()), pin))
+        Ok(Scan::new(snap.scan(pin.seq(), bounds), Some(pin)))
     }
 
     /// Live keys that start with `prefix`, and their values, in key order: the range
@@ -599,7 +632,11 @@ impl Table {
 
     /// The memtables, then the view. The caller holds the install lock and a [`Pin`].
     pub(crate) fn snap(&self) -> TableSnap {
-        let mems = self.memtables();
+        // A memtable empty now holds nothing the read sees, ever: every write at or
+        // below the read's number is visible, so applied already. Leaving it out spares
+        // each point read through a view a search of it.
+        let mut mems = self.memtables();
+        mems.retain(|m| !m.is_empty());
         TableSnap {
             set: Arc::clone(&self.set),
             mems,
@@ -1002,6 +1039,15 @@ enum Origin<'a> {
     Segment(usize),
 }
 
+/// What [`Table::get_with`] found under the view's read lock.
+enum Lookup {
+    /// The live value, if any, held without the lock.
+    Found(Option<Value>),
+    /// A segment of the view is read with positional reads: the read happens under no
+    /// lock, through this clone of the view, with the memtables' winner.
+    Unmapped(Arc<View>, Option<SharedCell>),
+}
+
 /// One segment's answer during a point read.
 enum Step<R> {
     /// Its cell loses to the best so far.
@@ -1079,8 +1125,8 @@ impl TableSnap {
     /// sees later: it was registered before the memtables were taken), else the merge.
     pub(crate) fn scan(&self, at: u64, bounds: KeyBounds) -> ScanSource {
         match &self.view.segments[..] {
-            [h] if self.mems.iter().all(|m| m.is_empty()) => {
-                ScanSource::Segment(SegmentIter::with_bounds(h.clone(), bounds.0, bounds.1))
+            [_] if self.mems.iter().all(|m| m.is_empty()) => {
+                SoleSegment::scan(Arc::clone(&self.view), bounds)
             }
             _ => ScanSource::Merged(self.merged(at, bounds, TombstonePolicy::Hide)),
         }
@@ -1114,8 +1160,8 @@ impl TableSnap {
 /// behind it. After an error the scan is done.
 pub struct Scan {
     inner: ScanSource,
-    /// Keeps the memtable versions the scan reads.
-    _pin: Arc<Pin>,
+    /// Keeps the memtable versions the scan reads (`None`: it reads no memtable).
+    _pin: Option<Arc<Pin>>,
 }
 
 /// Where a scan's rows come from.
@@ -1125,11 +1171,32 @@ pub(crate) enum ScanSource {
     /// A single segment and no memtable cell (a compacted table at rest): the segment's
     /// own iterator, tombstones skipped; no merge, and `next_with` lends each row
     /// straight from the map.
-    Segment(SegmentIter<SegmentHandle>),
+    Segment(SegmentIter<SoleSegment>),
+}
+
+/// The one segment of a view, read by a scan through the view it belongs to: one
+/// reference count for the scan (the view's), not a handle clone as well.
+pub(crate) struct SoleSegment(Arc<View>);
+
+impl SoleSegment {
+    /// The rows of `view`, which holds exactly one segment, in `bounds`.
+    fn scan(view: Arc<View>, bounds: KeyBounds) -> ScanSource {
+        debug_assert_eq!(view.segments.len(), 1);
+        ScanSource::Segment(SegmentIter::with_bounds(SoleSegment(view), bounds.0, bounds.1))
+    }
+}
+
+impl std::ops::Deref for SoleSegment {
+    type Target = crate::segment::SegmentReader;
+    #[inline]
+    fn deref(&self) -> &Self::Target {
+        // Built only for a view of exactly one segment (`TableSnap::scan`).
+        &self.0.segments[0]
+    }
 }
 
 impl Scan {
-    pub(crate) fn new(inner: ScanSource, pin: Arc<Pin>) -> Scan {
+    pub(crate) fn new(inner: ScanSource, pin: Option<Arc<Pin>>) -> Scan {
         Scan { inner, _pin: pin }
     }
 

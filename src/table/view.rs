@@ -201,7 +201,10 @@ impl TableView<'_> {
 
     /// Live rows in `range` (see [`Table::scan`]).
     pub fn scan(&self, range: impl KeyRange) -> Result<Scan> {
-        Ok(Scan::new(self.snap.scan(self.seq, range.into_key_bounds()), Arc::clone(self.pin)))
+        Ok(Scan::new(
+            self.snap.scan(self.seq, range.into_key_bounds()),
+            Some(Arc::clone(self.pin)),
+        ))
     }
 
     /// Live rows whose keys start with `prefix`.
