@@ -27,6 +27,7 @@ fn the_readme_config_parses() {
     assert_eq!(cfg.memory.lock_memory, LockMemory::Index);
     assert_eq!(cfg.memory.huge_pages, HugePages::Advise);
     assert_eq!(cfg.table.memtable_flush_bytes, 64 << 20);
+    assert_eq!(cfg.table.gc_grace_secs, 864_000);
     assert_eq!(cfg.memory.index_cache_mb, 128);
     assert_eq!(cfg.crc_check_chance, 1.0);
 }
@@ -107,4 +108,44 @@ fn a_bad_disk_access_mode_lists_the_valid_values() {
     for v in ["auto", "mmap", "mmap_index_only", "standard"] {
         assert!(err.contains(v), "{err}");
     }
+}
+
+/// `gc_grace` is a duration like the commit log's; the older `gc_grace_secs` (a number
+/// of seconds) still reads; a written config round-trips; bad text names the setting.
+#[test]
+fn gc_grace_takes_duration_text_and_the_old_number() {
+    let grace = |toml_text: &str| {
+        toml::from_str::<Config>(&format!("[table]\n{toml_text}")).map(|c| c.table.gc_grace_secs)
+    };
+    assert_eq!(grace("gc_grace = \"10d\"").unwrap(), 864_000);
+    assert_eq!(grace("gc_grace = \"36h\"").unwrap(), 129_600);
+    assert_eq!(grace("gc_grace = \"90m\"").unwrap(), 5_400);
+    assert_eq!(grace("gc_grace = \"7s\"").unwrap(), 7);
+    assert_eq!(grace("gc_grace_secs = 864000").unwrap(), 864_000);
+    assert_eq!(grace("").unwrap(), 864_000, "the default");
+    for (bad, says) in [
+        ("gc_grace = \"1.5s\"", "whole number of seconds"),
+        ("gc_grace = \"10 days\"", "unknown duration unit"),
+        ("gc_grace = \"10\"", "no unit"),
+    ] {
+        let err = grace(bad).unwrap_err().to_string();
+        assert!(
+            err.contains("gc_grace") && err.contains(says),
+            "{bad}: {err}"
+        );
+    }
+    assert!(
+        grace("gc_grace = \"1d\"\ngc_grace_secs = 5").is_err(),
+        "both spellings"
+    );
+    for secs in [0, 7, 60, 5_400, 864_000, 1_000_003] {
+        let mut c = Config::default();
+        c.table.gc_grace_secs = secs;
+        let text = toml::to_string(&c).unwrap();
+        let back: Config = toml::from_str(&text).unwrap();
+        assert_eq!(back.table.gc_grace_secs, secs, "{text}");
+    }
+    let mut c = Config::default();
+    c.table.gc_grace_secs = 864_000;
+    assert!(toml::to_string(&c).unwrap().contains("gc_grace = \"10d\""));
 }

@@ -253,26 +253,33 @@ impl CommitLogConfig {
     }
 }
 
-/// Durations as text with a unit: `100us`, `1.5ms`, `2s`, `250ns` (`µs` is accepted
-/// for `us`). Serialized in the largest unit that represents the value exactly.
+/// Durations as text with a unit: `100us`, `1.5ms`, `2s`, `250ns`, `10m`, `1h`, `10d`
+/// (`µs` is accepted for `us`; `m` is minutes). Serialized in the largest unit up to
+/// seconds that represents the value exactly.
 pub mod duration_text {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};
+
+    /// The units [`parse`] takes.
+    pub const UNITS: &str = "ns, us, ms, s, m, h, d";
 
     /// Parse `<number><unit>`.
     pub fn parse(s: &str) -> std::result::Result<Duration, String> {
         let s = s.trim();
         let split = s
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("duration {s:?} has no unit (ns, us, ms, s)"))?;
+            .ok_or_else(|| format!("duration {s:?} has no unit ({UNITS})"))?;
         let (num, unit) = s.split_at(split);
         let nanos_per: f64 = match unit.trim() {
             "ns" => 1.0,
             "us" | "µs" => 1e3,
             "ms" => 1e6,
             "s" => 1e9,
-            u => return Err(format!("unknown duration unit {u:?} (ns, us, ms, s)")),
+            "m" => 60e9,
+            "h" => 3600e9,
+            "d" => 86400e9,
+            u => return Err(format!("unknown duration unit {u:?} ({UNITS})")),
         };
         let n: f64 = num
             .parse()
