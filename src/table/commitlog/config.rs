@@ -439,6 +439,10 @@ mod tests {
             Ok(p(1_500))
         );
         assert_eq!(
+            sync_of(r#"sync = { periodic = { period = "1m" } }"#),
+            Ok(p(60_000))
+        );
+        assert_eq!(
             sync_of("sync = { periodic = { period_ms = 20 } }"),
             Ok(p(20))
         );
@@ -457,7 +461,7 @@ mod tests {
             ),
             (r#"sync = { periodic = { period = "10" } }"#, "no unit"),
             (
-                r#"sync = { periodic = { period = "10h" } }"#,
+                r#"sync = { periodic = { period = "10y" } }"#,
                 "unknown duration unit",
             ),
             (
