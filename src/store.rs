@@ -143,7 +143,9 @@ pub struct StoreStats {
     /// reads (`memory.index_cache_mb`): budget, bytes and blocks held, refusals.
     pub index_cache: Option<IndexCacheStats>,
     /// Reads registered at a sequence number: read views, and scans and `multi_get`s in
-    /// progress. While one is open, memtables keep older versions of keys written since.
+    /// progress on tables whose memtables hold cells (a read of segments alone keeps no
+    /// memtable version and is not registered). While one is open, memtables keep older
+    /// versions of keys written since.
     pub read_views: usize,
     /// The highest commit log sequence number readers see.
     pub visible_seq: u64,

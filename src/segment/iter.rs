@@ -67,6 +67,9 @@ pub struct SegmentIter<R: Deref<Target = SegmentReader>> {
     /// end of the back's next cell once the back has found its place; else the end of
     /// the data).
     end_pos: u64,
+    /// The length of the data body (records only), read once: the reader may sit
+    /// behind a chain of pointers (a view's only segment).
+    body: u64,
     back: Back,
     /// Index block `back_block` as keys and locations, while the back walks it.
     back_block: Option<usize>,
@@ -138,6 +141,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
             checked_to: 0,
             prefetched_to: 0,
             end_pos,
+            body: end_pos,
             back: Back::Unresolved,
             back_block: None,
             back_keys: Vec::new(),
@@ -176,7 +180,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
     pub fn seek_back_bound(&mut self, hi: Bound<&[u8]>) {
         self.hi = range::min_upper(&self.end, hi);
         self.back = Back::Unresolved;
-        self.end_pos = self.reader.data_body_len();
+        self.end_pos = self.body;
     }
 
     /// The front's data offset, finding it from `lo` after creation or a seek.
@@ -250,7 +254,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
     }
 
     fn next_record<T>(&mut self, f: impl FnOnce(RecordRef<'_>) -> T) -> Result<Option<T>> {
-        let body = self.reader.data_body_len();
+        let body = self.body;
         loop {
             let pos = self.find_front()?;
             if pos >= self.end_pos || pos >= body {

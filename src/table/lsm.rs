@@ -457,7 +457,7 @@ impl Table {
         keys: impl IntoIterator<Item = K>,
     ) -> Result<Vec<Option<Value>>> {
         self.ctx.check_open()?;
-        // Invariant 6: every memtable empty, so one view holds every acknowledged write
+        // Invariant 6 (this module's): every memtable empty, so one view holds every acknowledged write
         // of the table, and only whole batches (a segment holds whole memtables).
         if !self.maybe_cells.load(Ordering::Acquire) {
             let snap = TableSnap {
@@ -617,15 +617,20 @@ impl Table {
     pub fn scan(&self, range: impl KeyRange) -> Result<Scan> {
         self.ctx.check_open()?;
         let bounds = range.into_key_bounds();
-        // Invariant 6: every memtable empty, so the view holds every acknowledged write
+        // Invariant 6 (this module's): every memtable empty, so the view holds every acknowledged write
         // of the table, and only whole batches (a segment holds whole memtables); no
         // memtable is read, so no sequence number is registered and no install lock
         // taken (as `multi_get`).
         if !self.maybe_cells.load(Ordering::Acquire) {
-            let view = self.set.view();
-            if view.segments.len() == 1 {
-                return Ok(Scan::new(SoleSegment::scan(view, bounds), None));
+            // A table at rest, one segment: its handle alone (one reference count; the
+            // view is not cloned).
+            let sole = self
+                .set
+                .with_view(|v| (v.segments.len() == 1).then(|| v.segments[0].clone()));
+            if let Some(h) = sole {
+                return Ok(Scan::new(sole_segment(h, bounds), None));
             }
+            let view = self.set.view();
             let snap = TableSnap {
                 set: Arc::clone(&self.set),
                 mems: Vec::new(),
@@ -1168,9 +1173,7 @@ impl TableSnap {
     /// sees later: it was registered before the memtables were taken), else the merge.
     pub(crate) fn scan(&self, at: u64, bounds: KeyBounds) -> ScanSource {
         match &self.view.segments[..] {
-            [_] if self.mems.iter().all(|m| m.is_empty()) => {
-                SoleSegment::scan(Arc::clone(&self.view), bounds)
-            }
+            [h] if self.mems.iter().all(|m| m.is_empty()) => sole_segment(h.clone(), bounds),
             _ => ScanSource::Merged(self.merged(at, bounds, TombstonePolicy::Hide)),
         }
     }
@@ -1214,28 +1217,13 @@ pub(crate) enum ScanSource {
     /// A single segment and no memtable cell (a compacted table at rest): the segment's
     /// own iterator, tombstones skipped; no merge, and `next_with` lends each row
     /// straight from the map.
-    Segment(SegmentIter<SoleSegment>),
+    Segment(SegmentIter<SegmentHandle>),
 }
 
-/// The one segment of a view, read by a scan through the view it belongs to: one
-/// reference count for the scan (the view's), not a handle clone as well.
-pub(crate) struct SoleSegment(Arc<View>);
-
-impl SoleSegment {
-    /// The rows of `view`, which holds exactly one segment, in `bounds`.
-    fn scan(view: Arc<View>, bounds: KeyBounds) -> ScanSource {
-        debug_assert_eq!(view.segments.len(), 1);
-        ScanSource::Segment(SegmentIter::with_bounds(SoleSegment(view), bounds.0, bounds.1))
-    }
-}
-
-impl std::ops::Deref for SoleSegment {
-    type Target = crate::segment::SegmentReader;
-    #[inline]
-    fn deref(&self) -> &Self::Target {
-        // Built only for a view of exactly one segment (`TableSnap::scan`).
-        &self.0.segments[0]
-    }
+/// The rows of a table's only segment in `bounds`, read through its handle (the
+/// iterator derefs the handle on every row: one pointer away from the reader).
+fn sole_segment(h: SegmentHandle, bounds: KeyBounds) -> ScanSource {
+    ScanSource::Segment(SegmentIter::with_bounds(h, bounds.0, bounds.1))
 }
 
 impl Scan {
