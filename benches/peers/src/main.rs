@@ -750,6 +750,19 @@ fn batch(sys: &dyn System, op: Op, keys: &[Vec<[u8; 16]>]) -> f64 {
     total as f64 / secs
 }
 
+/// `0..n` in an order drawn from `seed` (Fisher-Yates over xorshift64).
+fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
 fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN; // an op not measured (`--op`)
@@ -883,9 +896,25 @@ fn main() {
                         )
                     })
                     .collect();
-                // Rotate the starting system each round so no system always runs first.
-                for k in 0..systems.len() {
-                    let si = (k + round) % systems.len();
+                // Untimed, before each timed batch: a tenth as many other keys of the
+                // same op, so a system's batch does not pay for refilling the CPU
+                // caches the previous system's batch evicted (when the systems ran in
+                // a fixed cycle, the Table rows always followed redb's, and their
+                // misses measured 0.7x of a run without the other systems).
+                let warm: Vec<Vec<[u8; 16]>> = (0..threads)
+                    .map(|t| {
+                        rng_keys(
+                            (round * 16 + oi * 4 + t) as u64 + 50_000,
+                            (count / 10).max(1),
+                            a.keys,
+                            op == Op::Miss,
+                        )
+                    })
+                    .collect();
+                // A fresh order of the systems for every batch (seeded, so runs repeat):
+                // none always runs first, or always after the same other system.
+                for si in shuffled(systems.len(), (round * 16 + oi * 4 + threads) as u64) {
+                    batch(systems[si].as_ref(), op, &warm);
                     let r = batch(systems[si].as_ref(), op, &keys);
                     results[si][oi][threads - 1].push(r);
                 }
