@@ -51,6 +51,9 @@ MUTANTS = [
     ("commit log sync before a flush publishes its segment (periodic)", "src/table/lsm.rs",
      "                match self.ctx.log.sync() {\n                    Ok(()) | Err(Error::Poisoned(_)) => {}\n                    Err(e) => return Err(e),\n                }",
      ""),
+    ("commit log sync before a drop names its records (periodic)", "src/table/tables.rs",
+     "        if let Err(e) = self.ctx.log.sync() {\n            drop(pos);",
+     "        if let Err(e) = Ok::<(), Error>(()) {\n            drop(pos);"),
     ("deleter: dir fsync before the journal forgets an unlink", "src/lifecycle/deleter.rs",
      "if let Err(e) = self.inner.fs.fsync_dir(d) {", "if let Err(e) = Ok::<(), Error>(()) {"),
 ]
