@@ -160,11 +160,17 @@ fn decode_fast(b: &[u8], check_crc: bool) -> Result<(RecordRef<'_>, usize), Bad>
     ))
 }
 
+/// The largest record [`checked_run`] checks ahead of the first.
+pub const RUN_AHEAD_MAX: usize = 512;
+
 /// Check the checksums of the records at the start of `b`, up to three back to back,
 /// at once (their checksums computed side by side: [`crate::io::crc::crc32c_x3`]).
 /// Returns the length of the prefix of `b` made of records that decode and pass: 0 if
 /// the first does not (decode it with [`decode`] for the reason). A later record that
-/// does not pass just ends the run: it may lie past what the caller will read.
+/// does not pass just ends the run: it may lie past what the caller will read. So may a
+/// large one, which is why a record joins the run only if it takes at most
+/// [`RUN_AHEAD_MAX`] bytes: a scan that stops early never pays for checking a large
+/// value it does not read.
 pub fn checked_run(b: &[u8]) -> usize {
     let mut parts: [(&[u8], u32); 3] = [(&[], 0); 3];
     let (mut n, mut at) = (0, 0);
@@ -174,6 +180,9 @@ pub fn checked_run(b: &[u8]) -> usize {
             break;
         };
         let body = hdr + klen + vlen;
+        if n > 0 && body + 4 > RUN_AHEAD_MAX {
+            break;
+        }
         let Some(stored) = read_u32(rest, body) else {
             break;
         };
@@ -194,6 +203,33 @@ pub fn checked_run(b: &[u8]) -> usize {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_large_record_is_not_checked_ahead() {
+        let rec = |key: &str, len: usize| {
+            let mut b = Vec::new();
+            let value = vec![7u8; len];
+            encode(&mut b, &RecordRef { key: key.as_bytes(), value: &value, ts: 1, tombstone: false });
+            b
+        };
+        let (small, big) = (rec("a", 100), rec("b", 10_000));
+        // Small then large: the run stops before the large one.
+        assert_eq!(checked_run(&[small.clone(), big.clone()].concat()), small.len());
+        // Large first: it is checked (it is the one asked for), and a small one after it
+        // joins the run.
+        assert_eq!(
+            checked_run(&[big.clone(), small.clone(), big.clone()].concat()),
+            big.len() + small.len()
+        );
+        // Up to RUN_AHEAD_MAX bytes a record still joins.
+        let edge = (0..RUN_AHEAD_MAX)
+            .map(|l| rec("c", l))
+            .rfind(|r| r.len() <= RUN_AHEAD_MAX)
+            .unwrap();
+        let over = rec("d", RUN_AHEAD_MAX);
+        assert_eq!(checked_run(&[small.clone(), edge.clone()].concat()), small.len() + edge.len());
+        assert_eq!(checked_run(&[small.clone(), over].concat()), small.len());
+    }
 
     proptest! {
         #[test]
