@@ -67,8 +67,8 @@ pub struct SegmentIter<R: Deref<Target = SegmentReader>> {
     /// end of the back's next cell once the back has found its place; else the end of
     /// the data).
     end_pos: u64,
-    /// The length of the data body (records only), read once: the reader may sit
-    /// behind a chain of pointers (a view's only segment).
+    /// The length of the data body (records only), read once rather than through the
+    /// reader (behind a handle) on every row.
     body: u64,
     back: Back,
     /// Index block `back_block` as keys and locations, while the back walks it.
