@@ -1006,3 +1006,66 @@ fn a_table_written_after_a_drop_and_a_power_loss_keeps_its_synced_writes() {
     drop(a);
     store.close().unwrap();
 }
+
+/// On a poisoned commit log (a failed fsync) a flush still publishes its segment, but
+/// the checkpoint after it must not write positions naming sequence numbers the log
+/// never made durable: its log sync fails first. Otherwise (here: table `b` holds an
+/// older unflushed write, so `replay_from` stays low) a power loss drops the log tail,
+/// the next run hands those numbers out again, and replay skips `a`'s new records as
+/// flushed. Two power losses: after the poisoned flush, and after `a`'s new writes
+/// were synced.
+#[test]
+fn a_flush_on_a_poisoned_log_writes_no_positions_ahead_of_the_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let sim = PowerLoss::new(&dir, 0);
+    let rules = FileRules::posix()
+        .with_faults(Faults::new())
+        .with_power_loss(sim.clone());
+    let cfg = || config(PERIODIC, rules.clone(), false);
+    {
+        let store = Store::open(&dir, cfg()).unwrap();
+        let (a, b) = (store.table("a").unwrap(), store.table("b").unwrap());
+        a.put("a1", b"x").unwrap();
+        b.put("b1", b"x").unwrap();
+        a.put("a2", b"x").unwrap();
+        a.put("a3", b"x").unwrap();
+        rules
+            .faults()
+            .unwrap()
+            .add(FaultKind::Fsync, "commitlog-", 0, 1);
+        assert!(
+            store.tables().commit_log().sync().is_err(),
+            "the injected fsync fault"
+        );
+        assert!(
+            matches!(a.flush(), Err(segstore::Error::Poisoned(_))),
+            "a flush on a poisoned log publishes, then reports the poison"
+        );
+        sim.crash_now();
+        drop((a, b));
+    }
+    sim.recover().unwrap();
+    {
+        let store = Store::open(&dir, cfg()).unwrap();
+        let a = store.table("a").unwrap();
+        for i in 0..4u32 {
+            a.put(format!("new{i}"), b"y").unwrap();
+        }
+        store.tables().commit_log().sync().unwrap();
+        sim.crash_now();
+        drop(a);
+    }
+    sim.recover().unwrap();
+    let store = Store::open(&dir, cfg()).unwrap();
+    let a = store.table("a").unwrap();
+    for i in 0..4u32 {
+        assert_eq!(
+            a.get(format!("new{i}")).unwrap().as_deref(),
+            Some(&b"y"[..]),
+            "new{i}: a synced write was lost"
+        );
+    }
+    drop(a);
+    store.close().unwrap();
+}
