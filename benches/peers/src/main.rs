@@ -4,6 +4,7 @@
 //! other access modes), LMDB (heed), RocksDB, fjall and redb; random hit gets, misses and
 //! 100-key scans at 1 and 2 threads, systems interleaved round by round. See README.md.
 
+use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -684,6 +685,27 @@ fn load_all(root: &Path, n: u64) {
     timed("redb", &|| load_redb(&root.join("redb"), n));
 }
 
+/// Read every file under `dir` once (into the page cache); returns the bytes read.
+fn read_all(dir: &Path) -> u64 {
+    use std::io::Read;
+    let mut n = 0;
+    let mut buf = vec![0u8; 1 << 20];
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            n += read_all(&p);
+        } else if let Ok(mut f) = std::fs::File::open(&p) {
+            while let Ok(k) = f.read(&mut buf) {
+                if k == 0 {
+                    break;
+                }
+                n += k as u64;
+            }
+        }
+    }
+    n
+}
+
 /// (apparent bytes, allocated bytes) of the files under `dir`.
 fn disk_usage(dir: &Path) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
@@ -863,6 +885,20 @@ fn main() {
         foot.push((id, apparent, allocated, rss));
     }
 
+    // Read every file of every system once: this machine's page cache did not keep the
+    // 10M data sets between runs (fincore showed 0.2 of 1.2 GB of a data file resident,
+    // and pages leaving at about 1 MB/s with most of the RAM free), so without this the
+    // first batches of each system read from the disk, and the 10M rows varied by 2x.
+    let t = Instant::now();
+    let mut warmed = 0u64;
+    for dir in ids.iter().map(|id| sub(&root, id)).collect::<BTreeSet<_>>() {
+        warmed += read_all(&dir);
+    }
+    eprintln!(
+        "read {:.1} GiB of data files into the page cache in {:.1} s",
+        warmed as f64 / (1u64 << 30) as f64,
+        t.elapsed().as_secs_f64()
+    );
     let systems: Vec<Box<dyn System>> = ids.iter().map(|id| open_system(&root, id)).collect();
     let names: Vec<String> = systems.iter().map(|s| s.name()).collect();
     // results[system][op][threads-1] = per-round ops/s
