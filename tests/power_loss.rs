@@ -958,6 +958,18 @@ fn cross_table_batches_are_whole_after_power_loss() {
     }
 }
 
+/// `new0` .. `new{n-1}` of `t` read `y`: writes synced after a recovery survived the
+/// next power loss.
+fn assert_new_writes(t: &Table, n: u32) {
+    for i in 0..n {
+        assert_eq!(
+            t.get(format!("new{i}")).unwrap().as_deref(),
+            Some(&b"y"[..]),
+            "new{i}: a write synced after the recovery was lost"
+        );
+    }
+}
+
 /// Under `periodic`, a table's writes may still be unsynced when it is dropped. The
 /// drop names the sequence numbers it covers in the positions file, so it makes them
 /// durable in the log first: otherwise a power loss right after the drop loses them
@@ -995,13 +1007,7 @@ fn a_table_written_after_a_drop_and_a_power_loss_keeps_its_synced_writes() {
     sim.recover().unwrap();
     let store = Store::open(&dir, cfg()).unwrap();
     let a = store.table("a").unwrap();
-    for i in 0..3u32 {
-        assert_eq!(
-            a.get(format!("new{i}")).unwrap().as_deref(),
-            Some(&b"y"[..]),
-            "new{i}: a synced write of the new table a was lost"
-        );
-    }
+    assert_new_writes(&a, 3);
     assert_eq!(a.get("old0").unwrap(), None);
     drop(a);
     store.close().unwrap();
@@ -1059,13 +1065,7 @@ fn a_flush_on_a_poisoned_log_writes_no_positions_ahead_of_the_log() {
     sim.recover().unwrap();
     let store = Store::open(&dir, cfg()).unwrap();
     let a = store.table("a").unwrap();
-    for i in 0..4u32 {
-        assert_eq!(
-            a.get(format!("new{i}")).unwrap().as_deref(),
-            Some(&b"y"[..]),
-            "new{i}: a synced write was lost"
-        );
-    }
+    assert_new_writes(&a, 4);
     drop(a);
     store.close().unwrap();
 }
