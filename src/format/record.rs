@@ -209,7 +209,13 @@ mod tests {
         let rec = |key: &str, len: usize| {
             let mut b = Vec::new();
             let value = vec![7u8; len];
-            encode(&mut b, &RecordRef { key: key.as_bytes(), value: &value, ts: 1, tombstone: false });
+            let r = RecordRef {
+                key: key.as_bytes(),
+                value: &value,
+                ts: 1,
+                tombstone: false,
+            };
+            encode(&mut b, &r);
             b
         };
         let (small, big) = (rec("a", 100), rec("b", 10_000));

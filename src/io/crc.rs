@@ -139,7 +139,14 @@ mod tests {
         let b: Vec<u8> = (0..1100u32).map(|i| (i.wrapping_mul(40_503) >> 7) as u8).collect();
         // Equal and unequal lengths, each input the shortest in turn, empty ones, and
         // one past `SHORT` (the fallback).
-        let lens = [(0, 0, 0), (127, 127, 127), (127, 9, 200), (5, 130, 64), (64, 64, 3), (600, 8, 8)];
+        let lens = [
+            (0, 0, 0),
+            (127, 127, 127),
+            (127, 9, 200),
+            (5, 130, 64),
+            (64, 64, 3),
+            (600, 8, 8),
+        ];
         for (la, lb, lc) in lens {
             let (a, bb, c) = (&b[1..1 + la], &b[2..2 + lb], &b[3..3 + lc]);
             assert_eq!(

@@ -128,7 +128,8 @@ mod grace_text {
         match Grace::deserialize(d)? {
             Grace::Secs(s) => Ok(s),
             Grace::Text(t) => {
-                let dur = duration_text::parse(&t).map_err(|e| serde::de::Error::custom(format!("gc_grace: {e}")))?;
+                let dur = duration_text::parse(&t)
+                    .map_err(|e| serde::de::Error::custom(format!("gc_grace: {e}")))?;
                 if dur.subsec_nanos() != 0 {
                     return Err(serde::de::Error::custom(format!(
                         "gc_grace {t:?}: must be a whole number of seconds"
@@ -457,8 +458,9 @@ impl Table {
         keys: impl IntoIterator<Item = K>,
     ) -> Result<Vec<Option<Value>>> {
         self.ctx.check_open()?;
-        // Invariant 6 (this module's): every memtable empty, so one view holds every acknowledged write
-        // of the table, and only whole batches (a segment holds whole memtables).
+        // Invariant 6 (this module's): every memtable empty, so one view holds every
+        // acknowledged write of the table, and only whole batches (a segment holds
+        // whole memtables).
         if !self.maybe_cells.load(Ordering::Acquire) {
             let snap = TableSnap {
                 set: Arc::clone(&self.set),
@@ -617,10 +619,10 @@ impl Table {
     pub fn scan(&self, range: impl KeyRange) -> Result<Scan> {
         self.ctx.check_open()?;
         let bounds = range.into_key_bounds();
-        // Invariant 6 (this module's): every memtable empty, so the view holds every acknowledged write
-        // of the table, and only whole batches (a segment holds whole memtables); no
-        // memtable is read, so no sequence number is registered and no install lock
-        // taken (as `multi_get`).
+        // Invariant 6 (this module's): every memtable empty, so the view holds every
+        // acknowledged write of the table, and only whole batches (a segment holds
+        // whole memtables); no memtable is read, so no sequence number is registered
+        // and no install lock taken (as `multi_get`).
         if !self.maybe_cells.load(Ordering::Acquire) {
             // A table at rest, one segment: its handle alone (one reference count; the
             // view is not cloned).
