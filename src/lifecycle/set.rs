@@ -118,6 +118,7 @@ impl SegmentSet {
             frozen: Mutex::new(None),
         };
         set.view.replace(|_| segments);
+        set.view.reclaim();
         Ok(set)
     }
 
@@ -132,8 +133,9 @@ impl SegmentSet {
         self.view.load()
     }
 
-    /// Run `f` on the current view without cloning it: the cheapest read path (a shared
-    /// read lock for the duration of `f`; a view swap waits for it).
+    /// Run `f` on the current view without cloning it: the cheapest read path (a
+    /// hazard slot, no lock; a view swap does not wait for `f`, and the view it replaces
+    /// lives until `f` returns).
     #[inline]
     pub fn with_view<R>(&self, f: impl FnOnce(&View) -> R) -> R {
         self.view.with(f)
@@ -326,12 +328,18 @@ impl SegmentSet {
             tracing::warn!(error = %e, "could not journal obsolete segments; the next open's orphan scan will find them");
         }
         drop(m);
+        // Holding no lock now: the old view goes unless a read still borrows it (then
+        // that read's end drops it), and with it the segments it alone held.
+        self.view.reclaim();
         Ok(())
     }
 
-    /// Drop this set's own view (at close). Segments go when their last handle does.
+    /// Drop this set's own view (at close), once reads still borrowing it end (up to a
+    /// second; a view a read keeps longer shows in the close report as leaked
+    /// handles). Segments go when their last handle does.
     pub(crate) fn release(&self) {
         self.view.replace(|_| Vec::new());
+        self.view.settle(std::time::Duration::from_secs(1));
     }
 }
 
