@@ -207,6 +207,71 @@ fn a_mapped_value_outlives_the_compaction_of_its_segment() {
     assert_eq!(registry().stats_under(&dir).maps, 0);
 }
 
+/// `get_with` runs its closure while the view is borrowed, not locked: the closure may
+/// write, flush and compact the very table (no deadlock, nothing waits for it), its
+/// bytes stay valid while the segment they came from is compacted away, and that
+/// segment is deleted once the closure returns. Every mode; Windows rules, so deleting
+/// a mapped file would be refused and counted.
+#[test]
+fn a_get_with_closure_may_write_flush_and_compact_the_table_it_reads() {
+    for mode in [
+        DiskAccessMode::Mmap,
+        DiskAccessMode::MmapIndexOnly,
+        DiskAccessMode::Standard,
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let rules = FileRules::windows_emulation();
+        let store = Store::open(tmp.path(), cfg(mode, rules.clone())).unwrap();
+        let dir = store.dir().to_path_buf();
+        let t = store.table("t").unwrap();
+        for i in 0..100u32 {
+            t.put(
+                format!("k{i:03}").as_bytes(),
+                format!("first {i}").as_bytes(),
+            )
+            .unwrap();
+        }
+        t.flush().unwrap();
+        let old = t.segments().view().segments[0].name().clone();
+        let seen = t
+            .get_with(b"k042", |v| {
+                let v = v.unwrap();
+                assert_eq!(v, b"first 42");
+                t.put(b"k042", b"second").unwrap();
+                t.put(b"k100", b"new").unwrap();
+                t.flush().unwrap();
+                t.compact().unwrap();
+                let view = t.segments().view();
+                assert_eq!(view.segments.len(), 1, "{mode}");
+                assert_ne!(view.segments[0].name(), &old, "{mode}");
+                drop(view);
+                // Reads nested in the closure see the writes it made.
+                assert_eq!(t.get(b"k042").unwrap().unwrap(), b"second");
+                assert!(t.get_with(b"k100", |n| n == Some(&b"new"[..])).unwrap());
+                // The borrowed bytes are still the old segment's, which is still there.
+                assert_eq!(v, b"first 42", "{mode}");
+                assert_eq!(
+                    exists(&dir, &old),
+                    [true; 3],
+                    "{mode}: deleted under a read"
+                );
+                v.to_vec()
+            })
+            .unwrap();
+        assert_eq!(seen, b"first 42");
+        assert_eq!(
+            exists(&dir, &old),
+            [false; 3],
+            "{mode}: kept after the read ended"
+        );
+        assert_eq!(rules.counts().refused_mapped, 0, "{mode}");
+        drop(t);
+        let report = store.close().unwrap();
+        assert!(report.is_clean(), "{mode}: {report:?}");
+        assert_eq!(registry().stats_under(&dir).maps, 0, "{mode}");
+    }
+}
+
 #[test]
 fn positional_reads_copy_the_value_once() {
     for mode in [DiskAccessMode::Standard, DiskAccessMode::MmapIndexOnly] {

@@ -399,12 +399,25 @@ impl Table {
         let key = key.as_ref();
         self.ctx.check_open()?;
         let best = self.memtable_best(key);
-        // Under the view's read lock (no code of the caller's runs there): a miss costs
-        // no reference count, a mapped hit clones the view for the value to hold.
+        // With the view borrowed (no lock, no count): a miss costs no reference count, a
+        // mapped hit clones the view for the value to hold.
         self.set.with_view_arc(|view| {
+            if let ([h], None) = (&view.segments[..], &best) {
+                return Self::sole_value(view, h, key);
+            }
             let place = Self::resolve(view, key, best, |w| w.and_then(|w| w.place(view)))?;
             Ok(place.map(|p| Value::at(view, p)))
         })
+    }
+
+    /// [`Table::get`] where `h` is the view's only segment and no memtable holds a cell
+    /// of the key (a compacted table at rest, the common case): a path of its own,
+    /// without [`Table::resolve`]'s closures, which cost a filter-answered miss (26 ns
+    /// on the bare segment) some 20 instructions and 2% to 5% of its speed.
+    #[inline(always)]
+    fn sole_value(view: &Arc<View>, h: &SegmentHandle, key: &[u8]) -> Result<Option<Value>> {
+        let place = h.get_with(key, |r| (!r.tombstone).then(|| Value::place(view, 0, r.value)))?;
+        Ok(place.flatten().map(|p| Value::at(view, p)))
     }
 
     /// Run `f` on the value of `key` (`None` if it is absent or deleted) without
@@ -419,26 +432,16 @@ impl Table {
         let key = key.as_ref();
         self.ctx.check_open()?;
         let best = self.memtable_best(key);
-        // `f` runs under no lock. Under the view's read lock (no code of the caller's
-        // runs there) the winner is found: a miss takes no reference count (a count
-        // shared by every reader is a cache line the cores pass around on every get),
-        // a value in mapped data or a memtable is held as a `Value` would hold it (a
-        // clone of the view, or of the bytes' `Arc`). A value read with positional
-        // reads lies in the thread's scratch buffer, valid only during the read: where
-        // a segment is not mapped, the view is cloned and `f` runs inside the read.
-        let found = self.set.with_view_arc(move |view| -> Result<Lookup> {
-            if view.segments.iter().any(|h| h.mapped_data().is_none()) {
-                return Ok(Lookup::Unmapped(Arc::clone(view), best));
-            }
-            let place = Self::resolve(view, key, best, |w| w.and_then(|w| w.place(view)))?;
-            Ok(Lookup::Found(place.map(|p| Value::at(view, p))))
-        })?;
-        match found {
-            Lookup::Found(v) => Ok(f(v.as_deref())),
-            Lookup::Unmapped(view, best) => Self::resolve(&view, key, best, |w| {
+        // `f` runs while the view is borrowed through a hazard slot (`io::hazard`): no
+        // lock and no reference count (a count every reader shares is a cache line the
+        // cores pass around on every get). Nothing waits for a borrow, so `f` may do
+        // anything, write or flush this table included; a segment compacted away
+        // meanwhile stays mapped, and on disk, until `f` returns.
+        self.set.with_view_arc(move |view| {
+            Self::resolve(view, key, best, |w| {
                 f(w.and_then(|w| (!w.tombstone).then_some(w.value)))
-            }),
-        }
+            })
+        })
     }
 
     /// Whether `key` has a live value, without copying it. Segments whose filter rules
@@ -1087,15 +1090,6 @@ enum Origin<'a> {
     Shared(&'a Arc<[u8]>),
     /// Segment `i` of the view read, in place (mapped, or the reader's scratch buffer).
     Segment(usize),
-}
-
-/// What [`Table::get_with`] found under the view's read lock.
-enum Lookup {
-    /// The live value, if any, held without the lock.
-    Found(Option<Value>),
-    /// A segment of the view is read with positional reads: the read happens under no
-    /// lock, through this clone of the view, with the memtables' winner.
-    Unmapped(Arc<View>, Option<SharedCell>),
 }
 
 /// One segment's answer during a point read.
