@@ -423,7 +423,9 @@ impl Table {
     /// Run `f` on the value of `key` (`None` if it is absent or deleted) without
     /// copying it: memtable bytes, or segment bytes straight from the map (or from the
     /// reader's per-thread buffer in `standard` mode). A warm read of a segment
-    /// allocates nothing. No lock of the table is held while `f` runs.
+    /// allocates nothing. No lock of the table is held while `f` runs, and nothing
+    /// waits for it: `f` may read, write, flush or compact this table. Segments that a
+    /// compaction replaces while `f` runs stay mapped (and on disk) until it returns.
     pub fn get_with<R>(
         &self,
         key: impl AsRef<[u8]>,
