@@ -145,11 +145,21 @@ fn exists(dir: &std::path::Path, name: &SegmentName) -> [bool; 3] {
     Component::ALL.map(|c| name.path(dir, c).exists())
 }
 
-#[test]
-fn a_mapped_value_outlives_the_compaction_of_its_segment() {
+/// A store under the Windows rules whose table `t` holds `k000`..`k099` = `first N`
+/// in one flushed segment: (tempdir, rules, store, store dir, table, that segment).
+fn one_segment_of_100(
+    mode: DiskAccessMode,
+) -> (
+    tempfile::TempDir,
+    FileRules,
+    Store,
+    std::path::PathBuf,
+    std::sync::Arc<Table>,
+    SegmentName,
+) {
     let tmp = tempfile::tempdir().unwrap();
     let rules = FileRules::windows_emulation();
-    let store = Store::open(tmp.path(), cfg(DiskAccessMode::Mmap, rules.clone())).unwrap();
+    let store = Store::open(tmp.path(), cfg(mode, rules.clone())).unwrap();
     let dir = store.dir().to_path_buf();
     let t = store.table("t").unwrap();
     for i in 0..100u32 {
@@ -161,6 +171,12 @@ fn a_mapped_value_outlives_the_compaction_of_its_segment() {
     }
     t.flush().unwrap();
     let old = t.segments().view().segments[0].name().clone();
+    (tmp, rules, store, dir, t, old)
+}
+
+#[test]
+fn a_mapped_value_outlives_the_compaction_of_its_segment() {
+    let (_tmp, rules, store, dir, t, old) = one_segment_of_100(DiskAccessMode::Mmap);
 
     let held = t.get(b"k042").unwrap().unwrap();
     assert!(
@@ -219,20 +235,7 @@ fn a_get_with_closure_may_write_flush_and_compact_the_table_it_reads() {
         DiskAccessMode::MmapIndexOnly,
         DiskAccessMode::Standard,
     ] {
-        let tmp = tempfile::tempdir().unwrap();
-        let rules = FileRules::windows_emulation();
-        let store = Store::open(tmp.path(), cfg(mode, rules.clone())).unwrap();
-        let dir = store.dir().to_path_buf();
-        let t = store.table("t").unwrap();
-        for i in 0..100u32 {
-            t.put(
-                format!("k{i:03}").as_bytes(),
-                format!("first {i}").as_bytes(),
-            )
-            .unwrap();
-        }
-        t.flush().unwrap();
-        let old = t.segments().view().segments[0].name().clone();
+        let (_tmp, rules, store, dir, t, old) = one_segment_of_100(mode);
         let seen = t
             .get_with(b"k042", |v| {
                 let v = v.unwrap();
