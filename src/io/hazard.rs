@@ -196,12 +196,19 @@ unsafe impl Send for Retired {}
 
 impl Drop for Retired {
     fn drop(&mut self) {
+        /// Counts the value down once its drop has finished, or unwound.
+        struct Done<'a>(&'a AtomicUsize);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Release);
+            }
+        }
+        let _done = Done(&self.outstanding);
         // SAFETY: `ptr` is a cell's own reference from `Arc::into_raw`, which this entry
         // alone owns since the swap that retired it (each value is retired once: a
         // cell's value is swapped out once), and entries are dropped only by `reclaim`
         // once no slot holds `ptr`.
         unsafe { (self.drop)(self.ptr) };
-        self.outstanding.fetch_sub(1, Release);
     }
 }
 
