@@ -148,11 +148,6 @@ fn mode() -> u8 {
     MODE.load(Acquire)
 }
 
-/// Whether readers skip the fence here: `membarrier` works and was not turned off.
-pub fn asymmetric() -> bool {
-    mode() == ASYMMETRIC
-}
-
 /// The reader's half: orders its slot store before its next load.
 #[inline(always)]
 fn light_barrier() {
@@ -576,6 +571,20 @@ mod tests {
             self.a.store(POISON, Relaxed);
             self.b.store(POISON, Relaxed);
             self.live.fetch_sub(1, SeqCst);
+        }
+    }
+
+    /// The fence-free mode is on exactly where the process barrier works (Linux with
+    /// `membarrier`), unless the environment turns it off; so a CI run on Linux tests
+    /// the mode users get, and the `SEGSTORE_MEMBARRIER=0` run the fenced one.
+    #[test]
+    fn the_mode_follows_the_kernel_and_the_environment() {
+        let off = std::env::var_os("SEGSTORE_MEMBARRIER").is_some_and(|v| v == "0");
+        let m = mode();
+        if off || !cfg!(target_os = "linux") {
+            assert_eq!(m, SYMMETRIC);
+        } else {
+            assert_eq!(m == ASYMMETRIC, sys::process_barrier(), "mode {m}");
         }
     }
 
