@@ -7,6 +7,8 @@ use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::points::Points;
+
 /// A kind of injected fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FaultKind {
@@ -65,6 +67,7 @@ pub struct Faults {
     rules: parking_lot::Mutex<Vec<Fault>>,
     injected: [AtomicU64; 7],
     disarmed: std::sync::atomic::AtomicBool,
+    points: Points,
 }
 
 impl Faults {
@@ -99,6 +102,16 @@ impl Faults {
     /// Stop or resume injecting without forgetting the rules.
     pub fn set_armed(&self, armed: bool) {
         self.disarmed.store(!armed, Ordering::SeqCst);
+    }
+
+    /// The pause points the code passes (see [`super::points`]): every fsync arrives
+    /// at `"fsync"` with its path before its fault is decided.
+    pub fn points(&self) -> &Points {
+        &self.points
+    }
+
+    pub(crate) fn point(&self, point: &str, path: &Path) {
+        self.points.arrive(point, &path.to_string_lossy());
     }
 
     /// Faults injected so far, by kind.
@@ -152,8 +165,12 @@ impl Faults {
         Ok(())
     }
 
+    /// The fault is decided before the pause point, so a held fsync fails (or not) as
+    /// it would have at its start.
     pub(crate) fn fsync(&self, path: &Path) -> io::Result<()> {
-        if self.hit(FaultKind::Fsync, path) {
+        let fail = self.hit(FaultKind::Fsync, path);
+        self.point("fsync", path);
+        if fail {
             return Err(Self::injected_error(FaultKind::Fsync, path));
         }
         Ok(())

@@ -11,6 +11,8 @@
 //!   tests run under (`emulation`), injected faults (`faults`) and the power-loss
 //!   simulator behind the boundary (`powerloss`); without the feature, uninhabited
 //!   stand-ins of those three (`stand_ins`).
+//! - `points` (`testing` feature): pause points, named places a test watches or holds
+//!   a thread at to drive a race in one order (`FileRules::point`).
 //! - [`residency`]: memory residency controls (`mlock`, `mlockall`, huge pages, page-cache
 //!   advice) and per-mapping reports of what the kernel granted.
 //! - [`kstats`]: the kernel's own figures (`/proc/self/smaps`, `/proc/self/status`, THP
@@ -35,6 +37,8 @@ pub mod hazard;
 pub mod identity;
 pub mod kstats;
 pub mod mapped;
+#[cfg(feature = "testing")]
+pub mod points;
 #[cfg(feature = "testing")]
 pub mod powerloss;
 pub mod pread;

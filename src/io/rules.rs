@@ -100,6 +100,15 @@ impl FileRules {
         }
     }
 
+    /// A pause point (see `io::points`, `testing` feature): tests watch arrivals here
+    /// or hold the thread; without injected faults, nothing.
+    #[inline]
+    pub(crate) fn point(&self, point: &str, path: &Path) {
+        if let Some(f) = &self.faults {
+            f.point(point, path);
+        }
+    }
+
     testing_pub! {
     /// May `op` be applied to `path` now? `Err(PermissionDenied)` when the rules refuse.
     /// A path that does not exist passes (the operation itself will report it).

@@ -37,6 +37,12 @@
 //! 6. A new log (at open) always starts a new file, numbered above every existing file,
 //!    whose first sequence number is one past the last record replayed (or the
 //!    caller's floor, if higher). Old files are never appended to.
+//! 7. At most one fsync of the active file is in flight, and an fsync releases only
+//!    the records written before it began. A roll (which fsyncs the file it closes
+//!    under the lock) waits for a leader's fsync to end first: two concurrent fsyncs
+//!    of one file may see one writeback error between them (Linux reports it to one),
+//!    and a roll whose fsync got the clean half must not acknowledge the batch whose
+//!    leader got the `EIO`.
 
 pub mod config;
 pub mod format;
@@ -300,12 +306,23 @@ impl CommitLog {
         }
         let s = &*self.shared;
         let mut st = s.state.lock();
-        s.check_writable(&st)?;
         let frame_len = rec.frame_len() as u64;
-        if st.active.len > format::FILE_HEADER_LEN as u64
-            && st.active.len + frame_len > s.config.segment_size
-        {
+        loop {
+            s.check_writable(&st)?;
+            if st.active.len <= format::FILE_HEADER_LEN as u64
+                || st.active.len + frame_len <= s.config.segment_size
+            {
+                break;
+            }
+            if st.leader {
+                // Invariant 7: a leader's fsync of this file is in flight; wait for its
+                // outcome (another append may roll meanwhile: look again).
+                s.fs.rules().point("commitlog roll waits", &st.active.path);
+                s.synced.wait(&mut st);
+                continue;
+            }
             s.roll(&mut st)?;
+            break;
         }
         let seq = st.next_seq;
         let bytes = rec.seal(seq);
@@ -552,8 +569,10 @@ impl Shared {
     }
 
     /// Roll to a new file: fsync the active one, then create the next (invariant 4).
-    /// Runs under the lock; appends wait for it.
+    /// Runs under the lock, with no leader's fsync in flight (invariant 7); appends wait
+    /// for it.
     fn roll(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        debug_assert!(!st.leader, "a roll must not race a leader's fsync");
         let Some(file) = st.active.file.clone() else {
             return Err(Error::ReadOnly);
         };
@@ -597,6 +616,7 @@ impl Shared {
                 return Ok(());
             }
             if st.leader {
+                self.fs.rules().point("commitlog waits for leader", &st.active.path);
                 self.synced.wait(st);
                 continue;
             }
@@ -719,6 +739,54 @@ mod tests {
             assert!(matches!(log.sync(), Err(Error::Poisoned(_))));
             assert!(log.close().is_err());
         }
+    }
+
+    /// Issue 18 A. The bug: a leader fsyncs the active file with the lock released; an
+    /// append that rolled meanwhile fsynced the same file, got the clean half of the
+    /// writeback error the leader's fsync got as `EIO`, set `synced_seq` and released
+    /// the leader's batch. The scenario: the leader's failing fsync is held, a second
+    /// append waits for it, a third rolls. The fix: the roll waits for the leader
+    /// (invariant 7), so the waiting append sees the poisoning, not an acknowledgement.
+    #[test]
+    fn a_roll_never_acknowledges_a_batch_whose_leaders_fsync_failed() {
+        use crate::io::points::reached;
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = CommitLogConfig {
+            sync: CommitLogSync::Batch,
+            segment_size: 256,
+        };
+        let rules = FileRules::posix().with_faults(Faults::new());
+        let (log, _) = CommitLog::open_with_rules(dir.path(), &cfg, 1, &rules, |_| Ok(())).unwrap();
+        let log = Arc::new(log);
+        let faults = rules.faults().unwrap();
+        let points = faults.points();
+        faults.add(FaultKind::Fsync, "commitlog-1.log", 0, 1);
+        points.hold("fsync", "commitlog-1.log", 1);
+        let append = |key: &'static [u8], len: usize, mark: &'static str| {
+            let (log, rules) = (Arc::clone(&log), rules.clone());
+            std::thread::spawn(move || {
+                let r = log.append("t", &[cell(key, &vec![7; len])]);
+                rules.faults().unwrap().points().mark(mark);
+                r
+            })
+        };
+        let leader = append(b"a", 1, "leader returned");
+        points.wait_for("fsync", 1);
+        let waiter = append(b"b", 1, "waiter returned");
+        points.wait_for("commitlog waits for leader", 1);
+        let roller = append(b"c", 200, "roller returned");
+        points.wait_until(|a| reached(a, "waiter returned") || reached(a, "commitlog roll waits"));
+        points.release("fsync");
+        let leader = leader.join().unwrap();
+        assert!(matches!(leader, Err(Error::Io { op: "fsync", .. })), "{leader:?}");
+        let waiter = waiter.join().unwrap();
+        assert!(
+            matches!(waiter, Err(Error::Poisoned(_))),
+            "record 2 was acknowledged after an fsync of its file failed: {waiter:?}"
+        );
+        let roller = roller.join().unwrap();
+        assert!(matches!(roller, Err(Error::Poisoned(_))), "{roller:?}");
+        assert_eq!(log.stats().synced_seq, 0, "nothing is known durable");
     }
 
     #[test]
