@@ -188,6 +188,7 @@ fn print_pending_snapshot_files(r: &TableReplica<'_>) {
             PendingReason::Refused(_) => "refused by the OS, retried",
             PendingReason::Queued => "queued",
             PendingReason::NotEmpty => "directory: goes after its files",
+            PendingReason::Held => "obsolete, still held by a handle",
         };
         println!("      {:<52} {why}", d.path.display());
     }

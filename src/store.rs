@@ -110,7 +110,10 @@ pub struct CloseReport {
     /// Mappings under this directory still open (leaks, or a snapshot reader of another
     /// store in this process).
     pub leaked_mappings: Vec<MappingSite>,
-    /// Deletions that could not complete (they stay journaled for the next open).
+    /// Deletions that could not complete, and obsolete segments whose files a handle
+    /// still held at close ([`PendingReason::Held`](crate::lifecycle::PendingReason)):
+    /// the journal names them and the next open deletes them. Nothing in the directory
+    /// is touched after close returns.
     pub pending_deletions: Vec<PendingDeletion>,
 }
 
@@ -353,6 +356,15 @@ impl Store {
     /// The configuration it was opened with.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Deletions not done yet, with why each waits: files still mapped (a cleared
+    /// snapshot a reader still maps, an obsolete segment), refused by the OS and retried,
+    /// or announced and still held by a handle. Each deferral and its completion is also
+    /// logged (`info`). Empty on a healthy store at rest; on a read-only store, what the
+    /// journal of the last writer names.
+    pub fn pending_deletions(&self) -> Vec<PendingDeletion> {
+        self.deleter.pending_and_held()
     }
 
     testing_pub! {
@@ -863,6 +875,8 @@ impl Drop for Store {
             }
             if !self.read_only {
                 self.deleter.retry_all();
+                // Nothing touches the directory once the lock goes with the store.
+                self.deleter.seal();
             }
         }
     }

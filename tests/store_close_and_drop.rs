@@ -151,3 +151,153 @@ fn close_waits_for_a_get_with_closure_still_running() {
     );
     assert!(matches!(t.get(b"k"), Err(Error::Closed)));
 }
+
+fn faulty_config(mode: segstore::DiskAccessMode) -> (Config, FileRules) {
+    let rules = FileRules::windows_emulation().with_faults(segstore::io::faults::Faults::new());
+    let mut cfg = periodic(rules.clone());
+    cfg.disk_access_mode = mode;
+    cfg.delete_policy = segstore::DeletePolicy::DeferWhileMapped;
+    (cfg, rules)
+}
+
+/// Every file under `dir` with its bytes (the journal's included), for "nothing
+/// changed".
+fn tree(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if !p.ends_with("LOCK") {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Issue 18 B. The bug: `SegmentSet::release` swapped in the empty view without the
+/// manifest lock, so a `compact()` that had passed its open check swapped a view of
+/// live segments back in after the close released it (and mapped them past the close).
+/// The scenario: a compaction is held just before its view swap while another thread
+/// closes the store. The fix: close waits for flushes and compactions in flight and
+/// refuses new ones, and the release takes the manifest lock and freezes the set.
+#[test]
+fn close_waits_for_a_compaction_in_flight_and_no_view_comes_back() {
+    use segstore::io::points::reached;
+    let tmp = tempfile::tempdir().unwrap();
+    let (cfg, rules) = faulty_config(segstore::DiskAccessMode::Mmap);
+    let store = Arc::new(Store::open(tmp.path(), cfg).unwrap());
+    let t = store.table("t").unwrap();
+    for k in [b"a", b"b"] {
+        t.put(k, b"v").unwrap();
+        t.flush().unwrap();
+    }
+    let points = rules.faults().unwrap().points();
+    points.hold("set swaps its view", "", 1);
+    let compaction = {
+        let (t, rules) = (Arc::clone(&t), rules.clone());
+        std::thread::spawn(move || {
+            let r = t.compact();
+            rules.faults().unwrap().points().mark("compaction returned");
+            r
+        })
+    };
+    points.wait_for("set swaps its view", 1);
+    let close = {
+        let (store, rules) = (Arc::clone(&store), rules.clone());
+        std::thread::spawn(move || {
+            let r = store.close();
+            rules.faults().unwrap().points().mark("close returned");
+            r
+        })
+    };
+    points.wait_until(|a| {
+        reached(a, "close returned") || reached(a, "close waits for a flush or compaction")
+    });
+    points.release("set swaps its view");
+    compaction.join().unwrap().unwrap();
+    let report = close.join().unwrap().unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    let mapped = segstore::io::registry().open_under(tmp.path());
+    assert!(mapped.is_empty(), "mapped after close: {mapped:?}");
+    let before = tree(tmp.path());
+    drop(t);
+    drop(store);
+    assert_eq!(tree(tmp.path()), before, "files changed after close");
+    let store = Store::open(tmp.path(), Config::default()).unwrap();
+    let t = store.table("t").unwrap();
+    assert_eq!(t.get(b"a").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(
+        store.segment_stats().len(),
+        1,
+        "the compaction's one segment"
+    );
+    store.close().unwrap();
+}
+
+/// Issue 18 B and 3. The bug: a compacted-away segment still mapped by a `Value` the
+/// application kept was not in the close report (though the journal named its files),
+/// and when the value dropped after `close()` had released the directory lock, the
+/// same process unlinked the files and rewrote the journal, perhaps under another
+/// process's store. The fix: the report lists the deletion, and nothing touches the
+/// directory after close; the next open deletes the files.
+#[test]
+fn a_segment_held_past_close_is_reported_and_left_for_the_next_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cfg, _rules) = faulty_config(segstore::DiskAccessMode::Mmap);
+    let store = Store::open(tmp.path(), cfg).unwrap();
+    let t = store.table("t").unwrap();
+    t.put(b"k", b"held by a value").unwrap();
+    t.flush().unwrap();
+    let first = segment_names(tmp.path());
+    let value = t.get(b"k").unwrap().unwrap();
+    t.put(b"other", b"v").unwrap();
+    t.compact().unwrap();
+    let pending = store.pending_deletions();
+    assert!(
+        first
+            .iter()
+            .all(|f| pending.iter().any(|p| p.path.ends_with(f))),
+        "{first:?} not all in {pending:?}"
+    );
+    drop(t);
+    let report = store.close().unwrap();
+    assert!(!report.is_clean());
+    for f in &first {
+        assert!(
+            report.pending_deletions.iter().any(|p| p.path.ends_with(f)),
+            "{f} missing from the close report: {report:?}"
+        );
+    }
+    let before = tree(tmp.path());
+    assert_eq!(&*value, b"held by a value");
+    drop(value); // the last mapping closes after the close
+    drop(store);
+    assert_eq!(tree(tmp.path()), before, "files changed after close");
+    let store = Store::open(tmp.path(), Config::default()).unwrap();
+    let left: Vec<String> = segment_names(tmp.path())
+        .into_iter()
+        .filter(|f| first.contains(f))
+        .collect();
+    assert!(left.is_empty(), "the next open deletes them: {left:?}");
+    let t = store.table("t").unwrap();
+    assert_eq!(
+        t.get(b"k").unwrap().as_deref(),
+        Some(&b"held by a value"[..])
+    );
+    drop(t);
+    assert!(store.close().unwrap().is_clean());
+}
+
+fn segment_names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("t-"))
+        .collect();
+    v.sort();
+    v
+}

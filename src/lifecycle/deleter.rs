@@ -16,11 +16,8 @@
 //! [`Deleter::open`], which reads the journal left by a crash. Queued names are reported
 //! by [`Deleter::is_pending`] so listings hide them; callers never reuse a name.
 //!
-//! Journal format: sealed text (`format::sealed`), header `segstore-pending-deletions 2`,
-//! then one `delete <path>` line per path relative to the store directory, the path
-//! escaped (every byte of a Unix path round-trips; none can forge a line), then the
-//! crc32c line. Version 1 (one raw path per line) is still read. Completed entries are
-//! dropped lazily at the next rewrite.
+//! Journal format: [`super::journal`]. Completed entries are dropped lazily at the next
+//! rewrite.
 //!
 //! Journal state: the deleter keeps every path the journal on disk may name (after a
 //! failed write, both what the old journal named and what the failed one tried to name,
@@ -39,18 +36,13 @@ use std::path::{Component as PathComponent, Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Error, Result};
-use crate::format::sealed::{self, SealedWriter};
-use crate::format::Malformed;
 use crate::io::{registry, FileId, FileRules, StoreFs};
 
-/// Name of the journal file in the store directory.
-pub use crate::layout::JOURNAL;
-const JOURNAL_FORMAT: &str = "segstore-pending-deletions";
-/// The journal version written; version 1 (one raw path per line) is read too.
-const JOURNAL_VERSION: u32 = 2;
+pub use super::journal::{decode_journal, encode_journal, JOURNAL};
+use super::journal::read_journal;
 
 /// When a file may be unlinked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -85,6 +77,10 @@ pub enum PendingReason {
     Queued,
     /// A directory that still holds files whose deletions are pending.
     NotEmpty,
+    /// Announced, not requested yet: the segment is obsolete, but a handle still holds
+    /// it (a read in progress, a [`crate::Value`] kept, a leak). It is deleted when that
+    /// handle drops, or, once the store has closed, by the next open.
+    Held,
 }
 
 /// A deletion not done yet.
@@ -158,6 +154,9 @@ struct Inner {
     /// Opened for a read-only store: knows the journal's paths, deletes nothing and
     /// writes no journal ([`Deleter::open_read_only`]).
     read_only: bool,
+    /// `true` once sealed ([`Deleter::seal`]: the store closed). Every unlink and journal
+    /// write holds it shared and checks it, so none runs after the seal returns.
+    sealed: RwLock<bool>,
 }
 
 struct Callback(Box<dyn Fn(&Path) + Send + Sync>);
@@ -194,6 +193,7 @@ impl Deleter {
                 journal_io: Mutex::new(()),
                 on_complete: Mutex::new(None),
                 read_only: false,
+                sealed: RwLock::new(false),
             }),
         };
         let recovered = read_journal(dir)?;
@@ -244,6 +244,7 @@ impl Deleter {
                 journal_io: Mutex::new(()),
                 on_complete: Mutex::new(None),
                 read_only: true,
+                sealed: RwLock::new(false),
             }),
         })
     }
@@ -307,12 +308,22 @@ impl Deleter {
     /// completes them. Returns once each file is deleted or queued. If the journal
     /// cannot be written the request is withdrawn (nothing is unlinked) and the error
     /// returned.
+    ///
+    /// After [`Deleter::seal`] (the store closed) nothing is touched: the request is
+    /// logged and left to the next open, which finds the files in the journal (they
+    /// were announced) or by its orphan scan; `Ok`.
     pub fn delete<P: AsRef<Path>>(&self, paths: &[P]) -> Result<()> {
         let mut rel = Vec::with_capacity(paths.len());
         for p in paths {
             rel.push(self.relative(p.as_ref())?);
         }
         if rel.is_empty() {
+            return Ok(());
+        }
+        if *self.inner.sealed.read() {
+            for r in &rel {
+                tracing::info!(path = %r.display(), "store closed: deletion left for the next open");
+            }
             return Ok(());
         }
         let mut fresh = Vec::new();
@@ -441,6 +452,11 @@ impl Deleter {
     /// Try to delete one pending path now; on a mapped identity, arrange a retry at the
     /// last close.
     fn attempt(&self, rel: &Path) {
+        // No unlink after the seal (the store closed: the next open finishes it).
+        let sealed = self.inner.sealed.read_recursive();
+        if *sealed {
+            return;
+        }
         // Only what a successfully written journal names may go.
         if self.inner.read_only
             || !self
@@ -464,6 +480,11 @@ impl Deleter {
             Outcome::Done => {
                 let waited = e.requested_at.elapsed();
                 let was_deferred = e.reason == PendingReason::Mapped;
+                if was_deferred {
+                    tracing::info!(path = %full.display(), waited = ?waited, "deferred deletion done: the last mapping closed");
+                } else {
+                    tracing::debug!(path = %full.display(), "deleted");
+                }
                 st.pending.remove(rel);
                 st.stats.completed += 1;
                 st.unsynced_dirs
@@ -480,6 +501,11 @@ impl Deleter {
             Outcome::Mapped(id) => {
                 if e.reason != PendingReason::Mapped {
                     st.stats.deferred_mapped += 1;
+                    tracing::info!(
+                        path = %full.display(),
+                        mappings = registry().map_count(id),
+                        "deletion deferred: the file is still mapped; it is deleted when its last mapping closes (or at close, or at the next open)"
+                    );
                 }
                 e.reason = PendingReason::Mapped;
                 if !e.waiting {
@@ -618,10 +644,48 @@ impl Deleter {
     /// Final retry (callers close their mappings first) and a journal holding exactly
     /// what is still pending. Returns what remains: a deletion still refused by the OS,
     /// or one whose file is still mapped by someone else (another store in this process).
+    ///
+    /// Then seals the deleter ([`Deleter::seal`]): nothing is unlinked or journaled
+    /// after close returns, and the report also lists what is announced but still held
+    /// ([`PendingReason::Held`]), which the next open deletes.
     pub fn close(&self) -> Result<Vec<PendingDeletion>> {
         self.retry_all();
-        self.write_journal()?;
-        Ok(self.pending())
+        let written = self.write_journal();
+        self.seal();
+        written?;
+        Ok(self.pending_and_held())
+    }
+
+    /// From now on touch nothing on disk: requests and last-close events after this
+    /// only log that the next open will finish them (the journal, or the next open's
+    /// orphan scan, names every file). Waits for an unlink or journal write in flight.
+    /// Called at store close and drop, before the directory lock is released.
+    pub fn seal(&self) {
+        *self.inner.sealed.write() = true;
+    }
+
+    /// What [`Deleter::pending`] lists, plus the announced deletions whose files are
+    /// still held ([`PendingReason::Held`]).
+    pub fn pending_and_held(&self) -> Vec<PendingDeletion> {
+        let st = self.inner.state.lock();
+        let mut v: Vec<PendingDeletion> = st
+            .pending
+            .iter()
+            .map(|(p, e)| PendingDeletion {
+                path: p.clone(),
+                reason: e.reason.clone(),
+            })
+            .collect();
+        v.extend(
+            st.intents
+                .keys()
+                .filter(|p| !st.pending.contains_key(*p))
+                .map(|p| PendingDeletion {
+                    path: p.clone(),
+                    reason: PendingReason::Held,
+                }),
+        );
+        v
     }
 
     /// Make sure a new file or directory may be created at `path`: refuse while its
@@ -671,6 +735,10 @@ impl Deleter {
     fn write_journal(&self) -> Result<()> {
         if self.inner.read_only {
             return Err(Error::ReadOnly);
+        }
+        let sealed = self.inner.sealed.read_recursive();
+        if *sealed {
+            return Err(Error::Closed);
         }
         // Concurrent writers (a flush's obsolete segments, a snapshot clear, the last
         // unmap of a file) used to race on `deletions.pending.tmp` (one removed or
@@ -759,67 +827,4 @@ impl Drop for Inner {
             );
         }
     }
-}
-
-fn read_journal(dir: &Path) -> Result<Vec<PathBuf>> {
-    let path = dir.join(JOURNAL);
-    match std::fs::read(&path) {
-        Ok(bytes) => decode_journal(&path, &bytes),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(Error::io("read", &path, e)),
-    }
-}
-
-/// The journal's bytes for `paths` (relative to the store directory).
-pub fn encode_journal(paths: &[PathBuf]) -> Result<Vec<u8>> {
-    let mut w = SealedWriter::new(JOURNAL_FORMAT, JOURNAL_VERSION);
-    for p in paths {
-        let bytes = sealed::path_bytes(p).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "cannot journal the deletion of {}: the path is not Unicode",
-                p.display()
-            ))
-        })?;
-        w.line([&b"delete"[..], &bytes]);
-    }
-    Ok(w.finish())
-}
-
-/// Decode a journal (`path` names it in errors): the paths it asks to delete, each a
-/// plain path relative to the store directory.
-pub fn decode_journal(path: &Path, bytes: &[u8]) -> Result<Vec<PathBuf>> {
-    let corrupt = |m: Malformed| m.into_error(path);
-    let journal = sealed::decode(bytes, JOURNAL_FORMAT, 1..=JOURNAL_VERSION).map_err(corrupt)?;
-    let mut out = Vec::with_capacity(journal.lines.len());
-    for line in &journal.lines {
-        let p = if journal.version == 1 {
-            // Version 1: the raw path is the whole line.
-            sealed::path_from_bytes(line.text)
-                .ok_or_else(|| Error::corrupt(path, line.offset, "path is not valid on this OS"))?
-        } else {
-            let f = line.fields().map_err(corrupt)?;
-            if f.keyword() != b"delete" {
-                return Err(Error::corrupt(
-                    path,
-                    line.offset,
-                    format!("unknown line {:?}", sealed::escape(f.keyword())),
-                ));
-            }
-            f.expect_len(2).map_err(corrupt)?;
-            f.path(1).map_err(corrupt)?
-        };
-        if p.as_os_str().is_empty()
-            || !p
-                .components()
-                .all(|c| matches!(c, PathComponent::Normal(_)))
-        {
-            return Err(Error::corrupt(
-                path,
-                line.offset,
-                format!("journal names {:?}, not a plain relative path", p.display()),
-            ));
-        }
-        out.push(p);
-    }
-    Ok(out)
 }

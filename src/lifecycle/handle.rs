@@ -38,6 +38,11 @@ impl Drop for Retire {
         if self.obsolete.load(Ordering::Acquire) {
             tracing::debug!(segment = %self.name, "last handle of obsolete segment dropped; deleting");
             if let Err(e) = self.deleter.delete(&self.paths) {
+                if matches!(e, crate::Error::Closed) {
+                    // Sealed between the check and the journal write: as if after it.
+                    tracing::info!(segment = %self.name, "store closed: deletion left for the next open");
+                    return;
+                }
                 tracing::error!(segment = %self.name, error = %e, "could not queue deletion; the next open's orphan scan will remove the files");
             }
         }

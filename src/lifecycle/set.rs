@@ -46,6 +46,8 @@ pub(crate) enum Frozen {
     ReadOnly,
     /// The table was dropped.
     Dropped,
+    /// The store was closed ([`SegmentSet::release`]).
+    Closed,
 }
 
 /// One table's live segments.
@@ -210,6 +212,7 @@ impl SegmentSet {
                     table: self.table.clone(),
                 })
             }
+            Some(Frozen::Closed) => return Err(Error::Closed),
             None => {}
         }
         match &*self.poisoned.lock() {
@@ -235,9 +238,10 @@ impl SegmentSet {
         guard: impl FnOnce() -> G,
     ) -> Result<()> {
         let mut m = self.manifest.lock();
-        if *self.frozen.lock() == Some(Frozen::Dropped) {
-            // Written for a table that is gone (a flush or compaction that was running
-            // when it was dropped): nobody has opened them, nothing will name them.
+        if matches!(*self.frozen.lock(), Some(Frozen::Dropped | Frozen::Closed)) {
+            // Written for a table that is gone, or a store that closed (a flush or
+            // compaction that was running then): nobody has opened them, nothing will
+            // name them. (After a close the deleter leaves them to the next open.)
             let doomed: Vec<PathBuf> = new
                 .iter()
                 .filter(|n| n.table == self.table)
@@ -302,6 +306,9 @@ impl SegmentSet {
             return Err(e);
         }
         *m = next;
+        self.deleter
+            .rules()
+            .point("set swaps its view", &self.dir.join(&self.table));
         let held = guard();
         let old_view = self.view.replace(|v| {
             let mut segs: Vec<SegmentHandle> = v
@@ -337,8 +344,22 @@ impl SegmentSet {
     /// Drop this set's own view (at close), once reads still borrowing it end (up to a
     /// second; a view a read keeps longer shows in the close report as leaked
     /// handles). Segments go when their last handle does.
+    ///
+    /// Under the manifest lock, and refusing every later change ([`Error::Closed`]): a
+    /// flush or compaction still running cannot swap a view of live segments back in
+    /// after this one (it finishes first, or is refused).
     pub(crate) fn release(&self) {
+        let m = match self.manifest.try_lock() {
+            Some(m) => m,
+            None => {
+                let dir = self.dir.join(&self.table);
+                self.deleter.rules().point("release waits for a change", &dir);
+                self.manifest.lock()
+            }
+        };
+        *self.frozen.lock() = Some(Frozen::Closed);
         self.view.replace(|_| Vec::new());
+        drop(m);
         self.view.settle(std::time::Duration::from_secs(1));
     }
 }

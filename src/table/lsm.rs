@@ -734,6 +734,12 @@ impl Table {
         (self.flush_lock.lock(), self.compaction_lock.lock())
     }
 
+    /// [`Table::quiesce`] if neither lock is held now.
+    pub(crate) fn try_quiesce(&self) -> Option<(MutexGuard<'_, ()>, MutexGuard<'_, ()>)> {
+        let flush = self.flush_lock.try_lock()?;
+        Some((flush, self.compaction_lock.try_lock()?))
+    }
+
     /// The memtables under the write lock: no write of this table in flight.
     pub(crate) fn memtables_write(&self) -> RwLockWriteGuard<'_, Memtables> {
         self.mem.write()
@@ -750,6 +756,7 @@ impl Table {
     /// Flush the frozen memtables, oldest first (the caller holds the flush lock).
     /// Returns how many segments were added.
     pub(crate) fn flush_frozen_locked(&self) -> Result<usize> {
+        self.ctx.check_unsealed()?;
         let mut added = 0;
         loop {
             let Some(mt) = self.mem.read().frozen.first().cloned() else {
@@ -839,8 +846,15 @@ impl Table {
     }
 
     /// One round of size-tiered compaction: returns whether it merged anything.
+    ///
+    /// A compaction of the table already running (a caller's `compact()`) makes this
+    /// round do nothing rather than wait: the worker stays free for flushes, and a close
+    /// never waits for the worker behind a long major compaction.
     pub(crate) fn compact_once(&self) -> Result<bool> {
-        let _one_at_a_time = self.compaction_lock.lock();
+        let Some(_one_at_a_time) = self.compaction_lock.try_lock() else {
+            return Ok(false);
+        };
+        self.ctx.check_unsealed()?;
         let view = self.set.view();
         match choose(
             &Self::summaries(&view.segments),
@@ -860,6 +874,7 @@ impl Table {
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         let _one_at_a_time = self.compaction_lock.lock();
+        self.ctx.check_unsealed()?;
         let ids: Vec<u64> = self
             .set
             .view()

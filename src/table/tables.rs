@@ -120,6 +120,9 @@ pub(crate) struct Context {
     worker_cv: Condvar,
     idle_cv: Condvar,
     closed: AtomicBool,
+    /// Set once close has flushed: from then on no flush or compaction starts (each
+    /// checks under its table's lock), so none writes a file after the close.
+    sealed: AtomicBool,
     /// Opened read-only: nothing is written.
     read_only: bool,
     /// A positions write failed: the file on disk may differ from `positions`, so the
@@ -151,6 +154,16 @@ impl Context {
             return Err(Error::ReadOnly);
         }
         Ok(())
+    }
+
+    /// `Err(Closed)` once the close has flushed: a flush or compaction that got past
+    /// [`Context::check_open`] before the close asks again under its table's lock.
+    pub(crate) fn check_unsealed(&self) -> Result<()> {
+        if self.sealed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -386,6 +399,7 @@ impl Tables {
             worker_cv: Condvar::new(),
             idle_cv: Condvar::new(),
             closed: AtomicBool::new(false),
+            sealed: AtomicBool::new(false),
             read_only,
             positions_dirty: AtomicBool::new(false),
             visibility: Visibility::new(log_next_seq - 1),
@@ -612,8 +626,24 @@ impl Tables {
             self.flush_tables(None)
         };
         let closed = self.ctx.log.close();
+        self.seal();
         self.ctx.registry.forget_tables();
         flushed.and(closed)
+    }
+
+    /// No flush or compaction runs from now on: refuse new ones, wait for those in
+    /// flight (a user's `compact()` that passed its open check before the close).
+    fn seal(&self) {
+        self.ctx.sealed.store(true, Ordering::Release);
+        for t in self.ctx.registry.tables() {
+            if t.try_quiesce().is_none() {
+                self.ctx
+                    .fs
+                    .rules()
+                    .point("close waits for a flush or compaction", Path::new(t.name()));
+                drop(t.quiesce());
+            }
+        }
     }
 
     /// Stop without flushing, but close the log, whose final fsync makes every
@@ -627,6 +657,7 @@ impl Tables {
         if let Err(e) = self.ctx.log.close() {
             tracing::error!(error = %e, "store dropped without close: the final fsync of the commit log failed; writes acknowledged since the last sync may be lost to a power failure");
         }
+        self.seal();
         self.ctx.registry.forget_tables();
     }
 
