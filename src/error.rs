@@ -108,6 +108,18 @@ pub enum Error {
         name: String,
     },
 
+    /// A snapshot tag that was cleared cannot be taken again yet: files of the cleared
+    /// snapshot still wait for their deletion (mapped by a reader, refused by the OS).
+    #[error("snapshot tag {tag:?} was cleared, but {files} of its files still wait for deletion ({why}); the tag is free again once they are deleted: when their last mapping closes, or at close, or at the next open (Store::pending_deletions lists them)")]
+    SnapshotTagPending {
+        /// The tag.
+        tag: String,
+        /// How many files (and directories) of it still wait.
+        files: usize,
+        /// Why, e.g. "3 still mapped".
+        why: String,
+    },
+
     /// Opening another mapping would exceed the configured share of `vm.max_map_count`.
     #[error("mapping budget exhausted: {used} of {budget} mappings in use (raise vm.max_map_count or the budget, or use disk_access_mode auto)")]
     MapBudgetExhausted {

@@ -465,3 +465,50 @@ fn a_flush_with_nothing_to_delete_does_not_rewrite_the_journal() {
     drop(set);
     assert!(store.close().unwrap().is_clean());
 }
+
+/// Issue 18 item 4. The bug: creating a snapshot under a tag that was cleared while its
+/// files were still mapped failed with `AlreadyExists`, though `list_snapshots` no
+/// longer showed the tag. Now the error says why the tag is taken and when it is free,
+/// and the tag can be taken again as soon as the files are gone.
+#[test]
+fn a_cleared_tag_whose_files_wait_says_why_and_is_free_once_they_go() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = FileRules::windows_emulation();
+    let store = Store::open(tmp.path(), test_config(DiskAccessMode::Mmap, rules)).unwrap();
+    let set = store.segments("t").unwrap();
+    flush(&set, &entries(0..100, 1));
+    store.snapshot("snap1", None).unwrap();
+    let view = store.open_snapshot("snap1").unwrap();
+    store.clear_snapshot("snap1").unwrap();
+    assert!(store.list_snapshots().unwrap().is_empty());
+    let pending = store.pending_deletions();
+    assert!(
+        pending
+            .iter()
+            .any(|p| p.path.starts_with("snapshots/snap1") && p.reason == PendingReason::Mapped),
+        "{pending:?}"
+    );
+    let err = store.snapshot("snap1", None).unwrap_err();
+    match &err {
+        Error::SnapshotTagPending { tag, files, why } => {
+            assert_eq!(tag, "snap1");
+            assert!(*files > 0);
+            assert!(why.contains("still mapped"), "{why}");
+        }
+        other => panic!("expected SnapshotTagPending, got {other:?}"),
+    }
+    assert!(err.to_string().contains("free again"), "{err}");
+    // The snapshot's reader and the live segment (hard links share the identity) both
+    // map the files: the tag is free once neither does.
+    drop(view);
+    drop(set);
+    store.drop_table("t").unwrap();
+    assert!(
+        store.pending_deletions().is_empty(),
+        "{:?}",
+        store.pending_deletions()
+    );
+    store.snapshot("snap1", None).unwrap();
+    assert_eq!(store.list_snapshots().unwrap().len(), 1);
+    store.close().unwrap();
+}

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::lifecycle::{Deleter, SnapshotManifest, View};
+use crate::lifecycle::{Deleter, PendingDeletion, PendingReason, SnapshotManifest, View};
 use crate::segment::{validate_name, Component, SegmentName};
 
 /// Directory holding all snapshots.
@@ -63,7 +63,11 @@ pub fn create(
     let fs = deleter.fs();
     fs.create_dir_all(&root)?;
     let dest = root.join(tag);
-    if dest.exists() || deleter.is_pending(&dest) {
+    let waiting = pending_under(deleter, &Path::new(SNAPSHOTS_DIR).join(tag));
+    if !waiting.is_empty() {
+        return Err(tag_pending(tag, &waiting));
+    }
+    if dest.exists() {
         return Err(Error::AlreadyExists {
             kind: "snapshot",
             name: tag.to_string(),
@@ -125,6 +129,35 @@ pub fn create(
         let _ = discard_staging(&staging, deleter);
     }
     result
+}
+
+/// Deletions pending at or under `rel` (relative to the store directory).
+fn pending_under(deleter: &Deleter, rel: &Path) -> Vec<PendingDeletion> {
+    deleter
+        .pending_and_held()
+        .into_iter()
+        .filter(|p| p.path.starts_with(rel))
+        .collect()
+}
+
+/// The error for a cleared tag whose files still wait: how many, and why.
+fn tag_pending(tag: &str, waiting: &[PendingDeletion]) -> Error {
+    let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in waiting {
+        let why = match p.reason {
+            PendingReason::Mapped => "still mapped",
+            PendingReason::Refused(_) => "refused by the OS, retried",
+            PendingReason::NotEmpty => "directories holding them",
+            PendingReason::Queued | PendingReason::Held => "queued",
+        };
+        *by_reason.entry(why).or_default() += 1;
+    }
+    let why: Vec<String> = by_reason.iter().map(|(w, n)| format!("{n} {w}")).collect();
+    Error::SnapshotTagPending {
+        tag: tag.to_string(),
+        files: waiting.len(),
+        why: why.join(", "),
+    }
 }
 
 /// Ask the deleter to remove a staging directory and its contents.
