@@ -118,7 +118,6 @@ impl SegmentSet {
             frozen: Mutex::new(None),
         };
         set.view.replace(|_| segments);
-        set.view.reclaim();
         Ok(set)
     }
 
@@ -133,9 +132,9 @@ impl SegmentSet {
         self.view.load()
     }
 
-    /// Run `f` on the current view without cloning it: the cheapest read path (a
-    /// hazard slot, no lock; a view swap does not wait for `f`, and the view it replaces
-    /// lives until `f` returns).
+    /// Run `f` on the current view without cloning it: the cheapest read path (an
+    /// `arc_swap` guard: no lock, no shared count; a view swap does not wait for `f`,
+    /// and the view it replaces lives until `f` returns).
     #[inline]
     pub fn with_view<R>(&self, f: impl FnOnce(&View) -> R) -> R {
         self.view.with(f)
@@ -330,7 +329,7 @@ impl SegmentSet {
         drop(m);
         // Holding no lock now: the old view goes unless a read still borrows it (then
         // that read's end drops it), and with it the segments it alone held.
-        self.view.reclaim();
+        drop(old_view);
         Ok(())
     }
 
@@ -338,8 +337,10 @@ impl SegmentSet {
     /// second; a view a read keeps longer shows in the close report as leaked
     /// handles). Segments go when their last handle does.
     pub(crate) fn release(&self) {
-        self.view.replace(|_| Vec::new());
-        self.view.settle(std::time::Duration::from_secs(1));
+        let old = self.view.replace(|_| Vec::new());
+        if !ViewCell::settle(old, std::time::Duration::from_secs(1)) {
+            tracing::warn!(table = %self.table, "reads still hold the table's view after a second; its segments go when they end");
+        }
     }
 }
 
