@@ -20,8 +20,6 @@
 //! - [`budget`]: the mapping budget, a share of `vm.max_map_count`.
 //! - [`crc`]: crc32c of short inputs without lookup tables (records on the read path).
 //! - [`prefetch`]: cache-line prefetch hints for the lookup path.
-//! - [`hazard`]: a shared `Arc` that readers borrow without locked instructions (hazard
-//!   slots and `membarrier`): the table's current view of segments.
 //! - [`sys`]: the platform differences, behind identical signatures.
 
 #![allow(unsafe_code)]
@@ -33,7 +31,6 @@ pub mod emulation;
 #[cfg(feature = "testing")]
 pub mod faults;
 pub mod fs;
-pub mod hazard;
 pub mod identity;
 pub mod kstats;
 pub mod mapped;

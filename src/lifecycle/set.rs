@@ -120,7 +120,6 @@ impl SegmentSet {
             frozen: Mutex::new(None),
         };
         set.view.replace(|_| segments);
-        set.view.reclaim();
         Ok(set)
     }
 
@@ -135,9 +134,9 @@ impl SegmentSet {
         self.view.load()
     }
 
-    /// Run `f` on the current view without cloning it: the cheapest read path (a
-    /// hazard slot, no lock; a view swap does not wait for `f`, and the view it replaces
-    /// lives until `f` returns).
+    /// Run `f` on the current view without cloning it: the cheapest read path (an
+    /// `arc_swap` guard: no lock, no shared count; a view swap does not wait for `f`,
+    /// and the view it replaces lives until `f` returns).
     #[inline]
     pub fn with_view<R>(&self, f: impl FnOnce(&View) -> R) -> R {
         self.view.with(f)
@@ -337,7 +336,7 @@ impl SegmentSet {
         drop(m);
         // Holding no lock now: the old view goes unless a read still borrows it (then
         // that read's end drops it), and with it the segments it alone held.
-        self.view.reclaim();
+        drop(old_view);
         Ok(())
     }
 
@@ -358,9 +357,11 @@ impl SegmentSet {
             }
         };
         *self.frozen.lock() = Some(Frozen::Closed);
-        self.view.replace(|_| Vec::new());
+        let old = self.view.replace(|_| Vec::new());
         drop(m);
-        self.view.settle(std::time::Duration::from_secs(1));
+        if !ViewCell::settle(old, std::time::Duration::from_secs(1)) {
+            tracing::warn!(table = %self.table, "reads still hold the table's view after a second; its segments go when they end (deletions then wait for the next open)");
+        }
     }
 }
 

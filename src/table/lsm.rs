@@ -434,11 +434,12 @@ impl Table {
         let key = key.as_ref();
         self.ctx.check_open()?;
         let best = self.memtable_best(key);
-        // `f` runs while the view is borrowed through a hazard slot (`io::hazard`): no
-        // lock and no reference count (a count every reader shares is a cache line the
-        // cores pass around on every get). Nothing waits for a borrow, so `f` may do
-        // anything, write or flush this table included; a segment compacted away
-        // meanwhile stays mapped, and on disk, until `f` returns.
+        // `f` runs while the view is borrowed through an `arc_swap` guard
+        // (`lifecycle::view`): no lock and no shared reference count (a count every
+        // reader shares is a cache line the cores pass around on every get). Nothing
+        // waits for a borrow, so `f` may do anything, write or flush this table
+        // included; a segment compacted away meanwhile stays mapped, and on disk, until
+        // `f` returns.
         self.set.with_view_arc(move |view| {
             Self::resolve(view, key, best, |w| {
                 f(w.and_then(|w| (!w.tombstone).then_some(w.value)))

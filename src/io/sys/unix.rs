@@ -195,52 +195,6 @@ pub fn large_pages_permitted() -> Option<bool> {
     None
 }
 
-/// `membarrier(2)` commands (linux/membarrier.h).
-#[cfg(target_os = "linux")]
-mod membarrier {
-    pub const QUERY: libc::c_long = 0;
-    pub const PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
-    pub const REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
-
-    /// `membarrier(cmd, 0, 0)`: its return value.
-    pub fn call(cmd: libc::c_long) -> libc::c_long {
-        // SAFETY: membarrier takes a command and two integer arguments and reads or
-        // writes no memory of this process; an unknown command fails with EINVAL.
-        unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_long, 0 as libc::c_long) }
-    }
-}
-
-/// Make [`process_barrier`] available: registers this process for expedited private
-/// `membarrier(2)` (Linux 4.14 and later) and issues one. False where the kernel (or a
-/// sandbox such as gVisor) lacks it, or on another Unix: readers then fence themselves.
-#[cfg(target_os = "linux")]
-pub fn process_barrier_register() -> bool {
-    use membarrier::*;
-    let cmds = call(QUERY);
-    let need = PRIVATE_EXPEDITED | REGISTER_PRIVATE_EXPEDITED;
-    cmds >= 0 && cmds & need == need && call(REGISTER_PRIVATE_EXPEDITED) == 0 && process_barrier()
-}
-
-/// A full memory barrier on every CPU running a thread of this process, by the time
-/// it returns (`membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`). True when it was done;
-/// only meaningful after [`process_barrier_register`] returned true.
-#[cfg(target_os = "linux")]
-pub fn process_barrier() -> bool {
-    membarrier::call(membarrier::PRIVATE_EXPEDITED) == 0
-}
-
-/// Not on this Unix: readers fence themselves.
-#[cfg(not(target_os = "linux"))]
-pub fn process_barrier_register() -> bool {
-    false
-}
-
-/// Not on this Unix (never called: [`process_barrier_register`] said false).
-#[cfg(not(target_os = "linux"))]
-pub fn process_barrier() -> bool {
-    false
-}
-
 /// Private anonymous memory mapped at an aligned address, writable until
 /// [`AnonRegionMut::freeze`] makes it read-only. The whole region is one mapping.
 #[derive(Debug)]

@@ -152,17 +152,6 @@ pub fn drop_page_cache(_file: &File) -> io::Result<()> {
     Err(io::ErrorKind::Unsupported.into())
 }
 
-/// Not used on Windows (`FlushProcessWriteBuffers` would serve, but nothing here can
-/// test it): hazard-slot readers fence themselves.
-pub fn process_barrier_register() -> bool {
-    false
-}
-
-/// Never called on Windows ([`process_barrier_register`] said false).
-pub fn process_barrier() -> bool {
-    false
-}
-
 /// Windows has no `RLIMIT_MEMLOCK`; the working set quota plays that part.
 pub fn memlock_limit() -> io::Result<(Option<u64>, Option<u64>)> {
     Err(io::ErrorKind::Unsupported.into())
