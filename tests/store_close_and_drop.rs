@@ -196,6 +196,7 @@ fn close_waits_for_a_compaction_in_flight_and_no_view_comes_back() {
         t.flush().unwrap();
     }
     let points = rules.faults().unwrap().points();
+    let swaps = points.count("set swaps its view"); // the flushes' swaps
     points.hold("set swaps its view", "", 1);
     let compaction = {
         let (t, rules) = (Arc::clone(&t), rules.clone());
@@ -205,7 +206,7 @@ fn close_waits_for_a_compaction_in_flight_and_no_view_comes_back() {
             r
         })
     };
-    points.wait_for("set swaps its view", 1);
+    points.wait_for("set swaps its view", swaps + 1);
     let close = {
         let (store, rules) = (Arc::clone(&store), rules.clone());
         std::thread::spawn(move || {
@@ -218,7 +219,8 @@ fn close_waits_for_a_compaction_in_flight_and_no_view_comes_back() {
         reached(a, "close returned") || reached(a, "close waits for a flush or compaction")
     });
     points.release("set swaps its view");
-    compaction.join().unwrap().unwrap();
+    let compacted = compaction.join().unwrap();
+    assert!(compacted.is_ok(), "{compacted:?}");
     let report = close.join().unwrap().unwrap();
     assert!(report.is_clean(), "{report:?}");
     let mapped = segstore::io::registry().open_under(tmp.path());
