@@ -8,8 +8,8 @@
 //! What was asked and what the calls returned is recorded at open ([`LockReport`],
 //! [`AdviceReport`]). What the kernel *granted* is read back on demand
 //! ([`MappingResidency`], from `/proc/self/smaps` and `mincore`): a huge page is reported
-//! only when `AnonHugePages` or `FilePmdMapped` shows it, a lock only when `Locked` and
-//! `VmLck` do. [`ResidencyTotals`] adds per-mapping reports up, so a store's stats are a
+//! only when `AnonHugePages`, `FilePmdMapped` or `ShmemPmdMapped` (tmpfs) shows it, a
+//! lock only when `Locked` and `VmLck` do. [`ResidencyTotals`] adds per-mapping reports up, so a store's stats are a
 //! sum over its segments.
 //!
 //! Invariants kept here:
@@ -390,7 +390,9 @@ pub struct MappingResidency {
     /// understates a locked map of a file that is mapped twice; it is kept in
     /// `kernel.locked`.
     pub locked: Option<u64>,
-    /// Huge page bytes the kernel granted: `AnonHugePages` + `FilePmdMapped`.
+    /// Huge page bytes the kernel granted: `AnonHugePages` + `FilePmdMapped` +
+    /// `ShmemPmdMapped` (a file on tmpfs is shared memory: its huge pages show only in
+    /// the last).
     pub huge: Option<u64>,
     /// The smaps figures in detail.
     pub kernel: Option<RangeFigures>,
@@ -421,7 +423,7 @@ impl MappedFile {
                 .map(|n| n as u64 * page),
             rss: kernel.map(|k| k.rss),
             locked: kernel.map(|k| if k.vm_locked { k.rss } else { 0 }),
-            huge: kernel.map(|k| k.anon_huge_pages + k.file_pmd_mapped),
+            huge: kernel.map(|k| k.huge()),
             kernel,
         }
     }
