@@ -21,6 +21,8 @@
 //! - [`hazard`]: a shared `Arc` that readers borrow without locked instructions (hazard
 //!   slots and `membarrier`): the table's current view of segments.
 //! - [`sys`]: the platform differences, behind identical signatures.
+//! - `timer`: a 1 ms timer resolution held while a short group commit window is
+//!   configured (Windows; nothing to do on Unix).
 
 #![allow(unsafe_code)]
 
@@ -47,6 +49,7 @@ mod stand_ins;
 #[cfg(not(feature = "testing"))]
 use stand_ins::{emulation, faults, powerloss};
 pub mod sys;
+pub(crate) mod timer;
 
 pub use budget::MapBudget;
 pub use fs::{FsFile, StoreFs};
