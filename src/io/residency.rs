@@ -3,7 +3,10 @@
 //!
 //! Every control here is best effort. A refusal (an `RLIMIT_MEMLOCK` too small, huge
 //! pages turned off, advice the OS lacks) becomes a typed report and at most one
-//! `tracing::warn!` per kind of refusal per process; it never fails an open.
+//! `tracing::warn!` per kind of refusal per process; it never fails an open by itself.
+//! (A map that the kernel refuses because `mlockall(MCL_FUTURE)` must lock it is another
+//! matter: the segment reader decides, by access mode, between standard access and
+//! [`crate::Error::MapRefusedUnderLock`], built by [`map_refused_under_lock`].)
 //!
 //! What was asked and what the calls returned is recorded at open ([`LockReport`],
 //! [`AdviceReport`]). What the kernel *granted* is read back on demand
