@@ -113,11 +113,14 @@ fn run(dir: &Path, name: &SegmentName, c: &Case) -> Result<(), Box<dyn std::erro
     for n in &res.notes {
         println!("   note: {n}");
     }
+    if let Some(why) = &res.index_not_locked {
+        println!("   not locked: {why}");
+    }
     let smaps = SmapsSnapshot::read();
     let report = r.memory_report_in(smaps.as_ref());
     let after = vm_lck();
     println!(
-        "   {:<16} {:>10} {:>12} {:>12} {:>12} {:>12} | kernel: {:>10} {:>13} {:>13} {:>5} {:>6}",
+        "   {:<16} {:>10} {:>12} {:>12} {:>12} {:>12} | kernel: {:>10} {:>13} {:>13} {:>14} {:>5} {:>6}",
         "mapping",
         "bytes",
         "resident",
@@ -127,6 +130,7 @@ fn run(dir: &Path, name: &SegmentName, c: &Case) -> Result<(), Box<dyn std::erro
         "Locked",
         "AnonHugePages",
         "FilePmdMapped",
+        "ShmemPmdMapped",
         "THPel",
         "flags"
     );
@@ -135,7 +139,7 @@ fn run(dir: &Path, name: &SegmentName, c: &Case) -> Result<(), Box<dyn std::erro
         let fname = m.path.file_name().unwrap_or_default().to_string_lossy();
         let short = fname.rsplit('-').next().unwrap_or("");
         println!(
-            "   {:<16} {:>10} {:>12} {:>12} {:>12} {:>12} | kernel: {:>10} {:>13} {:>13} {:>5} {:>6}",
+            "   {:<16} {:>10} {:>12} {:>12} {:>12} {:>12} | kernel: {:>10} {:>13} {:>13} {:>14} {:>5} {:>6}",
             format!("{short} ({:?})", m.kind).replace("AnonymousCopy", "copy"),
             kib(m.bytes),
             opt(m.resident),
@@ -145,6 +149,7 @@ fn run(dir: &Path, name: &SegmentName, c: &Case) -> Result<(), Box<dyn std::erro
             kib(k.locked),
             kib(k.anon_huge_pages),
             kib(k.file_pmd_mapped),
+            kib(k.shmem_pmd_mapped),
             k.thp_eligible.map_or("?", |e| if e { "1" } else { "0" }),
             format!(
                 "{}{}",

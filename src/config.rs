@@ -13,7 +13,9 @@
 //!
 //! Past the mapping budget (a share of `vm.max_map_count`, see [`MemoryOptions`]) `auto`
 //! opens new segments with standard access; `mmap` and `mmap_index_only` refuse to open
-//! them with `Error::MapBudgetExhausted`.
+//! them with `Error::MapBudgetExhausted`. Likewise for a map the kernel refuses under
+//! `lock_memory: all` (`mlockall(MCL_FUTURE)` past `RLIMIT_MEMLOCK`): `auto` reads that
+//! file with standard access, the other two fail with `Error::MapRefusedUnderLock`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -158,16 +160,21 @@ impl ResolvedModes {
 }
 
 /// Which memory to pin in RAM with `mlock` (configuration `lock_memory`). Best effort:
-/// a refusal is reported (see `io::residency::LockReport`) and logged, never fatal.
+/// a refused lock is reported (see `io::residency::LockReport`) and logged, never fatal.
+/// Under `all`, a later map the kernel refuses to lock fails the open in the modes that
+/// promise maps (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LockMemory {
     /// Lock nothing.
     #[default]
     None,
-    /// `mlock` each index map (file map or anonymous copy) as it is opened.
+    /// `mlock` each index map (file map or anonymous copy) as it is opened. An index read
+    /// with standard access is not locked: the open warns once and the stats count it
+    /// (`indexes_not_locked`).
     Index,
-    /// `mlockall(MCL_CURRENT | MCL_FUTURE)`: the whole process, including every later map.
+    /// `mlockall(MCL_CURRENT | MCL_FUTURE)`: the whole process, including every later map,
+    /// so `RLIMIT_MEMLOCK` must hold the process and every segment file it will map.
     All,
 }
 

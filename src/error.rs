@@ -129,6 +129,32 @@ pub enum Error {
         budget: usize,
     },
 
+    /// The kernel refused to map `path` while `lock_memory = "all"` is in force:
+    /// `mlockall(MCL_FUTURE)` locks every new map as it is made, and this one would pass
+    /// `RLIMIT_MEMLOCK`. Returned where `disk_access_mode` promises maps (`mmap`,
+    /// `mmap_index_only`); `auto` reads such a file with standard access instead.
+    #[error(
+        "cannot map {path} ({bytes} bytes) under lock_memory = all: mlockall(MCL_FUTURE) \
+         locks every new map and RLIMIT_MEMLOCK (soft limit {limit}) has no room for it \
+         with {} KiB already locked: {source}; raise RLIMIT_MEMLOCK to at least {} KiB, \
+         grant CAP_IPC_LOCK, or use disk_access_mode auto",
+        .vm_lck.map_or("?".to_string(), |b| (b / 1024).to_string()),
+        (.vm_lck.unwrap_or(0) + .bytes).div_ceil(1024)
+    )]
+    MapRefusedUnderLock {
+        /// The file that could not be mapped.
+        path: PathBuf,
+        /// Its size.
+        bytes: u64,
+        /// The process's `VmLck` when the map was refused, if reported.
+        vm_lck: Option<u64>,
+        /// `RLIMIT_MEMLOCK`'s soft limit in words (`"8192 KiB"`, `"unlimited"`).
+        limit: String,
+        /// The OS error of the map (`EAGAIN` for a map past the limit).
+        #[source]
+        source: std::io::Error,
+    },
+
     /// The store refuses writes after an earlier failure it cannot recover from in place
     /// (for example a failed fsync of the commit log).
     #[error("store is read-only after an earlier failure: {0}")]

@@ -138,7 +138,10 @@ pub struct StoreStats {
     /// Live segments per table.
     pub segments: BTreeMap<String, usize>,
     /// Residency of the live segments' maps, from the kernel: resident, locked and
-    /// huge-page bytes.
+    /// huge-page bytes; and what the residency settings could not do: maps refused under
+    /// `lock_memory: all` and read with standard access (`map_fallbacks`), indexes that
+    /// `lock_memory: index` could not lock because they are not mapped
+    /// (`indexes_not_locked`).
     pub memory: ResidencyTotals,
     /// The mapping budget: limit, in use, fallbacks.
     pub budget: Option<BudgetStats>,
@@ -263,6 +266,7 @@ impl Store {
         };
         let modes = config.disk_access_mode.resolve();
         modes.log();
+        crate::segment::warn_index_lock_at_open(&modes, config.memory.lock_memory);
         let deleter = if read_only {
             Deleter::open_read_only(&dir, config.file_rules.clone(), config.delete_policy)?
         } else {

@@ -5,8 +5,8 @@
 //! process's `VmLck` before and after, and util-linux `fincore` for page-cache residency.
 //! Every test takes `SERIAL`: `VmLck`, the mapping registry and the page cache of a file
 //! are process-wide, so the tests must not overlap. `lock_memory: all` (mlockall) runs
-//! in-process only in its own binary, `memory_residency_lockall.rs`; here it runs only in
-//! child processes.
+//! in-process only in its own binary, `memory_residency_lockall.rs`, and under small
+//! `RLIMIT_MEMLOCK`s in child processes of `memory_residency_rlimit.rs`.
 //!
 //! A test skips (with a printed `SKIP` line naming the missing feature) only where the
 //! kernel or the machine lacks the feature: transparent huge pages, file maps backed by
@@ -545,77 +545,35 @@ fn budget_auto_falls_back_with_one_warning_and_mmap_fails() {
     assert_eq!(warnings, 1, "exactly one warning:\n{text}");
 }
 
-/// Runs only as a child of `maps_refused_under_lock_all_fall_back_to_standard`: without
-/// `CAP_IPC_LOCK`, under an 8 MiB `RLIMIT_MEMLOCK`, with one malloc arena so the process
-/// (about 6 MiB) fits under it. `mlockall` then succeeds, and the segment's maps (about 8
-/// and 4 MiB), which `MCL_FUTURE` must lock as they are made, are refused by the kernel.
+/// `lock_memory: index` can only lock an index map: where the index is read with
+/// standard access, the report says why nothing was locked, and the totals count it.
 #[test]
-#[ignore = "run by maps_refused_under_lock_all_fall_back_to_standard in a restricted child"]
-fn lock_all_child() {
+fn lock_index_without_an_index_map_says_why() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
-    let name = write_segment(dir.path(), 200_000);
+    let name = write_segment(dir.path(), 3_000);
     let mut opts = ReaderOptions::default();
-    opts.lock_memory = LockMemory::All;
-    let r = SegmentReader::open_with(dir.path(), &name, DiskAccessMode::Mmap.resolve(), &opts)
-        .expect("residency settings never fail an open");
-    let res = r.residency().clone();
-    let found = r.get(key(123_456).as_bytes()).unwrap().map(|e| e.value);
-    drop(r);
-    residency::unlock_all().unwrap();
-    println!("child report: {} ; notes {:?}", res.locks[0], res.notes);
-    assert_eq!(found, Some(b"v123456".to_vec()));
-    assert_eq!(res.locks[0].cap_ipc_lock, Some(false));
-    if !res.locks[0].fully_locked() {
-        // The process itself was larger than the limit: mlockall was refused whole, the
-        // report names the limit, and the maps were made unlocked.
-        assert!(res.locks[0].hint().unwrap().contains("RLIMIT_MEMLOCK"));
-        assert_eq!((res.data, res.index), (AccessMode::Mmap, AccessMode::Mmap));
-        println!("SKIP map refusal under mlockall: the process is larger than RLIMIT_MEMLOCK");
-        return;
-    }
-    assert_eq!(
-        (res.data, res.index),
-        (AccessMode::Standard, AccessMode::Standard)
-    );
-    assert_eq!(res.notes.len(), 2, "{:?}", res.notes);
-    assert!(res.notes.iter().all(|n| n.contains("mlockall")));
-    println!("fallback verified");
-}
-
-#[test]
-fn maps_refused_under_lock_all_fall_back_to_standard() {
-    let _g = serial();
-    let have = |t: &str| {
-        Command::new(t)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if !have("prlimit") || !have("setpriv") {
-        println!("SKIP map refusal under mlockall: util-linux prlimit/setpriv not installed");
-        return;
-    }
-    let out = Command::new("prlimit")
-        .arg("--memlock=8388608:8388608")
-        .args([
-            "setpriv",
-            "--inh-caps=-ipc_lock",
-            "--bounding-set=-ipc_lock",
-            "--",
-        ])
-        .arg(std::env::current_exe().unwrap())
-        .args(["lock_all_child", "--exact", "--ignored", "--nocapture"])
-        .args(["--test-threads=1"])
-        .env("MALLOC_ARENA_MAX", "1")
-        .output()
+    opts.lock_memory = LockMemory::Index;
+    let before = vm_lck();
+    let r = SegmentReader::open_with(dir.path(), &name, DiskAccessMode::Standard.resolve(), &opts)
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    println!("{text}");
-    assert!(out.status.success(), "child failed:\n{text}");
-    assert!(text.contains("1 passed"), "{text}");
+    let res = r.residency();
+    assert!(res.locks.is_empty());
+    let why = res.index_not_locked.as_deref().expect("a reason");
+    assert!(why.contains("disk_access_mode standard"), "{why}");
+    assert_eq!(r.memory_report().totals.indexes_not_locked, 1);
+    assert_eq!(vm_lck(), before);
+    // Past the mapping budget `auto` reads the index with standard access too.
+    opts.map_budget = Some(Arc::new(MapBudget::with_limit(MapBudget::in_use())));
+    let r =
+        SegmentReader::open_with(dir.path(), &name, DiskAccessMode::Auto.resolve(), &opts).unwrap();
+    let why = r.residency().index_not_locked.as_deref().expect("a reason");
+    assert!(why.contains("mapping budget"), "{why}");
+    // A mapped index is locked and has no such reason.
+    opts.map_budget = None;
+    let r =
+        SegmentReader::open_with(dir.path(), &name, DiskAccessMode::Auto.resolve(), &opts).unwrap();
+    assert_eq!(r.residency().index_not_locked, None);
+    assert_eq!(r.residency().locks.len(), 1);
+    assert_eq!(r.memory_report().totals.indexes_not_locked, 0);
 }

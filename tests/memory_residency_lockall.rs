@@ -1,7 +1,8 @@
 //! `lock_memory: all` (`mlockall(MCL_CURRENT | MCL_FUTURE)`) against the kernel's own
 //! accounting. It locks the whole process, so it is the only test in this binary, and it
-//! undoes itself with `munlockall`. (The refusal of maps under `mlockall` is tested in
-//! `memory_residency.rs`, in a child process.)
+//! undoes itself with `munlockall`. (`mlockall` under a small
+//! `RLIMIT_MEMLOCK`, refused or refusing later maps, is tested in child processes of
+//! `memory_residency_rlimit.rs`.)
 
 use segstore::io::residency;
 use segstore::memory::LockScope;

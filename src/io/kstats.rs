@@ -1,7 +1,12 @@
 //! What the kernel says about our memory, read on demand from `/proc` (Linux).
 //!
 //! - [`SmapsSnapshot`], from `/proc/self/smaps`, read once and queried per address range:
-//!   `Rss`, `Locked`, `AnonHugePages`, `FilePmdMapped`, `THPeligible` and the VMA flags.
+//!   `Rss`, `Locked`, `AnonHugePages`, `FilePmdMapped`, `ShmemPmdMapped`, `THPeligible`
+//!   and the VMA flags. The three huge page fields are disjoint: anonymous memory, file
+//!   maps of page-cache files (ext4, xfs...), and maps of shared memory files (tmpfs,
+//!   `/dev/shm`, memfd). `ShmemHugePages` is a `/proc/meminfo` figure for the whole
+//!   system (huge pages in tmpfs page caches, mapped or not), not a per-mapping one, so
+//!   no mapping report uses it.
 //! - [`ProcessMemory`], from `/proc/self/status` (`VmLck`, `VmRSS`, `VmSize`, the effective
 //!   capabilities) and the number of VMAs in `/proc/self/maps`.
 //! - [`ThpSupport`], from `/sys/kernel/mm/transparent_hugepage/{enabled,defrag,hpage_pmd_size}`.
@@ -30,6 +35,8 @@ pub struct Vma {
     pub anon_huge_pages: u64,
     /// `FilePmdMapped:`.
     pub file_pmd_mapped: u64,
+    /// `ShmemPmdMapped:` (maps of tmpfs and other shared memory files).
+    pub shmem_pmd_mapped: u64,
     /// `THPeligible:` (absent on old kernels).
     pub thp_eligible: Option<bool>,
     /// The two-letter flags of `VmFlags:` (`lo` locked, `hg` huge page advice, `rr` random).
@@ -56,6 +63,8 @@ pub struct RangeFigures {
     pub anon_huge_pages: u64,
     /// Sum of `FilePmdMapped:` (bytes).
     pub file_pmd_mapped: u64,
+    /// Sum of `ShmemPmdMapped:` (bytes): huge pages of maps of tmpfs files.
+    pub shmem_pmd_mapped: u64,
     /// `THPeligible:` of every VMA is 1 (None if the kernel does not say).
     pub thp_eligible: Option<bool>,
     /// Every VMA carries `lo` (locked) in `VmFlags:`.
@@ -66,6 +75,14 @@ pub struct RangeFigures {
     /// anonymous memory with a neighbour's). Such a VMA's figures are left out rather
     /// than claimed: they may belong to someone else.
     pub exact: bool,
+}
+
+impl RangeFigures {
+    /// Huge page bytes the kernel mapped in the range, whatever backs them:
+    /// `AnonHugePages` + `FilePmdMapped` + `ShmemPmdMapped`.
+    pub fn huge(&self) -> u64 {
+        self.anon_huge_pages + self.file_pmd_mapped + self.shmem_pmd_mapped
+    }
 }
 
 impl SmapsSnapshot {
@@ -100,6 +117,7 @@ impl SmapsSnapshot {
                 "Locked" => v.locked = kb(rest),
                 "AnonHugePages" => v.anon_huge_pages = kb(rest),
                 "FilePmdMapped" => v.file_pmd_mapped = kb(rest),
+                "ShmemPmdMapped" => v.shmem_pmd_mapped = kb(rest),
                 "THPeligible" => v.thp_eligible = Some(rest.trim() == "1"),
                 "VmFlags" => v.flags = rest.split_ascii_whitespace().map(String::from).collect(),
                 _ => {}
@@ -137,6 +155,7 @@ impl SmapsSnapshot {
             f.locked += v.locked;
             f.anon_huge_pages += v.anon_huge_pages;
             f.file_pmd_mapped += v.file_pmd_mapped;
+            f.shmem_pmd_mapped += v.shmem_pmd_mapped;
             eligible = match (eligible, v.thp_eligible) {
                 (Some(a), Some(b)) => Some(a && b),
                 _ => None,
@@ -321,6 +340,45 @@ VmFlags: rd mr mw me ac hg
         assert_eq!(f.vmas, 2);
         assert_eq!(f.anon_huge_pages, 2 << 20);
         assert!(!f.vm_locked);
+    }
+
+    /// A 16 MiB map of a file on a `huge=always` tmpfs, as Linux 6.18 prints it: its
+    /// huge pages show in `ShmemPmdMapped` only.
+    const SMAPS_TMPFS: &str = "\
+7fb838a00000-7fb839a00000 r--s 00000000 00:28 2                          /mnt/huge/t-1-Data.db
+Size:              16384 kB
+KernelPageSize:        4 kB
+MMUPageSize:           4 kB
+Rss:               16384 kB
+Pss:               16384 kB
+Anonymous:             0 kB
+AnonHugePages:         0 kB
+ShmemPmdMapped:    14336 kB
+FilePmdMapped:         0 kB
+Shared_Hugetlb:        0 kB
+Locked:                0 kB
+THPeligible:           1
+VmFlags: rd mr me ms 
+";
+
+    #[test]
+    fn shmem_pmd_mapped_counts_as_huge() {
+        let s = SmapsSnapshot::parse(SMAPS_TMPFS);
+        assert_eq!(s.vmas().len(), 1);
+        assert_eq!(s.vmas()[0].shmem_pmd_mapped, 14336 << 10);
+        let f = s.range(0x7fb8_38a0_0000..0x7fb8_39a0_0000);
+        assert!(f.exact);
+        assert_eq!(
+            (f.anon_huge_pages, f.file_pmd_mapped, f.shmem_pmd_mapped),
+            (0, 0, 14336 << 10)
+        );
+        assert_eq!(f.huge(), 14336 << 10);
+        // The three kinds add up (disjoint: one VMA is anonymous, file or shmem).
+        let both = SmapsSnapshot::parse(&format!("{SMAPS}{SMAPS_TMPFS}"));
+        let all = both.range(0x7f00_0000_0000..0x7fb8_39a0_0000);
+        assert_eq!(all.huge(), (2 << 20) + (2 << 20) + (14336 << 10));
+        // The straddled tmpfs VMA is not claimed.
+        assert_eq!(both.range(0x7fb8_38a0_0000..0x7fb8_38c0_0000).huge(), 0);
     }
 
     #[test]

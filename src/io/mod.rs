@@ -21,6 +21,8 @@
 //! - [`crc`]: crc32c of short inputs without lookup tables (records on the read path).
 //! - [`prefetch`]: cache-line prefetch hints for the lookup path.
 //! - [`sys`]: the platform differences, behind identical signatures.
+//! - `timer`: a 1 ms timer resolution held while a short group commit window is
+//!   configured (Windows; nothing to do on Unix).
 
 #![allow(unsafe_code)]
 
@@ -48,6 +50,7 @@ mod stand_ins;
 #[cfg(not(feature = "testing"))]
 use stand_ins::{emulation, faults, powerloss};
 pub mod sys;
+pub(crate) mod timer;
 
 pub use budget::MapBudget;
 pub use fs::{FsFile, StoreFs};

@@ -3,13 +3,16 @@
 //!
 //! Every control here is best effort. A refusal (an `RLIMIT_MEMLOCK` too small, huge
 //! pages turned off, advice the OS lacks) becomes a typed report and at most one
-//! `tracing::warn!` per kind of refusal per process; it never fails an open.
+//! `tracing::warn!` per kind of refusal per process; it never fails an open by itself.
+//! (A map that the kernel refuses because `mlockall(MCL_FUTURE)` must lock it is another
+//! matter: the segment reader decides, by access mode, between standard access and
+//! [`crate::Error::MapRefusedUnderLock`], built by [`map_refused_under_lock`].)
 //!
 //! What was asked and what the calls returned is recorded at open ([`LockReport`],
 //! [`AdviceReport`]). What the kernel *granted* is read back on demand
 //! ([`MappingResidency`], from `/proc/self/smaps` and `mincore`): a huge page is reported
-//! only when `AnonHugePages` or `FilePmdMapped` shows it, a lock only when `Locked` and
-//! `VmLck` do. [`ResidencyTotals`] adds per-mapping reports up, so a store's stats are a
+//! only when `AnonHugePages`, `FilePmdMapped` or `ShmemPmdMapped` (tmpfs) shows it, a
+//! lock only when `Locked` and `VmLck` do. [`ResidencyTotals`] adds per-mapping reports up, so a store's stats are a
 //! sum over its segments.
 //!
 //! Invariants kept here:
@@ -155,21 +158,44 @@ impl LockReport {
         if self.fully_locked() {
             return None;
         }
-        let need = match self.scope {
-            LockScope::Mapping => self.vm_lck_before.unwrap_or(0) + self.requested_bytes,
-            LockScope::Process => self.requested_bytes,
-        };
-        let now = match self.rlimit_memlock.map(|l| l.soft) {
-            Some(Some(b)) => format!("{} KiB", b / 1024),
-            Some(None) => "unlimited".to_string(),
-            None => "not reported".to_string(),
+        let (need, covers) = match self.scope {
+            LockScope::Mapping => (self.vm_lck_before.unwrap_or(0) + self.requested_bytes, ""),
+            // MCL_FUTURE locks every later map as it is made, and the kernel refuses a map
+            // that would pass the limit, so the process's size now is only a floor.
+            LockScope::Process => (
+                self.requested_bytes,
+                " for the process as it is now, plus the size of every segment file it \
+                 will map (mlockall MCL_FUTURE locks each later map as it is made, and \
+                 refuses a map past the limit)",
+            ),
         };
         Some(format!(
-            "raise RLIMIT_MEMLOCK (soft limit now {now}) to at least {} KiB (ulimit -l, \
+            "raise RLIMIT_MEMLOCK (soft limit now {}) to at least {} KiB{covers} (ulimit -l, \
              systemd LimitMEMLOCK=, memlock in /etc/security/limits.conf) or grant \
              CAP_IPC_LOCK",
+            limit_text(self.rlimit_memlock),
             need.div_ceil(1024)
         ))
+    }
+
+    /// Bytes later maps can still lock under `RLIMIT_MEMLOCK` while an `mlockall` is in
+    /// force: the soft limit minus `VmLck`. `None` where no limit binds the process
+    /// (unlimited, not reported, or `CAP_IPC_LOCK`) or for a `Mapping` lock.
+    pub fn room_for_later_maps(&self) -> Option<u64> {
+        if self.scope != LockScope::Process || self.cap_ipc_lock != Some(false) {
+            return None;
+        }
+        let soft = self.rlimit_memlock?.soft?;
+        Some(soft.saturating_sub(self.vm_lck_after?))
+    }
+}
+
+/// `RLIMIT_MEMLOCK`'s soft limit in words.
+pub(crate) fn limit_text(limit: Option<MemlockLimit>) -> String {
+    match limit.map(|l| l.soft) {
+        Some(Some(b)) => format!("{} KiB", b / 1024),
+        Some(None) => "unlimited".to_string(),
+        None => "not reported".to_string(),
     }
 }
 
@@ -192,6 +218,13 @@ impl fmt::Display for LockReport {
         }
         if self.beyond_rlimit {
             write!(f, " (beyond RLIMIT_MEMLOCK thanks to CAP_IPC_LOCK)")?;
+        }
+        if let (true, Some(room)) = (self.fully_locked(), self.room_for_later_maps()) {
+            write!(
+                f,
+                "; {} KiB left under RLIMIT_MEMLOCK for later maps (a map past it is refused)",
+                room / 1024
+            )?;
         }
         Ok(())
     }
@@ -227,7 +260,14 @@ fn base_report(asked: LockMemory, scope: LockScope, path: Option<&Path>) -> Lock
     }
 }
 
-fn finish(mut r: LockReport, result: std::io::Result<()>) -> LockReport {
+/// Record the call's outcome and the kernel's figures after it; `figures` then sets
+/// `locked_bytes` and `refused_bytes` from them. The refusal is logged last, from the
+/// finished report, so the log line and the report show the same figures.
+fn finish(
+    mut r: LockReport,
+    result: std::io::Result<()>,
+    figures: impl FnOnce(&mut LockReport),
+) -> LockReport {
     if let Err(e) = result {
         r.errno = e.raw_os_error();
         r.error = Some(e.to_string());
@@ -236,6 +276,7 @@ fn finish(mut r: LockReport, result: std::io::Result<()>) -> LockReport {
     r.vm_lck_after = after;
     let soft = r.rlimit_memlock.and_then(|l| l.soft);
     r.beyond_rlimit = matches!((after, soft), (Some(a), Some(s)) if a > s);
+    figures(&mut r);
     if !r.fully_locked() {
         log_refusal(&r);
     }
@@ -248,14 +289,17 @@ pub fn lock_mapping(map: &MappedFile, asked: LockMemory) -> LockReport {
     let region = map.whole_region();
     r.requested_bytes = region.len().next_multiple_of(sys::page_size()) as u64;
     let result = sys::lock_region(region);
-    match &result {
-        Ok(()) => r.locked_bytes = r.requested_bytes,
-        Err(_) => {
-            let _ = sys::unlock_region(region);
+    let ok = result.is_ok();
+    if !ok {
+        let _ = sys::unlock_region(region);
+    }
+    finish(r, result, |r| {
+        if ok {
+            r.locked_bytes = r.requested_bytes;
+        } else {
             r.refused_bytes = r.requested_bytes;
         }
-    }
-    finish(r, result)
+    })
 }
 
 /// The process-wide lock state: the report of the `mlockall` in force, if any.
@@ -273,15 +317,29 @@ pub fn lock_all() -> LockReport {
     r.requested_bytes = ProcessMemory::read().map_or(0, |p| p.vm_size);
     let result = sys::lock_all();
     let ok = result.is_ok();
-    r = finish(r, result);
-    r.locked_bytes = r.vm_lck_after.unwrap_or(0);
-    if !ok {
-        r.refused_bytes = r.requested_bytes.saturating_sub(r.locked_bytes);
-    }
+    let r = finish(r, result, |r| {
+        r.locked_bytes = r.vm_lck_after.unwrap_or(0);
+        if !ok {
+            r.refused_bytes = r.requested_bytes.saturating_sub(r.locked_bytes);
+        }
+    });
     if ok {
         *g = Some(r.clone());
     }
     r
+}
+
+/// The error for a map of `path` that the kernel refused (`source`) while an `mlockall`
+/// is in force, with the figures an operator needs: the file's size, `VmLck` and
+/// `RLIMIT_MEMLOCK` now.
+pub fn map_refused_under_lock(path: PathBuf, source: std::io::Error) -> crate::Error {
+    crate::Error::MapRefusedUnderLock {
+        bytes: std::fs::metadata(&path).map_or(0, |m| m.len()),
+        path,
+        vm_lck: ProcessMemory::read().map(|p| p.vm_lck),
+        limit: limit_text(memlock_limit()),
+        source,
+    }
 }
 
 /// Is an `mlockall` of ours in force?
@@ -390,7 +448,9 @@ pub struct MappingResidency {
     /// understates a locked map of a file that is mapped twice; it is kept in
     /// `kernel.locked`.
     pub locked: Option<u64>,
-    /// Huge page bytes the kernel granted: `AnonHugePages` + `FilePmdMapped`.
+    /// Huge page bytes the kernel granted: `AnonHugePages` + `FilePmdMapped` +
+    /// `ShmemPmdMapped` (a file on tmpfs is shared memory: its huge pages show only in
+    /// the last).
     pub huge: Option<u64>,
     /// The smaps figures in detail.
     pub kernel: Option<RangeFigures>,
@@ -421,7 +481,7 @@ impl MappedFile {
                 .map(|n| n as u64 * page),
             rss: kernel.map(|k| k.rss),
             locked: kernel.map(|k| if k.vm_locked { k.rss } else { 0 }),
-            huge: kernel.map(|k| k.anon_huge_pages + k.file_pmd_mapped),
+            huge: kernel.map(|k| k.huge()),
             kernel,
         }
     }
@@ -448,6 +508,14 @@ pub struct ResidencyTotals {
     pub huge: u64,
     /// Mappings with a figure the OS did not report (their unknowns count as 0 above).
     pub incomplete: usize,
+    /// Maps the kernel refused under `lock_memory: all` (`mlockall` past
+    /// `RLIMIT_MEMLOCK`) whose files are read with standard access instead (`auto`;
+    /// see `SegmentResidency::map_fallbacks`). Counted per segment, not per mapping.
+    pub map_fallbacks: usize,
+    /// Segments whose index `lock_memory: index` asked to lock but which is read with
+    /// standard access, so nothing of it is locked (see
+    /// `SegmentResidency::index_not_locked`).
+    pub indexes_not_locked: usize,
 }
 
 impl ResidencyTotals {
@@ -478,6 +546,8 @@ impl ResidencyTotals {
         self.locked += o.locked;
         self.huge += o.huge;
         self.incomplete += o.incomplete;
+        self.map_fallbacks += o.map_fallbacks;
+        self.indexes_not_locked += o.indexes_not_locked;
     }
 }
 

@@ -19,6 +19,7 @@ pub use crate::format::record::RecordRef;
 pub use index_cache::{IndexCache, IndexCacheStats};
 pub use iter::{Entry, SegmentIter};
 pub use reader::SegmentReader;
+pub(crate) use residency::warn_index_lock_at_open;
 pub use residency::{ReaderOptions, SegmentMemory, SegmentResidency};
 pub use writer::SegmentWriter;
 

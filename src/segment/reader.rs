@@ -250,9 +250,12 @@ impl SegmentReader {
     }
 
     /// Open segment `name` in `dir` with the given modes and memory options (mapping
-    /// budget, `lock_memory`, `huge_pages`; see [`ReaderOptions`]). Only the budget can
-    /// refuse the open (`Error::MapBudgetExhausted`, in `mmap` modes); locks and advice
-    /// are best effort, reported by [`Self::residency`].
+    /// budget, `lock_memory`, `huge_pages`; see [`ReaderOptions`]). In the modes that
+    /// promise maps (`mmap`, `mmap_index_only`) the open fails where a map cannot be
+    /// made: past the budget (`Error::MapBudgetExhausted`), or refused by the kernel
+    /// under `lock_memory: all` (`Error::MapRefusedUnderLock`); `auto` reads such files
+    /// with standard access instead. Locks and advice are best effort, reported by
+    /// [`Self::residency`].
     #[track_caller]
     pub fn open_with(
         dir: &Path,
@@ -278,7 +281,7 @@ impl SegmentReader {
         let index = plan.open(plan.index_mode(), |m| {
             Source::open(&index_path, Kind::Index, s.index_len, s.entry_count, m)
         })?;
-        let (data, index, residency) = plan.finish(data, index);
+        let (data, index, residency) = plan.finish(data, index)?;
         let checked = (0..meta.summary.len()).map(|_| AtomicU32::new(0)).collect();
         let cached_index = match (&index, &opts.index_cache) {
             (Source::Standard(_), Some(budget)) => CachedIndex::new(meta.summary.len(), budget),

@@ -8,16 +8,21 @@
 //! 2. `lock_memory: all` runs `mlockall` once for the process, before any map of this
 //!    segment is made, so that the kernel locks them as they are made.
 //! 3. Components open through the reader's usual path. A map the kernel refuses under
-//!    `mlockall` (over `RLIMIT_MEMLOCK`) is retried with standard access: residency
-//!    settings never fail an open.
+//!    `mlockall` (`MCL_FUTURE` must lock it, and it would pass `RLIMIT_MEMLOCK`) is, under
+//!    `auto`, retried with standard access, counted (`map_fallbacks`) and warned about
+//!    once per process; under `mmap` and `mmap_index_only`, which promise maps, it fails
+//!    the open with `Error::MapRefusedUnderLock` naming the file and the limit.
 //! 4. `anonymous_index` turns the index into a 2 MiB-aligned anonymous copy advised with
 //!    `MADV_HUGEPAGE` (if the copy fails, the file is mapped instead); `advise` puts
 //!    `MADV_HUGEPAGE` on every map.
-//! 5. `lock_memory: index` locks the index map or copy.
+//! 5. `lock_memory: index` locks the index map or copy. Where the index is not mapped
+//!    (standard access) nothing can be locked: the report says why
+//!    (`index_not_locked`), and the first such segment of the process logs a warning.
 //!
 //! A store's stats sum [`SegmentMemory::totals`] over its segments, reading
 //! `/proc/self/smaps` once ([`SegmentReader::memory_report_in`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -25,7 +30,9 @@ use serde::Serialize;
 use super::reader::Source;
 use super::IndexCache;
 use super::SegmentReader;
-use crate::config::{AccessMode, HugePages, LockMemory, MemoryOptions, ResolvedModes};
+use crate::config::{
+    AccessMode, DiskAccessMode, HugePages, LockMemory, MemoryOptions, ResolvedModes,
+};
 use crate::error::{Error, Result};
 use crate::io::kstats::SmapsSnapshot;
 use crate::io::mapped::MapAdvice;
@@ -99,6 +106,14 @@ pub struct SegmentResidency {
     pub index_copy: bool,
     /// `auto` fell back to standard access because the mapping budget was spent.
     pub budget_fallback: bool,
+    /// Maps the kernel refused under `lock_memory: all` (past `RLIMIT_MEMLOCK`) whose
+    /// files are read with standard access instead (`auto` only; the explicit `mmap`
+    /// modes fail the open).
+    pub map_fallbacks: usize,
+    /// `lock_memory: index` asked to lock an index that is not mapped, so nothing of it is
+    /// locked: why (for example "disk_access_mode standard reads the index with standard
+    /// access"). `None` when the lock was attempted or not asked for.
+    pub index_not_locked: Option<String>,
     /// Lock outcomes: one per locked index map, or the process's `mlockall`.
     pub locks: Vec<LockReport>,
     /// Huge page advice outcomes, one per advised map.
@@ -117,6 +132,8 @@ impl SegmentResidency {
             index: modes.index,
             index_copy: false,
             budget_fallback: false,
+            map_fallbacks: 0,
+            index_not_locked: None,
             locks: Vec::new(),
             advice: Vec::new(),
             notes: Vec::new(),
@@ -169,42 +186,64 @@ impl<'a> OpenPlan<'a> {
         }
     }
 
-    /// Step 3: open one component with `open`, retrying with standard access if the
-    /// kernel refuses a map while `mlockall` is in force.
+    /// Step 3: open one component with `open`. A map the kernel refuses while
+    /// `mlockall` is in force is retried with standard access under `auto`, and is
+    /// [`Error::MapRefusedUnderLock`] under the modes that promise maps.
     pub(crate) fn open(
         &mut self,
         mode: AccessMode,
         open: impl Fn(AccessMode) -> Result<Source>,
     ) -> Result<Source> {
-        match open(mode) {
-            Err(Error::Io {
-                op: "mmap",
-                path,
-                source,
-            }) if residency::lock_all_active()
-                && matches!(
-                    source.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::OutOfMemory
-                ) =>
+        match open(mode).map_err(under_lock) {
+            Err(e @ Error::MapRefusedUnderLock { .. })
+                if self.report.requested.configured == DiskAccessMode::Auto =>
             {
-                let note = format!(
-                    "{}: map refused under mlockall ({source}); read with standard access",
-                    path.display()
-                );
-                tracing::warn!("{note}");
-                self.report.notes.push(note);
+                self.fall_back(&e);
                 open(AccessMode::Standard)
             }
             r => r,
         }
     }
 
-    /// Steps 4 and 5, then the final report.
+    /// Record (and warn once per process about) a map refused under `mlockall` that
+    /// `auto` replaces with standard access.
+    fn fall_back(&mut self, e: &Error) {
+        let note = match e {
+            Error::MapRefusedUnderLock {
+                path,
+                vm_lck,
+                limit,
+                source,
+                ..
+            } => format!(
+                "{}: map refused under lock_memory all (mlockall MCL_FUTURE locks every new \
+                 map; RLIMIT_MEMLOCK soft limit {limit}, {} KiB locked: {source}); read with \
+                 standard access instead (raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK)",
+                path.display(),
+                vm_lck.unwrap_or(0) / 1024
+            ),
+            other => format!("{other}; read with standard access instead"),
+        };
+        if !WARNED_MAP_FALLBACK.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "{note} (warned once per process; Store::stats().memory.map_fallbacks counts \
+                 such maps)"
+            );
+        } else {
+            tracing::debug!("{note}");
+        }
+        self.report.map_fallbacks += 1;
+        self.report.notes.push(note);
+    }
+
+    /// Steps 4 and 5, then the final report. Fails only where the index copy and then
+    /// the index map both failed under a mode that promises maps.
     pub(crate) fn finish(
         mut self,
         data: Source,
         index: Source,
-    ) -> (Source, Source, SegmentResidency) {
+    ) -> Result<(Source, Source, SegmentResidency)> {
+        let auto = self.report.requested.configured == DiskAccessMode::Auto;
         let mut index = index;
         let r = &mut self.report;
         if self.opts.huge_pages == HugePages::AnonymousIndex && r.index == AccessMode::Mmap {
@@ -229,6 +268,7 @@ impl<'a> OpenPlan<'a> {
                             MapAdvice::Random,
                         ) {
                             Ok(m) => index = Source::Mapped(m),
+                            Err(e) if !auto => return Err(under_lock(e)),
                             Err(e) => r
                                 .notes
                                 .push(format!("mapping failed too ({e}); standard access")),
@@ -245,13 +285,76 @@ impl<'a> OpenPlan<'a> {
             }
         }
         if self.opts.lock_memory == LockMemory::Index {
-            if let Source::Mapped(m) = &index {
-                r.locks.push(residency::lock_mapping(m, LockMemory::Index));
+            match &index {
+                Source::Mapped(m) => r.locks.push(residency::lock_mapping(m, LockMemory::Index)),
+                Source::Standard(_) => {
+                    let why = index_not_mapped_reason(r);
+                    warn_index_not_locked(&why);
+                    r.index_not_locked = Some(why);
+                }
             }
         }
         r.data = data.mode();
         r.index = index.mode();
-        (data, index, self.report)
+        Ok((data, index, self.report))
+    }
+}
+
+/// A map the kernel refused (`EAGAIN`, `ENOMEM`) while an `mlockall` of ours is in
+/// force becomes [`Error::MapRefusedUnderLock`]; any other error is returned as it is.
+fn under_lock(e: Error) -> Error {
+    match e {
+        Error::Io {
+            op: "mmap",
+            path,
+            source,
+        } if residency::lock_all_active()
+            && matches!(
+                source.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::OutOfMemory
+            ) =>
+        {
+            residency::map_refused_under_lock(path, source)
+        }
+        e => e,
+    }
+}
+
+/// Why this segment's index is read with standard access (for `index_not_locked`).
+fn index_not_mapped_reason(r: &SegmentResidency) -> String {
+    let cause = if r.requested.index == AccessMode::Standard {
+        format!("disk_access_mode {} reads it", r.requested.configured)
+    } else if r.budget_fallback {
+        "the mapping budget is spent, so auto reads it".to_string()
+    } else {
+        "its map was refused, so it is read".to_string()
+    };
+    format!("lock_memory index locks index maps, and this index is not mapped: {cause} with standard access")
+}
+
+static WARNED_INDEX_NOT_LOCKED: AtomicBool = AtomicBool::new(false);
+static WARNED_MAP_FALLBACK: AtomicBool = AtomicBool::new(false);
+
+/// Say that `lock_memory: index` locks nothing here: a warning the first time in the
+/// process (at store open, or at the first segment whose index is not mapped), debug
+/// lines after.
+pub(crate) fn warn_index_not_locked(why: &str) {
+    if !WARNED_INDEX_NOT_LOCKED.swap(true, Ordering::Relaxed) {
+        tracing::warn!("{why}; nothing is locked (warned once per process; Store::stats().memory.indexes_not_locked counts such segments)");
+    } else {
+        tracing::debug!("{why}; nothing is locked");
+    }
+}
+
+/// At store open: warn (once per process) if `lock_memory: index` will lock nothing
+/// because `disk_access_mode` reads every index with standard access.
+pub(crate) fn warn_index_lock_at_open(modes: &ResolvedModes, lock: LockMemory) {
+    if lock == LockMemory::Index && modes.index == AccessMode::Standard {
+        warn_index_not_locked(&format!(
+            "lock_memory index locks index maps, and disk_access_mode {} reads index files \
+             with standard access",
+            modes.configured
+        ));
     }
 }
 
@@ -271,7 +374,9 @@ impl SegmentReader {
     pub fn memory_report_in(&self, smaps: Option<&SmapsSnapshot>) -> SegmentMemory {
         let mappings: Vec<MappingResidency> =
             self.mapped_files().map(|m| m.residency_in(smaps)).collect();
-        let totals = mappings.iter().sum();
+        let mut totals: ResidencyTotals = mappings.iter().sum();
+        totals.map_fallbacks = self.residency.map_fallbacks;
+        totals.indexes_not_locked = usize::from(self.residency.index_not_locked.is_some());
         SegmentMemory { mappings, totals }
     }
 }

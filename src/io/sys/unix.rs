@@ -346,6 +346,15 @@ fn makedev(major: u64, minor: u64) -> u64 {
         | (minor & 0x0000_00ff)
 }
 
+/// Unix timed waits are not rounded to a coarse tick: nothing to raise (see
+/// `io::timer`). False: there is nothing for [`end_fine_timer`] to undo.
+pub fn begin_fine_timer() -> bool {
+    false
+}
+
+/// Never called on Unix ([`begin_fine_timer`] said false).
+pub fn end_fine_timer() {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

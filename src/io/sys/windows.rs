@@ -294,3 +294,20 @@ impl Drop for AnonRegion {
         }
     }
 }
+
+/// Ask for a 1 ms timer resolution (`timeBeginPeriod(1)`; the default tick is 15.6 ms).
+/// True if granted; each true must be matched by one [`end_fine_timer`].
+pub fn begin_fine_timer() -> bool {
+    // SAFETY: takes an integer, touches no memory of ours.
+    unsafe {
+        windows_sys::Win32::Media::timeBeginPeriod(1) == windows_sys::Win32::Media::TIMERR_NOERROR
+    }
+}
+
+/// Give back one granted [`begin_fine_timer`] (`timeEndPeriod(1)`).
+pub fn end_fine_timer() {
+    // SAFETY: takes an integer, touches no memory of ours.
+    unsafe {
+        windows_sys::Win32::Media::timeEndPeriod(1);
+    }
+}
