@@ -486,6 +486,7 @@ fn missing_positions_file_is_refused_naming_it_and_the_evidence() {
                 assert!(reason.contains(&oldest_name), "{attempt}: {reason}");
                 assert!(reason.contains("starts at sequence number"), "{reason}");
                 assert!(reason.contains("2 segment(s)"), "{attempt}: {reason}");
+                eprintln!("{attempt}: refused: {reason}");
             }
             Err(e) => panic!("{attempt}: expected Corrupt naming the positions file, got {e}"),
             Ok(_) => panic!("{attempt}: opened without its positions file"),
