@@ -44,6 +44,15 @@
 //!    no live manifest are the dropped table's too: deleted, not refused under rule 4.
 //!    So a crash at any point of a drop leaves a store that opens: before the commit
 //!    point with the table whole, after it without the table.
+//! 9. A missing `commitlog/positions` while the oldest commit log file starts beyond
+//!    sequence number 1 is [`Error::Corrupt`] naming the positions file: log files are
+//!    released only after the positions file that makes them unneeded is durable, so
+//!    the file existed and was deleted or lost. Without it, replay would not know which
+//!    records are in segments nor which tables were dropped. The reason names that
+//!    evidence (the oldest file and its first number) and the segments on disk. A
+//!    missing positions file with a log that starts at 1 is a new log (a crash before
+//!    the first positions file leaves segments and the whole log: replay re-applies
+//!    records already in segments, which is harmless).
 //!
 //! [`scan`] applies the rules without deleting anything (a read-only open);
 //! [`recover`] then hands what they doom to the deleter.
@@ -55,8 +64,9 @@ use crate::error::{Error, Result};
 use crate::layout::StoreFile;
 use crate::lifecycle::set::manifest_path;
 use crate::lifecycle::{Deleter, Manifest, SnapshotManifest};
-use crate::segment::{validate_name, SegmentName};
+use crate::segment::{validate_name, Component, SegmentName};
 use crate::snapshot;
+use crate::table::commitlog::replay;
 use crate::table::positions::{DroppedTable, Positions, FILE as POSITIONS_FILE};
 use crate::table::tables::COMMITLOG_DIR;
 
@@ -81,7 +91,13 @@ pub(crate) fn recover(dir: &Path, deleter: &Deleter) -> Result<Recovered> {
 
 /// The recovery scan (module docs), deleting nothing.
 pub(crate) fn scan(dir: &Path, deleter: &Deleter) -> Result<Recovered> {
-    let positions = Positions::load(&dir.join(COMMITLOG_DIR))?;
+    let positions = match Positions::read(&dir.join(COMMITLOG_DIR))? {
+        Some(p) => p,
+        None => {
+            refuse_missing_positions(dir)?;
+            Positions::default()
+        }
+    };
     // Rule 8: the dropped table's own names.
     let dropped_id = |table: &str, id: u64| {
         positions
@@ -195,6 +211,50 @@ pub(crate) fn scan(dir: &Path, deleter: &Deleter) -> Result<Recovered> {
         dropped: positions.dropped,
         doomed,
     })
+}
+
+/// Rule 9: the positions file is missing; refuse if the commit log shows it existed.
+fn refuse_missing_positions(dir: &Path) -> Result<()> {
+    let log_dir = dir.join(COMMITLOG_DIR);
+    let Some((oldest, first_seq)) = replay::oldest_start(&log_dir)? else {
+        return Ok(());
+    };
+    if first_seq <= 1 {
+        return Ok(());
+    }
+    let mut segments: BTreeMap<String, usize> = BTreeMap::new();
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))? {
+        let e = e.map_err(|e| Error::io("list", dir, e))?;
+        if let Some(StoreFile::Segment(seg, Component::Data)) =
+            StoreFile::parse(Path::new(&e.file_name()))
+        {
+            *segments.entry(seg.table).or_default() += 1;
+        }
+    }
+    let held = if segments.is_empty() {
+        String::new()
+    } else {
+        let per_table: Vec<String> = segments
+            .iter()
+            .map(|(t, n)| format!("{n} of table {t:?}"))
+            .collect();
+        format!(
+            ", and {} segment(s) are on disk ({})",
+            segments.values().sum::<usize>(),
+            per_table.join(", ")
+        )
+    };
+    let name = oldest.file_name().unwrap_or_default().to_string_lossy();
+    Err(Error::corrupt(
+        log_dir.join(POSITIONS_FILE),
+        0,
+        format!(
+            "missing, but it existed: the oldest commit log file {name} starts at sequence \
+             number {first_seq}, so older log files were released, which happens only after \
+             this file is written{held}; without it replay cannot tell which records are in \
+             segments or which tables were dropped (restore it from a backup)"
+        ),
+    ))
 }
 
 /// A `commitlog/positions.tmp` left by a crash while the positions were replaced.

@@ -784,6 +784,11 @@ impl Store {
                 manifest.store(&manifest_path(&staging, table), &fs)?;
             }
             drop(fs.open_lock_file(&staging.join(crate::layout::LOCK_FILE))?);
+            // Not redundant with the manifests' publishes, which fsync this directory
+            // before the `LOCK` file exists (and not at all without tables): without it
+            // a power loss after the rename can leave a copy with no `LOCK`, which
+            // `Store::open_read_only` refuses as not a store. Caught by
+            // `power_lost_during_a_checkpoint_leaves_no_destination_or_a_whole_one`.
             fs.fsync_dir(&staging)
         })();
         if let Err(e) = staged {

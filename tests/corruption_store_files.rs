@@ -457,3 +457,53 @@ fn commit_log_without_missing_records_opens() {
     );
     store.close().unwrap();
 }
+
+/// Issue 18, part 5: a deleted `commitlog/positions` was reported as a missing older
+/// commit log file (`Corrupt` naming the oldest log file). Now `Corrupt` names the
+/// positions file and the evidence that it existed: the oldest log file starts beyond
+/// sequence number 1 (older files were released, which follows a positions write), and
+/// the segments on disk. A log that starts at 1 still opens without the file.
+#[test]
+fn missing_positions_file_is_refused_naming_it_and_the_evidence() {
+    let tmp = tempfile::tempdir().unwrap();
+    build(tmp.path(), false);
+    let dir = tmp.path().canonicalize().unwrap();
+    let positions = dir.join("commitlog").join("positions");
+    std::fs::remove_file(&positions).unwrap();
+    let oldest = log_files(&dir)[0].clone();
+    let oldest_name = oldest.file_name().unwrap().to_string_lossy().into_owned();
+    assert_ne!(oldest_name, "commitlog-1.log", "older files were released");
+    for attempt in ["writable", "read-only"] {
+        let r = if attempt == "writable" {
+            open(&dir)
+        } else {
+            Store::open_read_only(&dir, cfg(FileRules::posix()))
+        };
+        match r {
+            Err(Error::Corrupt { path, reason, .. }) => {
+                assert_eq!(path, positions, "{attempt}: {reason}");
+                assert!(reason.starts_with("missing"), "{attempt}: {reason}");
+                assert!(reason.contains(&oldest_name), "{attempt}: {reason}");
+                assert!(reason.contains("starts at sequence number"), "{reason}");
+                assert!(reason.contains("2 segment(s)"), "{attempt}: {reason}");
+                eprintln!("{attempt}: refused: {reason}");
+            }
+            Err(e) => panic!("{attempt}: expected Corrupt naming the positions file, got {e}"),
+            Ok(_) => panic!("{attempt}: opened without its positions file"),
+        }
+    }
+
+    // Only in the log, which starts at 1: without positions, replay takes it all.
+    let fresh = tempfile::tempdir().unwrap();
+    let store = open(fresh.path()).unwrap();
+    store.table("t").unwrap().put(b"k", b"v").unwrap();
+    store.tables().commit_log().sync().unwrap();
+    drop(store);
+    let _ = std::fs::remove_file(fresh.path().join("commitlog").join("positions"));
+    let store = open(fresh.path()).unwrap();
+    assert_eq!(
+        store.table("t").unwrap().get(b"k").unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+    store.close().unwrap();
+}

@@ -205,8 +205,9 @@ fn a_taken_destination_is_refused_and_left_alone() {
 }
 
 /// Power lost at every operation of a checkpoint (its flush included): afterwards the
-/// destination is absent or a whole store, present whenever the call returned Ok, and
-/// the source still holds everything.
+/// destination is absent or a whole store (it opens read-only, so its `LOCK` file is
+/// there, and for writing), present whenever the call returned Ok, and the source still
+/// holds everything.
 #[test]
 fn power_lost_during_a_checkpoint_leaves_no_destination_or_a_whole_one() {
     let attempt = |tmp: &Path, sim: &PowerLoss, crash_after: Option<u64>| -> bool {
@@ -253,6 +254,11 @@ fn power_lost_during_a_checkpoint_leaves_no_destination_or_a_whole_one() {
             "{point}: checkpoint returned Ok, the copy is gone"
         );
         if present {
+            // Read-only first: it needs the `LOCK` file, and creates nothing.
+            let copy = Store::open_read_only(&dest, config(FileRules::posix()))
+                .unwrap_or_else(|e| panic!("{point}: the copy does not open read-only: {e}"));
+            check(&copy);
+            drop(copy);
             let copy = Store::open(&dest, config(FileRules::posix()))
                 .unwrap_or_else(|e| panic!("{point}: the copy does not open: {e}"));
             check(&copy);

@@ -9,11 +9,17 @@
 //! `mmap_index_only`, which asked for maps explicitly, fail with
 //! `Error::MapBudgetExhausted`.
 //!
-//! The check and the maps it admits are not one atomic step: threads opening segments at
-//! the same instant can overshoot by a few maps. The share leaves room for that.
+//! Admission is atomic: [`MapBudget::admit`] counts the maps in use plus the maps other
+//! opens were admitted for and have not made yet (their [`Reservation`]s, process-wide
+//! like the registry), and reserves its own, under one lock. A reservation is released
+//! when the open that holds it ends, after its maps are registered (or when it fails),
+//! so concurrent opens never take more than the budget between them.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(feature = "testing")]
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde::Serialize;
 
 use super::registry::registry;
@@ -24,6 +30,10 @@ use crate::error::{Error, Result};
 /// Linux's default `vm.max_map_count`, used when the real one cannot be read.
 pub const DEFAULT_MAX_MAP_COUNT: usize = 65530;
 
+/// Maps admitted by some budget and not made yet: held by [`Reservation`]s. Taken
+/// around each admission's check and reservation; process-wide, as the maps in use are.
+static RESERVED: Mutex<usize> = Mutex::new(0);
+
 /// A mapping budget. Share one per store (`Arc<MapBudget>`): it remembers whether it has
 /// warned.
 #[derive(Debug)]
@@ -33,15 +43,54 @@ pub struct MapBudget {
     share_percent: Option<u8>,
     warned: AtomicBool,
     fallbacks: AtomicU64,
+    #[cfg(feature = "testing")]
+    decided: Mutex<Option<DecisionHook>>,
+}
+
+/// Run after each admission is decided, before it returns (`testing` feature only).
+#[cfg(feature = "testing")]
+#[derive(Clone)]
+struct DecisionHook(Arc<dyn Fn() + Send + Sync>);
+
+#[cfg(feature = "testing")]
+impl std::fmt::Debug for DecisionHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DecisionHook")
+    }
 }
 
 /// The decision for one segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Admission {
     /// The modes to open with (the requested ones, or standard past the budget).
     pub modes: ResolvedModes,
     /// True if `auto` fell back to standard access because of the budget.
     pub fell_back: bool,
+    /// The maps admitted, counted against every budget until the open has made and
+    /// registered them: hold it until then, and drop it after (or on failure).
+    pub reservation: Reservation,
+}
+
+/// Maps admitted and not made yet; released on drop.
+#[derive(Debug)]
+#[must_use = "dropping the reservation before the maps are registered lets other opens take them"]
+pub struct Reservation {
+    maps: usize,
+}
+
+impl Reservation {
+    /// Maps reserved.
+    pub fn maps(&self) -> usize {
+        self.maps
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.maps > 0 {
+            *RESERVED.lock() -= self.maps;
+        }
+    }
 }
 
 /// A budget's figures, for stats.
@@ -77,6 +126,8 @@ impl MapBudget {
             share_percent: Some(share),
             warned: AtomicBool::new(false),
             fallbacks: AtomicU64::new(0),
+            #[cfg(feature = "testing")]
+            decided: Mutex::new(None),
         }
     }
 
@@ -88,8 +139,30 @@ impl MapBudget {
             share_percent: None,
             warned: AtomicBool::new(false),
             fallbacks: AtomicU64::new(0),
+            #[cfg(feature = "testing")]
+            decided: Mutex::new(None),
         }
     }
+
+    /// Run `f` after each admission of this budget is decided and before `admit`
+    /// returns, outside its lock (`testing` feature only): a test holds opens there, in
+    /// the window between the check and the maps, to show that no two admissions share
+    /// the same room.
+    #[cfg(feature = "testing")]
+    pub fn on_decision(&self, f: impl Fn() + Send + Sync + 'static) {
+        *self.decided.lock() = Some(DecisionHook(Arc::new(f)));
+    }
+
+    #[cfg(feature = "testing")]
+    fn decided(&self) {
+        let hook = self.decided.lock().clone();
+        if let Some(h) = hook {
+            (h.0)();
+        }
+    }
+
+    #[cfg(not(feature = "testing"))]
+    fn decided(&self) {}
 
     /// Maps allowed.
     pub fn limit(&self) -> usize {
@@ -111,19 +184,36 @@ impl MapBudget {
         }
     }
 
-    /// Decide how a segment whose modes are `modes` may open. See the module docs.
+    /// Decide how a segment whose modes are `modes` may open, and reserve its maps. See
+    /// the module docs.
     pub(crate) fn admit(&self, modes: ResolvedModes) -> Result<Admission> {
         let wanted = [modes.data, modes.index]
             .iter()
             .filter(|m| **m == AccessMode::Mmap)
             .count();
-        let used = Self::in_use();
-        if wanted == 0 || used + wanted <= self.limit {
-            return Ok(Admission {
-                modes,
-                fell_back: false,
-            });
-        }
+        let decision = {
+            let mut reserved = RESERVED.lock();
+            // Reserved maps being made now may already be registered too: counted twice
+            // for a moment, which only errs on the safe side.
+            let used = Self::in_use() + *reserved;
+            if wanted == 0 || used + wanted <= self.limit {
+                *reserved += wanted;
+                Ok(Reservation { maps: wanted })
+            } else {
+                Err(used)
+            }
+        };
+        self.decided();
+        let used = match decision {
+            Ok(reservation) => {
+                return Ok(Admission {
+                    modes,
+                    fell_back: false,
+                    reservation,
+                })
+            }
+            Err(used) => used,
+        };
         match modes.configured {
             DiskAccessMode::Auto => {
                 self.fallbacks.fetch_add(1, Ordering::Relaxed);
@@ -148,6 +238,7 @@ impl MapBudget {
                 Ok(Admission {
                     modes: modes.without_mmap(),
                     fell_back: true,
+                    reservation: Reservation { maps: 0 },
                 })
             }
             _ => Err(Error::MapBudgetExhausted {

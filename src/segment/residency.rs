@@ -4,7 +4,9 @@
 //!
 //! Opening with options, in order:
 //! 1. The budget admits the segment's maps, or (`auto`) falls back to standard access, or
-//!    (`mmap`, `mmap_index_only`) refuses with `Error::MapBudgetExhausted`.
+//!    (`mmap`, `mmap_index_only`) refuses with `Error::MapBudgetExhausted`. Admitted maps
+//!    stay reserved in the budget until step 5 is done, so concurrent opens cannot all
+//!    be admitted into the same room.
 //! 2. `lock_memory: all` runs `mlockall` once for the process, before any map of this
 //!    segment is made, so that the kernel locks them as they are made.
 //! 3. Components open through the reader's usual path. A map the kernel refuses under
@@ -34,6 +36,7 @@ use crate::config::{
     AccessMode, DiskAccessMode, HugePages, LockMemory, MemoryOptions, ResolvedModes,
 };
 use crate::error::{Error, Result};
+use crate::io::budget::Reservation;
 use crate::io::kstats::SmapsSnapshot;
 use crate::io::mapped::MapAdvice;
 use crate::io::residency::{self, AdviceReport, LockReport, MappingResidency, ResidencyTotals};
@@ -154,23 +157,33 @@ pub struct SegmentMemory {
 pub(crate) struct OpenPlan<'a> {
     opts: &'a ReaderOptions,
     report: SegmentResidency,
+    /// The maps the budget admitted, held until [`Self::finish`] has made them (dropped
+    /// with the plan if the open fails first).
+    _reservation: Option<Reservation>,
 }
 
 impl<'a> OpenPlan<'a> {
-    /// Steps 1 and 2: ask the budget, then lock the process if asked (so a refused open
-    /// leaves the process as it was).
+    /// Steps 1 and 2: ask the budget (which reserves the maps it admits until the plan
+    /// finishes or drops), then lock the process if asked (so a refused open leaves the
+    /// process as it was).
     pub(crate) fn new(modes: ResolvedModes, opts: &'a ReaderOptions) -> Result<Self> {
         let mut report = SegmentResidency::new(modes, opts);
+        let mut reservation = None;
         if let Some(b) = &opts.map_budget {
             let a = b.admit(modes)?;
             report.budget_fallback = a.fell_back;
             report.data = a.modes.data;
             report.index = a.modes.index;
+            reservation = Some(a.reservation);
         }
         if opts.lock_memory == LockMemory::All {
             report.locks.push(residency::lock_all());
         }
-        Ok(OpenPlan { opts, report })
+        Ok(OpenPlan {
+            opts,
+            report,
+            _reservation: reservation,
+        })
     }
 
     /// The mode to open data with.
@@ -237,7 +250,8 @@ impl<'a> OpenPlan<'a> {
     }
 
     /// Steps 4 and 5, then the final report. Fails only where the index copy and then
-    /// the index map both failed under a mode that promises maps.
+    /// the index map both failed under a mode that promises maps. The budget's
+    /// reservation is released on return, once every map of the segment is registered.
     pub(crate) fn finish(
         mut self,
         data: Source,

@@ -151,10 +151,15 @@ impl Positions {
 
     /// Read `dir/positions`; a missing file is a new log (replay everything).
     pub fn load(dir: &Path) -> Result<Positions> {
+        Ok(Self::read(dir)?.unwrap_or_default())
+    }
+
+    /// Read `dir/positions`, or `None` if there is none.
+    pub fn read(dir: &Path) -> Result<Option<Positions>> {
         let path = dir.join(FILE);
         match std::fs::read(&path) {
-            Ok(b) => Positions::decode(&path, &b),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Positions::default()),
+            Ok(b) => Positions::decode(&path, &b).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io("read", &path, e)),
         }
     }

@@ -71,6 +71,21 @@ pub fn list_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(files)
 }
 
+/// The oldest log file in `dir` whose header reads, with its first sequence number
+/// (`None`: no file, or none with a readable header).
+pub fn oldest_start(dir: &Path) -> Result<Option<(PathBuf, u64)>> {
+    for (_, path) in list_files(dir)? {
+        let mut header = Vec::with_capacity(FILE_HEADER_LEN);
+        File::open(&path)
+            .and_then(|f| f.take(FILE_HEADER_LEN as u64).read_to_end(&mut header))
+            .map_err(|e| Error::io("read", &path, e))?;
+        if let Ok(first_seq) = format::decode_file_header(&header) {
+            return Ok(Some((path, first_seq)));
+        }
+    }
+    Ok(None)
+}
+
 /// Where and why replay of one file stopped early.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplayStop {
