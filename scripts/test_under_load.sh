@@ -41,7 +41,9 @@ cargo test --release --no-run
 
 stress-ng --cpu "$cpus" --timeout 0 --quiet &
 stress_pid=$!
+# SIGTERM to stress-ng ends its workers too. INT and TERM exit, which runs the EXIT trap.
 trap 'kill "$stress_pid" 2>/dev/null || true; wait "$stress_pid" 2>/dev/null || true' EXIT
+trap 'exit 130' INT TERM
 echo "stress-ng --cpu $cpus running (pid $stress_pid) on $(nproc) CPUs"
 
 run() { # run LABEL LOG COMMAND...
