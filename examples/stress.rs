@@ -17,6 +17,14 @@
 //! `--access` modes the sweep runs once per mode on the same data. The store lives in a
 //! temporary directory unless `--dir` names one. Bad arguments print the usage and exit 2.
 //!
+//! By default each thread runs a closed loop (its next operation starts when the last
+//! ends; latency from the operation's start). `--rate 20k/s,50k/s` runs a fixed-rate
+//! step per rate instead (cassandra-stress's `fixed=N/s`): operations start at intended
+//! times and latency is measured from those ([`pace`]), so a stall counts against every
+//! operation that should have started during it; each row says the achieved op/s next
+//! to the target and whether the step saturated, and `--plot` draws p99 against the
+//! achieved op/s.
+//!
 //! What is loaded is a [`target::Target`]: by default the LSM table (`--target table`,
 //! `Store::table`), whose commit log runs in the `--sync` mode (`periodic[:PERIOD]`,
 //! `batch`, `group[:WINDOW]`); or, with `--target segment`, the level below (`Store` +
@@ -30,8 +38,12 @@
 mod cli;
 #[path = "stress/dist.rs"]
 mod dist;
+#[path = "stress/pace.rs"]
+mod pace;
 #[path = "stress/plot.rs"]
 mod plot;
+#[path = "stress/rate_plot.rs"]
+mod rate_plot;
 #[path = "stress/report.rs"]
 mod report;
 #[path = "stress/runner.rs"]
@@ -140,31 +152,63 @@ fn run(s: &Settings) -> Result<()> {
         println!("CSV:  {}", p.display());
     }
     if let (Some(mut f), Some(p)) = (plot, &s.plot) {
-        let series: Vec<plot::Series> = results
-            .iter()
-            .map(|m| plot::Series {
-                name: m.mode.to_string(),
-                points: m
-                    .rows
-                    .iter()
-                    .map(|r| (r.threads, r.op_rate, r.p99))
-                    .collect(),
-            })
-            .collect();
-        let title = format!("segstore stress: {}", s.workload);
-        let subtitle = format!(
-            "{} keys of {} B, values of {} B, {} key choice, {}, {}",
-            s.keys,
-            s.key_size,
-            s.value_size,
-            s.dist,
-            step_text(s.limit),
-            target_text(s)
-        );
-        f.write_all(plot::svg(&title, &subtitle, &series).as_bytes())?;
+        f.write_all(draw(s, &results).as_bytes())?;
         println!("Plot: {}", p.display());
     }
     Ok(())
+}
+
+/// The SVG of a run: op/s and p99 against threads (closed loop), or p99 against the
+/// achieved op/s (fixed rate).
+fn draw(s: &Settings, results: &[ModeResult]) -> String {
+    let title = format!("segstore stress: {}", s.workload);
+    let mode_text = if s.rates.is_empty() {
+        String::new()
+    } else {
+        format!(", {} threads at fixed rates", s.max_threads())
+    };
+    let subtitle = format!(
+        "{} keys of {} B, values of {} B, {} key choice, {}, {}{mode_text}",
+        s.keys,
+        s.key_size,
+        s.value_size,
+        s.dist,
+        step_text(s.limit),
+        target_text(s)
+    );
+    if !s.rates.is_empty() {
+        let series: Vec<rate_plot::RateSeries> = results
+            .iter()
+            .map(|m| rate_plot::RateSeries {
+                mode: m.mode,
+                points: m
+                    .rows
+                    .iter()
+                    .filter_map(|r| {
+                        Some(rate_plot::RatePoint {
+                            target: r.rate?.target,
+                            achieved: r.op_rate,
+                            p99: r.p99,
+                            saturated: r.saturated()?,
+                        })
+                    })
+                    .collect(),
+            })
+            .collect();
+        return rate_plot::svg(&title, &subtitle, &series);
+    }
+    let series: Vec<plot::Series> = results
+        .iter()
+        .map(|m| plot::Series {
+            mode: m.mode,
+            points: m
+                .rows
+                .iter()
+                .map(|r| (r.threads, r.op_rate, r.p99))
+                .collect(),
+        })
+        .collect();
+    plot::svg(&title, &subtitle, &series)
 }
 
 fn step_text(limit: StepLimit) -> String {
@@ -236,6 +280,16 @@ fn print_settings(s: &Settings, dir: &Path) {
             report::MIN_IMPROVEMENT * 100.0,
             report::SWEEP_WINDOW
         ),
+    }
+    if s.rates.is_empty() {
+        println!("Mode         : closed loop (each thread starts its next operation when the last ends; latency from the operation's start)");
+    } else {
+        let rates: Vec<String> = s.rates.iter().map(|&r| report::rate_id(r)).collect();
+        println!(
+            "Mode         : fixed rate {} (operations start on a schedule; latency from the intended start, so stalls are not omitted; saturated below {:.0}% of the target)",
+            rates.join(", "),
+            pace::SATURATED_BELOW * 100.0
+        );
     }
     println!("Step         : {}", step_text(s.limit));
     if let (Some(sync), TargetKind::Segment) = (s.sync, s.target) {
@@ -317,7 +371,7 @@ fn run_mode(
         rows: Vec::new(),
         misses: 0,
     };
-    let mut step = |threads: usize| -> Result<f64> {
+    let mut step = |threads: usize, rate: Option<f64>| -> Result<f64> {
         // Start every step from a settled target (cassandra-stress pauses instead).
         t.flush()?;
         let spec = StepSpec {
@@ -329,25 +383,37 @@ fn run_mode(
             key_size: s.key_size,
             value_size: s.value_size,
             seed: s.seed,
+            rate,
         };
         let r = run_step(t, &spec)?;
-        let row = Row::new(threads, r.ops, r.elapsed, &r.hist, &r.intervals);
+        let mut row = Row::new(threads, r.ops, r.elapsed, &r.hist, &r.intervals);
+        if let (Some(target), Some(service)) = (rate, &r.service) {
+            row = row.at_rate(target, service);
+        }
         println!("{}", table.row(&row));
+        if let Some(line) = row.rate_line() {
+            println!("{line}");
+        }
         let rate = row.op_rate;
         out.rows.push(row);
         out.misses += r.misses;
         Ok(rate)
     };
     match &s.threads {
+        Threads::Fixed(list) if !s.rates.is_empty() => {
+            for &rate in &s.rates {
+                step(list[0], Some(rate))?;
+            }
+        }
         Threads::Fixed(list) => {
             for &n in list {
-                step(n)?;
+                step(n, None)?;
             }
         }
         Threads::Sweep { min, max } => {
             let (mut n, mut rates) = (*min, Vec::new());
             loop {
-                rates.push(step(n)?);
+                rates.push(step(n, None)?);
                 if !report::keep_sweeping(&rates) {
                     let avg = report::average_improvement(&rates, report::SWEEP_WINDOW)
                         .unwrap_or_default();
@@ -377,6 +443,19 @@ fn run_mode(
 fn print_summary(s: &Settings, results: &[ModeResult]) {
     let reads = s.workload.weights().0 > 0;
     println!("\n===== Results =====");
+    if !s.rates.is_empty() {
+        // No "best step" at fixed rates: the most op/s is often a saturated step.
+        println!("{}", report::rate_summary_header());
+        for m in results {
+            for r in &m.rows {
+                if let Some(line) = report::rate_summary_row(m.mode.as_str(), r) {
+                    println!("{line}");
+                }
+            }
+        }
+        print_total(results);
+        return;
+    }
     println!(
         "{:<16}  {:>16}  {:>10}  {:>9}  {:>5}  {:>12}{}",
         "disk_access_mode",
@@ -415,17 +494,22 @@ fn print_summary(s: &Settings, results: &[ModeResult]) {
         .filter_map(|m| best_of(m).map(|b| (m.mode, b)))
         .max_by(|a, b| a.1.op_rate.total_cmp(&b.1.op_rate));
     if let Some((mode, b)) = best {
-        let total: u64 = results.iter().flat_map(|m| &m.rows).map(|r| r.ops).sum();
-        let secs: f64 = results.iter().flat_map(|m| &m.rows).map(|r| r.time).sum();
         println!(
             "Best: disk_access_mode {mode} at {}: {:.0} op/s, p99 {:.4} ms.",
             b.id, b.op_rate, b.p99
         );
-        println!(
-            "Total: {total} ops in {} steps ({secs:.1} s).",
-            results.iter().map(|m| m.rows.len()).sum::<usize>()
-        );
     }
+    print_total(results);
+}
+
+fn print_total(results: &[ModeResult]) {
+    let rows = || results.iter().flat_map(|m| &m.rows);
+    let total: u64 = rows().map(|r| r.ops).sum();
+    let secs: f64 = rows().map(|r| r.time).sum();
+    println!(
+        "Total: {total} ops in {} steps ({secs:.1} s).",
+        rows().count()
+    );
 }
 
 /// The tool as a process: the test binary runs itself as the CLI (as
@@ -473,6 +557,8 @@ mod process_tests {
             &["write", "--sync", "group:soon"],
             &["write", "--duration", "soon"],
             &["read", "--no-such-flag"],
+            &["read", "--rate", "fast"],
+            &["read", "--rate", "0/s"],
         ] {
             let out = stress(args);
             let err = String::from_utf8_lossy(&out.stderr);
@@ -539,6 +625,61 @@ mod process_tests {
         );
         let svg = std::fs::read_to_string(&svg).unwrap();
         assert_eq!(svg.matches("<polyline").count(), 4);
+    }
+
+    #[test]
+    fn a_fixed_rate_run_reports_target_achieved_and_plots_p99_against_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |f: &str| dir.path().join(f).to_string_lossy().into_owned();
+        let (csv, svg) = (p("r.csv"), p("r.svg"));
+        // 1e9 op/s is out of any machine's reach: that step saturates.
+        let out = stress(&[
+            "read",
+            "n=2000",
+            "--rate",
+            "500/s,1000m/s",
+            "--threads",
+            "2",
+            "--ops",
+            "200",
+            "--access",
+            "standard,mmap",
+            "--csv",
+            &csv,
+            "--plot",
+            &svg,
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("Mode         : fixed rate 500/s, 1000000000/s"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("Threads      : 2"), "{stdout}");
+        let row = format!("500/s, {:>10},", 200);
+        assert_eq!(stdout.matches(&row).count(), 2, "{stdout}");
+        assert_eq!(
+            stdout
+                .matches("fixed rate 1000000000 op/s: achieved")
+                .count(),
+            2
+        );
+        assert!(stdout.contains("SATURATED; p99"), "{stdout}");
+        assert!(stdout.contains("target op/s"), "{stdout}");
+        assert!(!stdout.contains("Best:"), "{stdout}");
+        let csv = std::fs::read_to_string(&csv).unwrap();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 5, "{csv}");
+        assert!(lines[1].starts_with("standard,2,500/s,200,"), "{csv}");
+        assert!(lines[2].contains(",1000000000.00,true,"), "{csv}");
+        let svg = std::fs::read_to_string(&svg).unwrap();
+        assert_eq!(svg.matches(r#"<polyline class="rate""#).count(), 2);
+        assert!(svg.contains("achieved throughput"));
     }
 
     #[test]

@@ -12,9 +12,8 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use segstore::lifecycle::Manifest;
@@ -39,8 +38,9 @@ fn child_workload() {
     let mode = ["mmap", "standard", "auto"][seed as usize % 3]
         .parse()
         .unwrap();
-    // End libtest's "test child_workload ... " line so each report starts a line.
-    println!();
+    // End libtest's "test child_workload ... " line so each report starts a line, and
+    // say the workload began (kill points counted from here land in the open).
+    println!("\nSTART");
     let store = Store::open(&dir, cfg(mode)).unwrap();
     let set = store.segments("t").unwrap();
     let mut ts = set
@@ -234,7 +234,8 @@ fn kill_points_leave_a_consistent_store() {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        let mut child = Command::new(&exe)
+        let mut child = Command::new(&exe);
+        child
             .args([
                 "--ignored",
                 "--exact",
@@ -243,23 +244,18 @@ fn kill_points_leave_a_consistent_store() {
                 "--test-threads=1",
             ])
             .env("SEGSTORE_CHILD_DIR", &dir)
-            .env("SEGSTORE_CHILD_SEED", (rng % 1_000_000).to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let delay = Duration::from_micros(5_000 + rng % 60_000);
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<String>>()
-        });
-        std::thread::sleep(delay);
-        let _ = child.kill(); // SIGKILL
-        let _ = child.wait();
-        let lines = reader.join().unwrap();
+            .env("SEGSTORE_CHILD_SEED", (rng % 1_000_000).to_string());
+        // The delay counts from an event the child reported, never from the spawn (a
+        // loaded machine may take longer to start a process than any fixed delay):
+        // most kill points from its first acknowledged flush, every fourth from its
+        // start, so some land in the open and its recovery.
+        let anchor: fn(&str) -> bool = if point % 4 == 3 {
+            |l| l == "START"
+        } else {
+            |l| l.starts_with("FLUSH ")
+        };
+        let delay = Duration::from_micros(rng % 60_000);
+        let lines = common::kill::run_and_kill(child, anchor, delay);
         model.uncertain.clear();
         for l in &lines {
             let mut w = l.split(' ');

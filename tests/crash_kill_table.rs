@@ -15,9 +15,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use segstore::{CommitLogConfig, CommitLogSync, DiskAccessMode, FileRules, Store, TableConfig};
@@ -65,7 +64,8 @@ fn child_writer() {
         .unwrap()
         .parse()
         .unwrap();
-    println!();
+    // End libtest's line; kill points counted from START land in the open.
+    println!("\nSTART");
     let store = Store::open(&dir, cfg(seed)).unwrap();
     let t = store.table("t").unwrap();
     println!("OPEN");
@@ -180,7 +180,8 @@ fn kill_points_keep_every_promised_write() {
         rng ^= rng >> 7;
         rng ^= rng << 17;
         let seed = rng % 1_000_000;
-        let mut child = Command::new(&exe)
+        let mut child = Command::new(&exe);
+        child
             .args([
                 "--ignored",
                 "--exact",
@@ -193,22 +194,17 @@ fn kill_points_keep_every_promised_write() {
             .env(
                 "SEGSTORE_CHILD_COUNTER",
                 ((point + 1) * 100_000_000).to_string(),
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<String>>()
-        });
-        std::thread::sleep(Duration::from_micros(10_000 + rng % 60_000));
-        let _ = child.kill();
-        let _ = child.wait();
-        let lines = reader.join().unwrap();
+            );
+        // The delay counts from an event the child reported, never from the spawn:
+        // most kill points from its first acknowledged write, every fourth from its
+        // start, so some land in the open and its commit log replay.
+        let anchor: fn(&str) -> bool = if point % 4 == 3 {
+            |l| l == "START"
+        } else {
+            |l| l.starts_with("PUT ") || l.starts_with("DEL ")
+        };
+        let delay = Duration::from_micros(rng % 60_000);
+        let lines = common::kill::run_and_kill(child, anchor, delay);
         let mut in_flight = None;
         for l in &lines {
             let mut w = l.split(' ');

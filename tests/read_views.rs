@@ -322,11 +322,28 @@ fn readers_never_see_half_of_a_batch() {
     let checks = Arc::new(AtomicU64::new(0));
     let seen_progress = Arc::new(AtomicU64::new(0));
 
+    // Readers alive (a reader that fails an assertion must not leave a writer waiting).
+    let alive = Arc::new(AtomicU64::new(2));
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
             let (store, a, b) = (Arc::clone(&store), Arc::clone(&a), Arc::clone(&b));
+            let (checks, seen, alive) = (
+                Arc::clone(&checks),
+                Arc::clone(&seen_progress),
+                Arc::clone(&alive),
+            );
             std::thread::spawn(move || {
                 for i in 1..=BATCHES {
+                    if i == BATCHES {
+                        // The readers check while batches land, however the threads
+                        // are scheduled: the last batch waits for their rounds.
+                        while (checks.load(Ordering::Relaxed) <= 10
+                            || seen.load(Ordering::Relaxed) == 0)
+                            && alive.load(Ordering::Relaxed) == 2
+                        {
+                            std::thread::yield_now();
+                        }
+                    }
                     let mut value = i.to_be_bytes().to_vec();
                     value.extend_from_slice(&[0xAB; 100]); // fill memtables: flushes run
                     let mut batch = Batch::new();
@@ -346,7 +363,9 @@ fn readers_never_see_half_of_a_batch() {
                 Arc::clone(&checks),
                 Arc::clone(&seen_progress),
             );
+            let alive = Alive(Arc::clone(&alive));
             std::thread::spawn(move || {
+                let _alive = alive;
                 let mut round = 0u64;
                 while !done.load(Ordering::Acquire) {
                     round += 1;
@@ -439,6 +458,15 @@ fn readers_never_see_half_of_a_batch() {
     assert!(store.close().unwrap().is_clean());
 }
 
+/// Counts a thread down when it ends, by returning or by a failed assertion.
+struct Alive(Arc<AtomicU64>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// The newest value of `key` in a snapshot's segments of `table` (0 if none).
 fn snapshot_value(view: &segstore::SnapshotView, table: &str, key: &[u8]) -> u64 {
     let mut best: Option<(u64, u64)> = None;
@@ -469,12 +497,14 @@ fn snapshots_of_all_tables_hold_a_batch_whole_or_not_at_all() {
     let store = Arc::new(Store::open(dir.path(), c).unwrap());
     let (a, b) = (store.table("a").unwrap(), store.table("b").unwrap());
     let done = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
     let writer = {
-        let (store, a, b, done) = (
+        let (store, a, b, done, written) = (
             Arc::clone(&store),
             Arc::clone(&a),
             Arc::clone(&b),
             Arc::clone(&done),
+            Arc::clone(&written),
         );
         std::thread::spawn(move || {
             let mut n = 0u64;
@@ -484,10 +514,16 @@ fn snapshots_of_all_tables_hold_a_batch_whole_or_not_at_all() {
                 let mut batch = Batch::new();
                 batch.put(&a, b"k", v).put(&b, b"k", v);
                 store.write(&batch).unwrap();
+                written.store(n, Ordering::Release);
             }
             n
         })
     };
+    // Snapshots start once a batch is acknowledged, so every one must hold a batch
+    // (however late the writer thread got to run).
+    while written.load(Ordering::Acquire) == 0 && !writer.is_finished() {
+        std::thread::yield_now();
+    }
     let mut nonzero = 0;
     for i in 0..40 {
         let tag = format!("s{i}");
@@ -504,8 +540,8 @@ fn snapshots_of_all_tables_hold_a_batch_whole_or_not_at_all() {
     }
     done.store(true, Ordering::Release);
     let written = writer.join().unwrap();
-    assert!(
-        nonzero > 30,
+    assert_eq!(
+        nonzero, 40,
         "snapshots held batches ({nonzero} of 40; {written} written)"
     );
     drop((a, b));
@@ -527,10 +563,17 @@ fn a_table_created_during_a_snapshot_holds_no_half_batch() {
     let store = Arc::new(Store::open(dir.path(), c).unwrap());
     let a = store.table("a").unwrap();
     let done = Arc::new(AtomicBool::new(false));
+    // Snapshots checked so far: every 30th table waits for one more, so snapshots are
+    // taken while tables are created however the two threads are scheduled.
+    let checked = Arc::new(AtomicU64::new(0));
     let writer = {
         let (store, a, done) = (Arc::clone(&store), Arc::clone(&a), Arc::clone(&done));
+        let checked = Arc::clone(&checked);
         std::thread::spawn(move || {
             for n in 1..=TABLES {
+                while checked.load(Ordering::Acquire) < n / 30 {
+                    std::thread::yield_now();
+                }
                 let t = store.table(&format!("t{n}")).unwrap();
                 let v = n.to_be_bytes();
                 let mut batch = Batch::new();
@@ -541,9 +584,9 @@ fn a_table_created_during_a_snapshot_holds_no_half_batch() {
             done.store(true, Ordering::Release);
         })
     };
-    let mut checked = 0;
     let mut i = 0;
-    while !done.load(Ordering::Acquire) {
+    // (A writer that failed ends the loop too; its join reports the failure.)
+    while !done.load(Ordering::Acquire) && !writer.is_finished() {
         i += 1;
         let tag = format!("s{i}");
         store.snapshot(&tag, None).unwrap();
@@ -558,11 +601,12 @@ fn a_table_created_during_a_snapshot_holds_no_half_batch() {
                 "snapshot {tag}: a holds batch {in_a}, t{n} holds {in_t}"
             );
         }
-        checked += 1;
+        checked.fetch_add(1, Ordering::Release);
         drop(view);
         store.clear_snapshot(&tag).unwrap();
     }
     writer.join().unwrap();
+    let checked = checked.load(Ordering::Acquire);
     assert!(
         checked > 3,
         "only {checked} snapshots were taken while tables were created"

@@ -116,6 +116,11 @@ fn soak_under_refusing_windows_emulation() {
         Store::open(&dirs[0], cfg(rules[0].clone())).unwrap(),
         Store::open(&dirs[1], cfg(rules[1].clone())).unwrap(),
     ];
+    // The table exists before any thread runs: the snapshot and repair threads name it
+    // and must not depend on a writer having been scheduled first.
+    for store in &stores {
+        store.table("t").unwrap();
+    }
     // Each store's writers own their keys; the model holds acknowledged counters.
     let models: [Model; 2] = [Mutex::new(BTreeMap::new()), Mutex::new(BTreeMap::new())];
     let stop = AtomicBool::new(false);
@@ -229,7 +234,10 @@ fn soak_under_refusing_windows_emulation() {
                 }
             });
         }
-        while Instant::now() < deadline {
+        // Stop at the deadline, but only once every activity has completed a round: on
+        // a loaded machine a thread may get its first turn late.
+        let all_ran = || ops.iter().all(|c| c.load(Ordering::Relaxed) > 0);
+        while Instant::now() < deadline || !all_ran() {
             std::thread::sleep(Duration::from_millis(50));
         }
         stop.store(true, Ordering::Relaxed);

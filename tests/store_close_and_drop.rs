@@ -132,11 +132,15 @@ fn close_waits_for_a_get_with_closure_still_running() {
     t.flush().unwrap();
     let inside = Arc::new(std::sync::Barrier::new(2));
     let reader = {
-        let (t, inside) = (Arc::clone(&t), Arc::clone(&inside));
+        let (t, inside, store) = (Arc::clone(&t), Arc::clone(&inside), Arc::clone(&store));
         std::thread::spawn(move || {
             t.get_with(b"k", |v| {
                 inside.wait();
-                std::thread::sleep(std::time::Duration::from_millis(200));
+                // Read the bytes only once the close has begun (the store refuses new
+                // work from then on), however the two threads are scheduled.
+                while !matches!(store.table("t"), Err(Error::Closed)) {
+                    std::thread::yield_now();
+                }
                 v.map(<[u8]>::to_vec)
             })
             .unwrap()

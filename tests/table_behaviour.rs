@@ -267,13 +267,16 @@ fn concurrent_writers_and_readers_with_background_flush_and_compaction() {
     let reader = {
         let (t, stop) = (Arc::clone(&t), Arc::clone(&stop));
         std::thread::spawn(move || {
+            // At least one scan, however late this thread first runs.
             let mut scans = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            loop {
                 let keys: Vec<Vec<u8>> = t.scan(..).unwrap().map(|r| r.unwrap().0).collect();
                 assert!(keys.windows(2).all(|w| w[0] < w[1]));
                 scans += 1;
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break scans;
+                }
             }
-            scans
         })
     };
     let writers: Vec<_> = (0..4)

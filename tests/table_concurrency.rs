@@ -182,7 +182,8 @@ fn point_reader(t: &Table, p: &Progress, stop: &AtomicBool, seed: u64) -> u64 {
     let mut seen = Seen::new();
     let mut rng = seed | 1;
     let mut reads = 0u64;
-    while !stop.load(Ordering::Relaxed) {
+    // At least one read, however late this thread first runs.
+    loop {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
@@ -202,15 +203,18 @@ fn point_reader(t: &Table, p: &Progress, stop: &AtomicBool, seed: u64) -> u64 {
         let attempted = p.attempted[i].load(Ordering::Acquire);
         seen.observe(i, v, ts, acked, attempted);
         reads += 1;
+        if stop.load(Ordering::Relaxed) {
+            return reads;
+        }
     }
-    reads
 }
 
 /// Full scans and scans of one writer's range, alternating.
 fn scanner(t: &Table, p: &Progress, stop: &AtomicBool) -> u64 {
     let mut seen = Seen::new();
     let mut scans = 0u64;
-    while !stop.load(Ordering::Relaxed) {
+    // At least one scan, however late this thread first runs.
+    loop {
         let w = (scans as usize) % (WRITERS + 1);
         let range: Vec<usize> = if w == WRITERS {
             (0..KEYS).collect()
@@ -241,8 +245,10 @@ fn scanner(t: &Table, p: &Progress, stop: &AtomicBool) -> u64 {
             seen.observe(i, v, None, acked[n], attempted);
         }
         scans += 1;
+        if stop.load(Ordering::Relaxed) {
+            return scans;
+        }
     }
-    scans
 }
 
 /// Writer `w`: round-robin over its keys, each key's values 1, 2, 3, ...

@@ -80,6 +80,14 @@ pub struct Cli {
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub max_threads: usize,
 
+    /// Fixed-rate mode: steps at these total rates (e.g. 20000/s or 20k/s; a plain
+    /// number is per second), comma-separated, each run by one --threads count (default
+    /// 4); latencies are measured from each operation's intended start (corrected for
+    /// coordinated omission). Default: a closed loop, each thread starting its next
+    /// operation when the last ends
+    #[arg(long, value_delimiter = ',', value_name = "N/s,...", value_parser = parse_rate, conflicts_with_all = ["min_threads", "max_threads"])]
+    pub rate: Option<Vec<f64>>,
+
     /// Length of each step, e.g. 10s, 500ms, 2m [default: 10s]
     #[arg(long, value_name = "TIME", conflicts_with = "ops")]
     pub duration: Option<String>,
@@ -92,7 +100,8 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
 
-    /// Draw op/s and p99 against threads into this SVG file
+    /// Draw op/s and p99 against threads into this SVG file (with --rate: p99 against
+    /// the achieved op/s)
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
 
@@ -226,6 +235,30 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is not a count (e.g. 200000, 200k, 1m)"))
 }
 
+/// Highest `--rate` accepted, op/s.
+pub const MAX_RATE: f64 = 1e9;
+
+/// Parse a rate: `N/s` or a plain `N` (per second), N a positive number with an
+/// optional k or m suffix (x1000, x1e6): `20000/s`, `20k/s`, `1.5m`.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let body = t.strip_suffix("/s").unwrap_or(&t);
+    let (num, mult) = match body.as_bytes().last() {
+        Some(b'k') => (&body[..body.len() - 1], 1e3),
+        Some(b'm') => (&body[..body.len() - 1], 1e6),
+        _ => (body, 1.0),
+    };
+    let bad = || format!("{s:?} is not a rate: use N/s with N > 0, e.g. 20000/s, 20k/s or 20000");
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(bad());
+    }
+    match num.parse::<f64>().map(|v| v * mult) {
+        Ok(v) if v > 0.0 && v <= MAX_RATE => Ok(v),
+        Ok(v) if v > MAX_RATE => Err(format!("{s:?}: over the limit of {MAX_RATE:e} op/s")),
+        _ => Err(bad()),
+    }
+}
+
 /// Parse a duration: a number with unit ms, s, m or h (a bare number is seconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
@@ -309,6 +342,8 @@ pub struct Settings {
     pub target: TargetKind,
     /// Thread counts.
     pub threads: Threads,
+    /// Fixed-rate mode: the total op/s of each step, in order (empty: closed loop).
+    pub rates: Vec<f64>,
     /// Step length.
     pub limit: StepLimit,
     /// CSV output.
@@ -327,6 +362,8 @@ pub struct Settings {
 
 /// Most threads a step may use.
 pub const MAX_THREADS: usize = 4096;
+/// Client threads of a fixed-rate step when `--threads` is not given.
+pub const DEFAULT_RATE_THREADS: usize = 4;
 /// Largest value accepted (the buffer holds values in memory).
 pub const MAX_VALUE_SIZE: usize = 16 << 20;
 
@@ -403,7 +440,15 @@ impl Settings {
             }
             modes.push(mode);
         }
+        let rates = cli.rate.unwrap_or_default();
         let threads = match cli.threads {
+            Some(list) if !rates.is_empty() && list.len() != 1 => {
+                return Err(format!(
+                    "--rate runs every rate at one thread count: give --threads N once, not {}",
+                    list.len()
+                ))
+            }
+            None if !rates.is_empty() => Threads::Fixed(vec![DEFAULT_RATE_THREADS]),
             Some(list) => {
                 if list.iter().any(|&t| t == 0 || t > MAX_THREADS) {
                     return Err(format!("--threads: each count must be 1 to {MAX_THREADS}"));
@@ -452,6 +497,7 @@ impl Settings {
             sync: cli.sync,
             target: cli.target,
             threads,
+            rates,
             limit,
             csv: cli.csv,
             plot: cli.plot,
@@ -603,6 +649,51 @@ mod tests {
             (&["read", "--compact-every", "1"], "at least 2"),
             (&["read", "--value-size", "999999999"], "over the limit"),
             (&[], "required"),
+        ] {
+            let e = settings(args).unwrap_err();
+            assert!(e.contains(why), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn rates_parse_as_n_per_second() {
+        assert_eq!(parse_rate("20000/s"), Ok(20_000.0));
+        assert_eq!(parse_rate("20000"), Ok(20_000.0));
+        assert_eq!(parse_rate("20k/s"), Ok(20_000.0));
+        assert_eq!(parse_rate(" 1.5M/S "), Ok(1_500_000.0));
+        assert_eq!(parse_rate("0.5/s"), Ok(0.5));
+        for bad in [
+            "fast", "0/s", "0", "-5/s", "/s", "", "10/m", "1e3/s", "k/s", "2g/s",
+        ] {
+            let e = parse_rate(bad).unwrap_err();
+            assert!(e.contains("not a rate"), "{bad}: {e}");
+        }
+        assert!(parse_rate("2000m/s")
+            .unwrap_err()
+            .contains("over the limit"));
+    }
+
+    #[test]
+    fn rate_mode_runs_one_thread_count() {
+        let s = settings(&["read", "--rate", "1000/s,5k/s", "--threads", "2"]).unwrap();
+        assert_eq!(s.rates, [1000.0, 5000.0]);
+        assert_eq!(s.threads, Threads::Fixed(vec![2]));
+        let s = settings(&["read", "--rate", "100"]).unwrap();
+        assert_eq!(s.threads, Threads::Fixed(vec![DEFAULT_RATE_THREADS]));
+        assert!(settings(&["read"]).unwrap().rates.is_empty());
+        for (args, why) in [
+            (&["read", "--rate", "fast"][..], "not a rate"),
+            (&["read", "--rate", "0/s"], "not a rate"),
+            (&["read", "--rate", "100/s,"], "not a rate"),
+            (
+                &["read", "--rate", "100", "--threads", "1,2"],
+                "one thread count",
+            ),
+            (
+                &["read", "--rate", "100", "--max-threads", "8"],
+                "cannot be used with",
+            ),
+            (&["read", "--rate", "100", "--threads", "0"], "1 to"),
         ] {
             let e = settings(args).unwrap_err();
             assert!(e.contains(why), "{args:?}: {e}");

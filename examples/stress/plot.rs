@@ -1,31 +1,42 @@
 //! A hand-written SVG: op/s (top panel) and p99 latency (bottom panel) against client
-//! threads, one line per access mode, with axes, ticks, labels and a legend.
+//! threads, one line per access mode, with axes, ticks, labels and a legend. Every plot
+//! the tool draws (this one and [`crate::rate_plot`]'s) colours an access mode by
+//! [`mode_color`], so a mode looks the same in all of them.
 
 use std::fmt::Write;
+
+use segstore::DiskAccessMode;
 
 /// One access mode's steps: (threads, op/s, p99 ms).
 #[derive(Debug, Clone)]
 pub struct Series {
-    /// Legend label (the access mode).
-    pub name: String,
+    /// The access mode (legend label and colour).
+    pub mode: DiskAccessMode,
     /// Points in step order.
     pub points: Vec<(usize, f64, f64)>,
 }
 
-const W: f64 = 960.0;
+/// The colour of an access mode in every plot (the one palette of the tool).
+pub fn mode_color(mode: DiskAccessMode) -> &'static str {
+    match mode {
+        DiskAccessMode::Mmap => "#1f77b4",
+        DiskAccessMode::Standard => "#d62728",
+        DiskAccessMode::Auto => "#2ca02c",
+        DiskAccessMode::MmapIndexOnly => "#ff7f0e",
+    }
+}
+
+pub const W: f64 = 960.0;
 const H: f64 = 720.0;
-const LEFT: f64 = 90.0;
-const RIGHT: f64 = 190.0;
-const TOP: f64 = 78.0;
+pub const LEFT: f64 = 90.0;
+pub const RIGHT: f64 = 190.0;
+pub const TOP: f64 = 78.0;
 const BOTTOM: f64 = 58.0;
 const GAP: f64 = 64.0;
-const INSET: f64 = 18.0;
-const COLORS: [&str; 6] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
-];
+pub const INSET: f64 = 18.0;
 
 /// Escape text for SVG.
-fn esc(s: &str) -> String {
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -33,7 +44,7 @@ fn esc(s: &str) -> String {
 }
 
 /// A round step giving about five ticks up to `max`, and the axis top.
-fn nice_axis(max: f64) -> (f64, f64) {
+pub fn nice_axis(max: f64) -> (f64, f64) {
     if max.is_nan() || max <= 0.0 {
         return (0.2, 1.0);
     }
@@ -53,7 +64,7 @@ fn nice_axis(max: f64) -> (f64, f64) {
 }
 
 /// Op/s tick label: 0, 250k, 1.5M.
-fn si(v: f64) -> String {
+pub fn si(v: f64) -> String {
     let trim = |s: String| s.trim_end_matches('0').trim_end_matches('.').to_string();
     if v >= 1e6 {
         format!("{}M", trim(format!("{:.2}", v / 1e6)))
@@ -65,7 +76,7 @@ fn si(v: f64) -> String {
 }
 
 /// Millisecond tick label with as many decimals as the step needs.
-fn ms(v: f64, step: f64) -> String {
+pub fn ms(v: f64, step: f64) -> String {
     let d = (-step.log10().floor()).clamp(0.0, 6.0) as usize;
     format!("{v:.d$}")
 }
@@ -104,7 +115,7 @@ impl XAxis {
 
 /// A y axis: linear from 0, or log10 between powers of ten.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum YAxis {
+pub enum YAxis {
     Linear { step: f64, top: f64 },
     Log { lo: f64, hi: f64 },
 }
@@ -112,7 +123,7 @@ enum YAxis {
 impl YAxis {
     /// Linear, unless `log_ok` and the values span a factor of 20 or more: latencies
     /// that grow by orders of magnitude would flatten every other line to zero.
-    fn new(values: &[f64], log_ok: bool) -> YAxis {
+    pub fn new(values: &[f64], log_ok: bool) -> YAxis {
         let max = values.iter().copied().fold(0.0, f64::max);
         let min = values
             .iter()
@@ -120,16 +131,31 @@ impl YAxis {
             .filter(|v| *v > 0.0)
             .fold(f64::INFINITY, f64::min);
         if log_ok && min.is_finite() && max / min >= 20.0 {
-            let lo = 10f64.powf(min.log10().floor());
-            let hi = 10f64.powf(max.log10().ceil()).max(lo * 10.0);
-            return YAxis::Log { lo, hi };
+            return YAxis::log(values);
         }
         let (step, top) = nice_axis(max);
         YAxis::Linear { step, top }
     }
 
+    /// Log10 from the decade below the smallest positive value to the decade above
+    /// the largest (at least one decade; 0.001 to 1 when none is positive).
+    pub fn log(values: &[f64]) -> YAxis {
+        let max = values.iter().copied().fold(0.0, f64::max);
+        let min = values
+            .iter()
+            .copied()
+            .filter(|v| *v > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        if !min.is_finite() {
+            return YAxis::Log { lo: 0.001, hi: 1.0 };
+        }
+        let lo = 10f64.powf(min.log10().floor());
+        let hi = 10f64.powf(max.log10().ceil()).max(lo * 10.0);
+        YAxis::Log { lo, hi }
+    }
+
     /// Position of `v` from 0 (bottom) to 1 (top).
-    fn frac(&self, v: f64) -> f64 {
+    pub fn frac(&self, v: f64) -> f64 {
         match *self {
             YAxis::Linear { top, .. } => v / top,
             YAxis::Log { lo, hi } => (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10()),
@@ -138,7 +164,7 @@ impl YAxis {
 
     /// (value, resolution for its label) of each tick: 1-2-5 steps of each decade on a
     /// log axis of up to three decades, else the decades alone.
-    fn ticks(&self) -> Vec<(f64, f64)> {
+    pub fn ticks(&self) -> Vec<(f64, f64)> {
         match *self {
             YAxis::Linear { step, top } => (0..)
                 .map(|i| i as f64 * step)
@@ -300,8 +326,8 @@ fn draw_panel(out: &mut String, p: &Panel<'_>, xa: &XAxis, ts: &[usize], series:
         (y0 + y1) / 2.0,
         p.unit
     );
-    for (i, s) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
+    for s in series {
+        let color = mode_color(s.mode);
         let pts: Vec<String> = s
             .points
             .iter()
@@ -311,7 +337,7 @@ fn draw_panel(out: &mut String, p: &Panel<'_>, xa: &XAxis, ts: &[usize], series:
             out,
             r#"<polyline class="{}" data-mode="{}" fill="none" stroke="{color}" stroke-width="2.2" stroke-linejoin="round" points="{}"/>"#,
             p.class,
-            esc(&s.name),
+            s.mode.as_str(),
             pts.join(" ")
         );
         for pt in &s.points {
@@ -321,7 +347,7 @@ fn draw_panel(out: &mut String, p: &Panel<'_>, xa: &XAxis, ts: &[usize], series:
                 r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{color}"><title>{}, {} threads: {} {}</title></circle>"#,
                 xa.x(pt.0),
                 y(v),
-                esc(&s.name),
+                s.mode.as_str(),
                 pt.0,
                 if p.class == "ops" {
                     format!("{v:.0}")
@@ -336,14 +362,20 @@ fn draw_panel(out: &mut String, p: &Panel<'_>, xa: &XAxis, ts: &[usize], series:
 }
 
 fn draw_legend(out: &mut String, series: &[Series]) {
+    let modes: Vec<DiskAccessMode> = series.iter().map(|s| s.mode).collect();
+    legend(out, &modes);
+}
+
+/// The legend of `modes`, right of the plot, in [`mode_color`].
+pub fn legend(out: &mut String, modes: &[DiskAccessMode]) {
     let x = W - RIGHT + 24.0;
     let _ = writeln!(
         out,
         r#"<g class="legend"><text x="{x}" y="{}" font-size="13" font-weight="bold">disk_access_mode</text>"#,
         TOP + 10.0
     );
-    for (i, s) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
+    for (i, m) in modes.iter().enumerate() {
+        let color = mode_color(*m);
         let y = TOP + 34.0 + i as f64 * 22.0;
         let _ = writeln!(
             out,
@@ -352,7 +384,7 @@ fn draw_legend(out: &mut String, series: &[Series]) {
             x + 14.0,
             x + 36.0,
             y + 4.5,
-            esc(&s.name)
+            m.as_str()
         );
     }
     out.push_str("</g>\n");
@@ -362,9 +394,9 @@ fn draw_legend(out: &mut String, series: &[Series]) {
 mod tests {
     use super::*;
 
-    fn series(name: &str, k: f64) -> Series {
+    fn series(mode: DiskAccessMode, k: f64) -> Series {
         Series {
-            name: name.into(),
+            mode,
             points: [4, 8, 16, 24]
                 .iter()
                 .enumerate()
@@ -379,7 +411,7 @@ mod tests {
         let s: Vec<Series> = modes
             .iter()
             .enumerate()
-            .map(|(i, m)| series(m, 1.0 + i as f64))
+            .map(|(i, m)| series(m.parse().unwrap(), 1.0 + i as f64))
             .collect();
         let svg = svg("read <n=10>", "uniform & more", &s);
         assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"));
@@ -414,7 +446,7 @@ mod tests {
     #[test]
     fn single_step_and_axis_labels() {
         let one = Series {
-            name: "auto".into(),
+            mode: DiskAccessMode::Auto,
             points: vec![(2, 0.0, 0.0)],
         };
         let svg = svg("t", "s", &[one]);
@@ -460,7 +492,7 @@ mod tests {
             ["0.001", "0.002", "0.005", "0.01", "0.02", "0.05", "0.1"]
         );
         let s = Series {
-            name: "standard".into(),
+            mode: DiskAccessMode::Standard,
             points: vec![(4, 5e5, 0.003), (121, 5.4e5, 1.28)],
         };
         assert!(svg("t", "s", &[s]).contains("p99 latency (ms, log scale)"));

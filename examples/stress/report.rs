@@ -1,9 +1,12 @@
-//! Result rows as cassandra-stress prints them, the op/s standard error, the CSV form, and
-//! the thread sweep's schedule and stopping rule.
+//! Result rows as cassandra-stress prints them, the op/s standard error, the CSV form,
+//! the fixed-rate figures (target, achieved, saturation, service time), and the thread
+//! sweep's schedule and stopping rule.
 
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+
+use crate::pace;
 
 /// Column names of a result row, in order.
 pub const COLUMNS: [&str; 11] = [
@@ -38,6 +41,27 @@ pub struct Row {
     /// Standard error of the mean op/s over the step's 1-second intervals, relative to
     /// that mean (cassandra-stress's convention); None with fewer than two intervals.
     pub stderr: Option<f64>,
+    /// Fixed-rate mode only: the target and the service time.
+    pub rate: Option<RateCols>,
+}
+
+/// What a fixed-rate step adds to its row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateCols {
+    /// Target op/s, all threads together.
+    pub target: f64,
+    /// 99th percentile of the service time (from each operation's actual start), ms:
+    /// what a closed loop would have reported.
+    pub service_p99: f64,
+}
+
+/// The id of a fixed-rate step: its target, `20000/s`.
+pub fn rate_id(target: f64) -> String {
+    if target.fract() == 0.0 {
+        format!("{target:.0}/s")
+    } else {
+        format!("{target}/s")
+    }
 }
 
 /// The id of a step run with `threads` threads.
@@ -70,7 +94,44 @@ impl Row {
             max: ms(hist.max()),
             time: secs,
             stderr: relative_stderr(intervals),
+            rate: None,
         }
+    }
+
+    /// This row as a fixed-rate step at `target` op/s, with the service times.
+    pub fn at_rate(self, target: f64, service: &Histogram<u64>) -> Row {
+        Row {
+            id: rate_id(target),
+            rate: Some(RateCols {
+                target,
+                service_p99: service.value_at_quantile(0.99) as f64 / 1e6,
+            }),
+            ..self
+        }
+    }
+
+    /// Fixed-rate mode: whether the achieved rate fell short of the target.
+    pub fn saturated(&self) -> Option<bool> {
+        self.rate
+            .map(|r| pace::is_saturated(self.op_rate, r.target))
+    }
+
+    /// Fixed-rate mode: the line printed under the row.
+    pub fn rate_line(&self) -> Option<String> {
+        let r = self.rate?;
+        Some(format!(
+            "  fixed rate {:.0} op/s: achieved {:.0} op/s ({:.1}%){}; p99 {:.4} ms from the intended start, {:.4} ms service time",
+            r.target,
+            self.op_rate,
+            100.0 * self.op_rate / r.target,
+            if self.saturated() == Some(true) {
+                ", SATURATED"
+            } else {
+                ""
+            },
+            self.p99,
+            r.service_p99
+        ))
     }
 
     /// The values in [`COLUMNS`] order; `num(value, d)` formats a number the table shows
@@ -144,16 +205,52 @@ impl Table {
     }
 }
 
-/// CSV header: the access mode and thread count, then the table's columns.
+/// CSV header: the access mode and thread count, the table's columns, then the
+/// fixed-rate ones (empty in a closed loop).
 pub fn csv_header() -> String {
-    format!("mode,threads,{}", COLUMNS.join(","))
+    format!(
+        "mode,threads,{},target op/s,saturated,service .99",
+        COLUMNS.join(",")
+    )
 }
 
 /// One CSV line (no trailing newline): the table's values with two more decimals; an
-/// unknown stderr is an empty field.
+/// unknown stderr and, in a closed loop, the fixed-rate fields are empty.
 pub fn csv_row(mode: &str, r: &Row) -> String {
     let cells = r.cells(|v, d| format!("{v:.p$}", p = d + 2), "");
-    format!("{mode},{},{}", r.threads, cells.join(","))
+    let rate = match (r.rate, r.saturated()) {
+        (Some(rc), Some(sat)) => format!("{:.2},{sat},{:.6}", rc.target, rc.service_p99),
+        _ => ",,".to_string(),
+    };
+    format!("{mode},{},{},{rate}", r.threads, cells.join(","))
+}
+
+/// Header of the fixed-rate summary.
+pub fn rate_summary_header() -> String {
+    format!(
+        "{:<16}  {:>12}  {:>12}  {:>8}  {:>9}  {:>9}  {:>9}",
+        "disk_access_mode", "target op/s", "op rate", "% target", "mean ms", "p99 ms", "svc p99"
+    )
+}
+
+/// One fixed-rate step in the summary (None for a closed-loop row).
+pub fn rate_summary_row(mode: &str, r: &Row) -> Option<String> {
+    let rc = r.rate?;
+    let line = format!(
+        "{mode:<16}  {:>12.0}  {:>12.0}  {:>7.1}%  {:>9.4}  {:>9.4}  {:>9.4}  {}",
+        rc.target,
+        r.op_rate,
+        100.0 * r.op_rate / rc.target,
+        r.mean,
+        r.p99,
+        rc.service_p99,
+        if r.saturated() == Some(true) {
+            "saturated"
+        } else {
+            ""
+        }
+    );
+    Some(line.trim_end().to_string())
 }
 
 /// Minimum average improvement of op/s over the last [`SWEEP_WINDOW`] steps for the
@@ -219,6 +316,7 @@ mod tests {
             max: 12.25,
             time: 10.0004,
             stderr: Some(0.012_345_6),
+            rate: None,
         }
     }
 
@@ -241,17 +339,35 @@ mod tests {
     fn csv_rows_have_the_header_columns() {
         assert_eq!(
             csv_header(),
-            "mode,threads,id,ops,op/s,mean,med,.95,.99,.999,max,time,stderr"
+            "mode,threads,id,ops,op/s,mean,med,.95,.99,.999,max,time,stderr,target op/s,saturated,service .99"
         );
         assert_eq!(
             csv_row("mmap", &row()),
-            "mmap,8,8 threadCount,1234567,123456.78,0.064500,0.050000,0.120000,0.250000,1.500000,12.250000,10.000,0.0123456"
+            "mmap,8,8 threadCount,1234567,123456.78,0.064500,0.050000,0.120000,0.250000,1.500000,12.250000,10.000,0.0123456,,,"
         );
         let none = Row {
             stderr: None,
             ..row()
         };
-        assert!(csv_row("standard", &none).ends_with(",10.000,"));
+        assert!(csv_row("standard", &none).ends_with(",10.000,,,,"));
+        let fixed = Row {
+            id: rate_id(200_000.0),
+            rate: Some(RateCols {
+                target: 200_000.0,
+                service_p99: 0.002,
+            }),
+            ..row()
+        };
+        assert!(
+            csv_row("mmap", &fixed).starts_with("mmap,8,200000/s,1234567,"),
+            "{}",
+            csv_row("mmap", &fixed)
+        );
+        assert!(csv_row("mmap", &fixed).ends_with(",200000.00,true,0.002000"));
+        assert_eq!(
+            csv_row("mmap", &fixed).split(',').count(),
+            csv_header().split(',').count()
+        );
         assert_eq!(
             csv_row("mmap", &row()).split(',').count(),
             csv_header().split(',').count()
@@ -277,6 +393,34 @@ mod tests {
                 ..row()
             })
             .ends_with(",        -"));
+    }
+
+    #[test]
+    fn fixed_rate_rows_say_target_achieved_and_saturation() {
+        assert_eq!(rate_id(20_000.0), "20000/s");
+        assert_eq!(rate_id(0.5), "0.5/s");
+        let mut h = crate::runner::new_histogram();
+        h.record(2_000).unwrap();
+        // 123,457 op/s achieved of 125,000 (98.8%): kept up.
+        let kept = row().at_rate(125_000.0, &h);
+        assert_eq!(kept.id, "125000/s");
+        assert_eq!(kept.saturated(), Some(false));
+        let line = kept.rate_line().unwrap();
+        assert!(line.contains("achieved 123457 op/s (98.8%);"), "{line}");
+        assert!(line.contains("0.0020 ms service time"), "{line}");
+        // Of 200,000 (61.7%): saturated.
+        let short = row().at_rate(200_000.0, &h);
+        assert_eq!(short.saturated(), Some(true));
+        assert!(short.rate_line().unwrap().contains(", SATURATED;"));
+        let summary = rate_summary_row("mmap", &short).unwrap();
+        assert!(summary.ends_with("saturated"), "{summary}");
+        assert!(summary.contains("61.7%"), "{summary}");
+        assert_eq!(row().saturated(), None);
+        assert_eq!(row().rate_line(), None);
+        assert_eq!(rate_summary_row("mmap", &row()), None);
+        // The fixed-rate id fits the id column.
+        let t = Table::for_threads(1);
+        assert_eq!(t.row(&short).len(), t.header().len());
     }
 
     #[test]

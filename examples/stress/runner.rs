@@ -5,6 +5,11 @@
 //! Each worker times every operation into its own histogram and hands it over every
 //! 100 ms (one lock per thread per 100 ms), and publishes its op count in its own cache
 //! line, so measuring costs no shared writes per operation.
+//!
+//! In a closed loop (the default) a worker starts its next operation when the last
+//! ends and times it from its start. At a fixed rate (`--rate`, [`crate::pace`]) it
+//! starts each operation at its intended time and times it from then, and also keeps
+//! the service time (from the actual start) for comparison.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -15,6 +20,7 @@ use parking_lot::Mutex;
 
 use crate::cli::StepLimit;
 use crate::dist::{write_key, KeyChooser, Rng};
+use crate::pace;
 use crate::target::{Result, Target};
 
 /// What one step runs.
@@ -35,6 +41,8 @@ pub struct StepSpec<'a> {
     pub value_size: usize,
     /// Generator seed.
     pub seed: u64,
+    /// Fixed-rate mode: total op/s over all threads (None: a closed loop).
+    pub rate: Option<f64>,
 }
 
 /// What one step measured.
@@ -49,6 +57,8 @@ pub struct StepResult {
     pub intervals: Vec<f64>,
     /// Reads that found no value.
     pub misses: u64,
+    /// Fixed-rate mode: each operation's service time (from its actual start), ns.
+    pub service: Option<Histogram<u64>>,
 }
 
 /// An op counter alone in its cache line.
@@ -74,6 +84,8 @@ struct Shared<'a> {
     counters: Vec<Counter>,
     running: AtomicUsize,
     recent: Mutex<Histogram<u64>>,
+    /// Service times, fixed-rate mode only.
+    service: Mutex<Histogram<u64>>,
     misses: AtomicU64,
     error: Mutex<Option<String>>,
     /// When the last worker stopped.
@@ -98,6 +110,7 @@ pub fn run_step(target: &dyn Target, spec: &StepSpec<'_>) -> Result<StepResult> 
         counters: (0..spec.threads).map(|_| Counter::default()).collect(),
         running: AtomicUsize::new(spec.threads),
         recent: Mutex::new(new_histogram()),
+        service: Mutex::new(new_histogram()),
         misses: AtomicU64::new(0),
         error: Mutex::new(None),
         finished: Mutex::new(None),
@@ -111,7 +124,7 @@ pub fn run_step(target: &dyn Target, spec: &StepSpec<'_>) -> Result<StepResult> 
             let sh = &sh;
             let spawned = std::thread::Builder::new()
                 .name(format!("stress-{tid}"))
-                .spawn_scoped(s, move || sh.worker(tid));
+                .spawn_scoped(s, move || sh.worker(tid, start));
             if let Err(e) = spawned {
                 // Stop the threads already started; the scope waits for them.
                 sh.stop.store(true, Ordering::Relaxed);
@@ -174,6 +187,7 @@ pub fn run_step(target: &dyn Target, spec: &StepSpec<'_>) -> Result<StepResult> 
         hist: total,
         intervals,
         misses: sh.misses.load(Ordering::Relaxed),
+        service: spec.rate.map(|_| sh.service.into_inner()),
     })
 }
 
@@ -191,20 +205,22 @@ impl Shared<'_> {
         prev.clamp(0, self.batch) as u64
     }
 
-    fn worker(&self, tid: usize) {
+    fn worker(&self, tid: usize, start: Instant) {
         let spec = self.spec;
         let mut rng = Rng::new(
             spec.seed
                 .wrapping_add((spec.threads as u64) << 32)
                 .wrapping_add(tid as u64),
         );
-        let (reads, writes) = spec.weights;
-        let mut key = vec![0u8; spec.key_size];
-        let mut value = vec![0u8; spec.value_size];
-        rng.fill(&mut value);
+        let mut op = Op::new(spec, &mut rng);
         let mut hist = new_histogram();
+        let mut service = new_histogram();
+        let schedule = spec
+            .rate
+            .map(|r| pace::Schedule::for_thread(r, tid, spec.threads));
+        let mut clock = pace::RealClock::new(start);
         let mut last_handover = Instant::now();
-        let (mut done, mut misses) = (0u64, 0u64);
+        let mut done = 0u64;
         let mut budget = if self.batch == 0 { u64::MAX } else { 0 };
         let time_limited = self.batch == 0;
         while !self.stop.load(Ordering::Relaxed) {
@@ -214,39 +230,41 @@ impl Shared<'_> {
                     break;
                 }
             }
-            write_key(spec.keys.next(&mut rng), &mut key);
-            let is_read = writes == 0 || (reads > 0 && rng.below(reads + writes) < reads);
-            let t0 = Instant::now();
-            let res = if is_read {
-                self.target
-                    .read(&key)
-                    .map(|found| misses += u64::from(!found))
-            } else {
-                let stamp = done.to_le_bytes();
-                let n = value.len().min(8);
-                value[..n].copy_from_slice(&stamp[..n]);
-                self.target.write(&key, &value)
+            let res = match &schedule {
+                Some(sched) => {
+                    let (res, t) = pace::paced(&mut clock, sched, done, |_| {
+                        op.run(self.target, &mut rng, done)
+                    });
+                    pace::record(&mut hist, &mut service, t);
+                    res
+                }
+                None => {
+                    let t0 = Instant::now();
+                    let res = op.run(self.target, &mut rng, done);
+                    hist.saturating_record((t0.elapsed()).as_nanos() as u64);
+                    res
+                }
             };
-            let t1 = Instant::now();
             if let Err(e) = res {
                 self.error.lock().get_or_insert_with(|| e.to_string());
                 self.stop.store(true, Ordering::Relaxed);
                 break;
             }
-            hist.saturating_record((t1 - t0).as_nanos() as u64);
             done += 1;
             if !time_limited {
                 budget -= 1;
             }
             self.counters[tid].0.store(done, Ordering::Relaxed);
-            if t1 - last_handover >= HANDOVER {
+            let now = Instant::now();
+            if now - last_handover >= HANDOVER {
                 self.recent.lock().add(&hist).expect("same bounds");
                 hist.reset();
-                last_handover = t1;
+                last_handover = now;
             }
         }
         self.recent.lock().add(&hist).expect("same bounds");
-        self.misses.fetch_add(misses, Ordering::Relaxed);
+        self.service.lock().add(&service).expect("same bounds");
+        self.misses.fetch_add(op.misses, Ordering::Relaxed);
         let now = Instant::now();
         let mut finished = self.finished.lock();
         *finished = Some(finished.map_or(now, |f| f.max(now)));
@@ -260,12 +278,51 @@ impl Shared<'_> {
             StepLimit::Time(d) => format!("{:.0}/{:.0}s", elapsed.as_secs_f64(), d.as_secs_f64()),
             StepLimit::Ops(n) => format!("{ops}/{n} ops"),
         };
+        let target = spec.rate.map_or(String::new(), |r| format!(" of {r:.0}"));
         show_progress(&format!(
-            "  {} {} threads: {budget}, {ops} ops, {:.0} op/s, p99 {p99:.4} ms (last 1s)",
+            "  {} {} threads: {budget}, {ops} ops, {:.0}{target} op/s, p99 {p99:.4} ms (last 1s)",
             spec.label,
             spec.threads,
             rate.unwrap_or(0.0),
         ));
+    }
+}
+
+/// One worker's operation generator: key choice, read/write mix, value buffer.
+struct Op<'a> {
+    spec: &'a StepSpec<'a>,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    misses: u64,
+}
+
+impl<'a> Op<'a> {
+    fn new(spec: &'a StepSpec<'a>, rng: &mut Rng) -> Op<'a> {
+        let mut value = vec![0u8; spec.value_size];
+        rng.fill(&mut value);
+        Op {
+            spec,
+            key: vec![0u8; spec.key_size],
+            value,
+            misses: 0,
+        }
+    }
+
+    /// Choose and run the next operation (the `n`th of this worker).
+    fn run(&mut self, target: &dyn Target, rng: &mut Rng, n: u64) -> Result<()> {
+        let (reads, writes) = self.spec.weights;
+        write_key(self.spec.keys.next(rng), &mut self.key);
+        let is_read = writes == 0 || (reads > 0 && rng.below(reads + writes) < reads);
+        if is_read {
+            let found = target.read(&self.key)?;
+            self.misses += u64::from(!found);
+            Ok(())
+        } else {
+            let stamp = n.to_le_bytes();
+            let k = self.value.len().min(8);
+            self.value[..k].copy_from_slice(&stamp[..k]);
+            target.write(&self.key, &self.value)
+        }
     }
 }
 
