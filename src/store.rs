@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::config::{DiskAccessMode, MemoryOptions, ResolvedModes, SegmentOptions};
 use crate::error::{Error, Result};
@@ -210,6 +210,10 @@ pub struct Store {
     /// Serialises creating a table's segment set and dropping a table.
     ddl: Mutex<()>,
     closed: AtomicBool,
+    /// Held shared by every operation that may write into the directory (a snapshot,
+    /// a checkpoint, a drop, creating a table), for its whole run; close takes it
+    /// exclusively once, after setting `closed`, so none is left running after close.
+    ops: RwLock<()>,
     read_only: bool,
     /// First segment id of a later table of each dropped name (positions' `dropped`).
     dropped: Mutex<BTreeMap<String, u64>>,
@@ -341,6 +345,7 @@ impl Store {
             lsm,
             ddl,
             closed: AtomicBool::new(false),
+            ops: RwLock::new(()),
             read_only,
             dropped,
             lock: Mutex::new(Some(lock)),
@@ -378,21 +383,40 @@ impl Store {
         }
     }
 
-    fn check_open(&self) -> Result<()> {
+    /// Open: the returned guard keeps a close from completing until it drops (hold
+    /// it for the whole operation; invariant 10). Recursive: an operation may call
+    /// another.
+    fn check_open(&self) -> Result<RwLockReadGuard<'_, ()>> {
+        let op = self.ops.read_recursive();
         if self.closed.load(Ordering::Acquire) {
             Err(Error::Closed)
         } else {
-            Ok(())
+            Ok(op)
         }
     }
 
-    /// Open, and not read-only.
-    fn check_writable(&self) -> Result<()> {
-        self.check_open()?;
+    /// Open, and not read-only; the guard as [`Store::check_open`]'s.
+    fn check_writable(&self) -> Result<RwLockReadGuard<'_, ()>> {
+        let op = self.check_open()?;
         if self.read_only {
             return Err(Error::ReadOnly);
         }
-        Ok(())
+        Ok(op)
+    }
+
+    /// Set `closed` and wait for the operations that began before (once only: `false`
+    /// if the store was closed already).
+    fn begin_close(&self) -> bool {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        if self.ops.try_write().is_none() {
+            self.deleter
+                .rules()
+                .point("close waits for operations", &self.dir);
+            drop(self.ops.write());
+        }
+        true
     }
 
     fn set_options(&self) -> SetOptions {
@@ -419,7 +443,7 @@ impl Store {
     /// The segments of table `name`, creating the table if it does not exist
     /// ([`Error::NotFound`] on a read-only store).
     pub fn segments(&self, name: &str) -> Result<Arc<SegmentSet>> {
-        self.check_open()?;
+        let _op = self.check_open()?;
         self.opener().open_set(name)
     }
 
@@ -427,7 +451,7 @@ impl Store {
     /// it does not exist ([`Error::NotFound`] on a read-only store). Its segments are
     /// [`Store::segments`] of the same name.
     pub fn table(&self, name: &str) -> Result<Arc<Table>> {
-        self.check_open()?;
+        let _op = self.check_open()?;
         self.lsm.table(name, || self.segments(name))
     }
 
@@ -496,7 +520,7 @@ impl Store {
     }
 
     fn snapshot_inner(&self, tag: &str, table: Option<&str>, ephemeral: bool) -> Result<()> {
-        self.check_writable()?;
+        let _op = self.check_writable()?;
         // Memtables first, so the snapshot holds every acknowledged write (Cassandra
         // flushes before a snapshot too).
         // All tables as of one moment: a batch across tables is in it whole or not at
@@ -517,6 +541,7 @@ impl Store {
                     .map(|(n, s)| (n, s.view()))
                     .collect()),
             })??;
+        self.deleter.rules().point("snapshot links", &self.dir);
         snapshot::create(&self.dir, tag, &views, ephemeral, &self.deleter)
     }
 
@@ -538,13 +563,13 @@ impl Store {
     /// Clear snapshot `tag` (an error names a missing tag). Files still mapped are
     /// deleted when their last mapping closes.
     pub fn clear_snapshot(&self, tag: &str) -> Result<()> {
-        self.check_writable()?;
+        let _op = self.check_writable()?;
         snapshot::clear(&self.dir, tag, &self.deleter)
     }
 
     /// Clear every snapshot.
     pub fn clear_all_snapshots(&self) -> Result<()> {
-        self.check_writable()?;
+        let _op = self.check_writable()?;
         for tag in snapshot::list_tags(&self.dir, &self.deleter)? {
             self.clear_snapshot(&tag)?;
         }
@@ -553,7 +578,7 @@ impl Store {
 
     /// Open snapshot `tag` read-only, mapped per `disk_access_mode`.
     pub fn open_snapshot(&self, tag: &str) -> Result<SnapshotView> {
-        self.check_open()?;
+        let _op = self.check_open()?;
         let m = snapshot::load(&self.dir, tag, &self.deleter)?;
         let dir = snapshot::snapshot_dir(&self.dir, tag);
         let opts = self.set_options();
@@ -647,7 +672,7 @@ impl Store {
     /// [`Error::NotFound`] if there is no such table, [`Error::ReadOnly`],
     /// [`Error::Closed`].
     pub fn drop_table(&self, name: &str) -> Result<()> {
-        self.check_writable()?;
+        let _op = self.check_writable()?;
         validate_name("table", name)?;
         // Held throughout: no set of this name is created meanwhile.
         let _ddl = self.ddl.lock();
@@ -707,7 +732,7 @@ impl Store {
     /// (the store's deleter serves its own directory only), which is the caller's to
     /// remove.
     pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<()> {
-        self.check_writable()?;
+        let _op = self.check_writable()?;
         let dest = std::path::absolute(dest.as_ref())
             .map_err(|e| Error::io("resolve", dest.as_ref(), e))?;
         let taken = || Error::AlreadyExists {
@@ -818,7 +843,7 @@ impl Store {
     /// read-only store nothing is written, and no pending deletion is reported (the
     /// journal's are the last writer's, left for the next writable open).
     pub fn close(&self) -> Result<CloseReport> {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        if !self.begin_close() {
             return Ok(CloseReport::default());
         }
         // Flush and close the log first; finish the rest of the close even if that
@@ -874,7 +899,7 @@ impl Store {
 impl Drop for Store {
     /// See [`Store`]: the commit log's final fsync, nothing flushed.
     fn drop(&mut self) {
-        if !self.closed.swap(true, Ordering::AcqRel) {
+        if self.begin_close() {
             // Like a crash, except that the commit log is fsynced and closed (every
             // acknowledged write durable) and deletions which can run now do (the
             // journal already holds them for the next open).

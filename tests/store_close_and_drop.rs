@@ -307,3 +307,49 @@ fn segment_names(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Review of issue 18 B. The bug: a snapshot that had passed its open check linked its
+/// files and published its manifest after `close()` returned (close waited only for
+/// flushes and compactions). The scenario: the snapshot is held between its flush and
+/// its links while another thread closes. The fix: every operation that may write holds
+/// the store's operation gate, which close takes once before it starts.
+#[test]
+fn close_waits_for_a_snapshot_in_flight() {
+    use segstore::io::points::reached;
+    let tmp = tempfile::tempdir().unwrap();
+    let (cfg, rules) = faulty_config(segstore::DiskAccessMode::Mmap);
+    let store = Arc::new(Store::open(tmp.path(), cfg).unwrap());
+    let t = store.table("t").unwrap();
+    t.put(b"k", b"v").unwrap();
+    drop(t);
+    let points = rules.faults().unwrap().points();
+    points.hold("snapshot links", "", 1);
+    let snapshot = {
+        let store = Arc::clone(&store);
+        std::thread::spawn(move || store.snapshot("s", None))
+    };
+    points.wait_for("snapshot links", 1);
+    let close = {
+        let (store, rules, dir) = (Arc::clone(&store), rules.clone(), tmp.path().to_path_buf());
+        std::thread::spawn(move || {
+            let report = store.close();
+            let after = tree(&dir);
+            rules.faults().unwrap().points().mark("close returned");
+            (report, after)
+        })
+    };
+    points.wait_until(|a| reached(a, "close returned") || reached(a, "close waits for operations"));
+    points.release("snapshot links");
+    snapshot.join().unwrap().unwrap();
+    let (report, at_close) = close.join().unwrap();
+    assert!(report.unwrap().is_clean());
+    assert_eq!(
+        tree(tmp.path()),
+        at_close,
+        "the snapshot wrote after close returned"
+    );
+    drop(store);
+    let store = Store::open(tmp.path(), Config::default()).unwrap();
+    assert_eq!(store.list_snapshots().unwrap().len(), 1);
+    store.close().unwrap();
+}

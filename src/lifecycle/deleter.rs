@@ -309,9 +309,9 @@ impl Deleter {
     /// cannot be written the request is withdrawn (nothing is unlinked) and the error
     /// returned.
     ///
-    /// After [`Deleter::seal`] (the store closed) nothing is touched: the request is
-    /// logged and left to the next open, which finds the files in the journal (they
-    /// were announced) or by its orphan scan; `Ok`.
+    /// After [`Deleter::seal`] (the store closed) nothing is touched: a request for
+    /// files the journal names already (announced obsolete segments) is logged and left
+    /// to the next open, `Ok`; any other is refused with [`Error::Closed`].
     pub fn delete<P: AsRef<Path>>(&self, paths: &[P]) -> Result<()> {
         let mut rel = Vec::with_capacity(paths.len());
         for p in paths {
@@ -320,11 +320,20 @@ impl Deleter {
         if rel.is_empty() {
             return Ok(());
         }
-        if *self.inner.sealed.read() {
-            for r in &rel {
-                tracing::info!(path = %r.display(), "store closed: deletion left for the next open");
+        {
+            let sealed = self.inner.sealed.read_recursive();
+            if *sealed {
+                let st = self.inner.state.lock();
+                let named = |r: &PathBuf| st.on_disk.contains(r) || st.intents.get(r) == Some(&true);
+                if !rel.iter().all(named) {
+                    // Neither journaled nor done: the caller must not think it will be.
+                    return Err(Error::Closed);
+                }
+                for r in &rel {
+                    tracing::info!(path = %r.display(), "store closed: deletion left for the next open (journaled)");
+                }
+                return Ok(());
             }
-            return Ok(());
         }
         let mut fresh = Vec::new();
         let already_durable = {
@@ -471,6 +480,11 @@ impl Deleter {
         }
         let full = self.inner.dir.join(rel);
         let outcome = self.unlink(&full);
+        // Read before the state lock: no lock is taken under it but the registry's own.
+        let mappings = match outcome {
+            Outcome::Mapped(id) => registry().map_count(id),
+            _ => 0,
+        };
         let mut guard = self.inner.state.lock();
         let st = &mut *guard;
         let Some(e) = st.pending.get_mut(rel) else {
@@ -494,6 +508,7 @@ impl Deleter {
                     st.last_deferred_latency = Some(waited);
                 }
                 drop(guard);
+                drop(sealed);
                 if let Some(cb) = self.inner.on_complete.lock().as_ref() {
                     (cb.0)(&full);
                 }
@@ -503,7 +518,7 @@ impl Deleter {
                     st.stats.deferred_mapped += 1;
                     tracing::info!(
                         path = %full.display(),
-                        mappings = registry().map_count(id),
+                        mappings,
                         "deletion deferred: the file is still mapped; it is deleted when its last mapping closes (or at close, or at the next open)"
                     );
                 }

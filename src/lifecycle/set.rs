@@ -191,7 +191,11 @@ impl SegmentSet {
     /// out (every id it ever handed out is below it).
     pub(crate) fn freeze(&self, why: Option<Frozen>) -> u64 {
         let m = self.manifest.lock();
-        *self.frozen.lock() = why;
+        let mut frozen = self.frozen.lock();
+        // A closed set stays closed (a drop that failed after the close must not thaw it).
+        if *frozen != Some(Frozen::Closed) {
+            *frozen = why;
+        }
         m.next_id
     }
 

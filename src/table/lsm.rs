@@ -323,6 +323,11 @@ impl Table {
         &self.ctx
     }
 
+    /// Is a drop of this table in progress (or done)?
+    pub(crate) fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
+    }
+
     /// Refuse writes (a drop) or accept them again (a drop that failed). Refusing
     /// waits until no write, flush or compaction of the table is in flight (their
     /// segment set, frozen first, refuses what they would still change), so every
@@ -893,6 +898,8 @@ impl Table {
         {
             self.merge_segments(&ids)?;
         }
+        // The worker skipped rounds while this ran; flushes meanwhile may want one.
+        self.ctx.schedule_compaction(self);
         Ok(())
     }
 

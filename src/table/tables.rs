@@ -587,6 +587,9 @@ impl Tables {
     fn flush_tables(&self, only: Option<&str>) -> Result<()> {
         let tables: Vec<Arc<Table>> = self.ctx.registry.tables();
         for t in tables.iter().filter(|t| only.is_none_or(|n| t.name() == n)) {
+            if t.is_dropped() {
+                continue; // being dropped: its records go with it (replay skips them)
+            }
             t.flush_memtables(true)?;
         }
         self.ctx.checkpoint()?;

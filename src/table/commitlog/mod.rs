@@ -124,7 +124,7 @@ struct Shared {
     state: Mutex<State>,
     /// Signalled when `synced_seq` advances, on poisoning, and on close.
     synced: Condvar,
-    /// Wakes a waiting group leader or the periodic thread early (close, roll).
+    /// Wakes a waiting group leader or the periodic thread early (close, poisoning).
     wake: Condvar,
     appends: AtomicU64,
     bytes: AtomicU64,
