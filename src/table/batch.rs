@@ -16,7 +16,8 @@ struct BatchCell {
 /// `AsRef<[u8]>` (`&[u8]`, `b"x"`, `"x"`, `Vec<u8>`, `&Vec<u8>`, `String`), copied into
 /// the batch. Cells without an explicit timestamp
 /// get the batch's timestamp, taken from the store's clock at write time (one per batch,
-/// as in Cassandra).
+/// as in Cassandra), and of several such operations on one key the last wins (a batch
+/// that deletes a key and puts it again leaves it put).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
     cells: Vec<BatchCell>,
@@ -87,24 +88,36 @@ impl WriteBatch {
         self.cells.is_empty()
     }
 
-    /// The cells, with `ts` for those without an explicit timestamp.
+    /// The cells, with `ts` for those without an explicit timestamp. Of the cells of one
+    /// key without an explicit timestamp only the last is kept: they would share the
+    /// batch's timestamp, where the tie rules (tombstone first, then the larger value)
+    /// and not their order would decide, so `put k; delete k; put k` would end deleted.
+    /// The last operation on a key wins, at write and so at read and at replay (the log
+    /// holds only it). Cells with explicit timestamps are all kept: the newest wins.
     pub(crate) fn cells(&self, ts: u64) -> Vec<RecordRef<'_>> {
-        self.cells
-            .iter()
-            .map(|c| RecordRef {
+        let mut later: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+        let mut out: Vec<RecordRef<'_>> = Vec::with_capacity(self.cells.len());
+        for c in self.cells.iter().rev() {
+            if c.ts.is_none() && !later.insert(&c.key) {
+                continue; // a later operation on this key overrides it
+            }
+            out.push(RecordRef {
                 key: &c.key,
                 value: &c.value,
                 ts: c.ts.unwrap_or(ts),
                 tombstone: c.tombstone,
-            })
-            .collect()
+            });
+        }
+        out.reverse();
+        out
     }
 }
 
 /// Puts and deletes across the tables of one store, written by
 /// [`Store::write`](crate::Store::write) as one commit log record: all of it is applied
 /// at replay or none, and readers (plain reads, scans, read views) see all of it or none.
-/// Cells without an explicit timestamp get one timestamp for the whole batch.
+/// Cells without an explicit timestamp get one timestamp for the whole batch; of several
+/// such operations on one key of a table, the last wins.
 ///
 /// ```
 /// # fn main() -> segstore::Result<()> {
