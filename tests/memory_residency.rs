@@ -12,6 +12,8 @@
 //! kernel or the machine lacks the feature: transparent huge pages, file maps backed by
 //! huge pages, `fincore`, `prlimit`/`setpriv`.
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
@@ -479,32 +481,12 @@ fn resident_bytes_match_fincore_and_drop_page_cache_empties_it() {
     assert_eq!(fincore(&ip), 0);
 }
 
-/// A `tracing` writer that keeps what is logged.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn budget_auto_falls_back_with_one_warning_and_mmap_fails() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let name = write_segment(dir.path(), 3_000);
-    let log = Captured::default();
-    let sink = log.clone();
-    let sub = tracing_subscriber::fmt()
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .finish();
-    tracing::subscriber::with_default(sub, || {
+    let ((), text) = common::log::with_log(|| {
         // Room for exactly one more map: the first `auto` segment maps its index.
         let budget = Arc::new(MapBudget::with_limit(MapBudget::in_use() + 1));
         let mut opts = ReaderOptions::default();
@@ -537,7 +519,6 @@ fn budget_auto_falls_back_with_one_warning_and_mmap_fails() {
         assert!(!again.residency().budget_fallback);
         assert_eq!(budget.fallbacks(), 3);
     });
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
     let warnings = text
         .lines()
         .filter(|l| l.contains("WARN") && l.contains("mapping budget reached"))

@@ -18,9 +18,12 @@
 //!   `Error::MapRefusedUnderLock` naming the file and the limit (it used to fall back
 //!   silently, so `mmap` did not mean mmap).
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+
+use common::log::with_log;
 
 use segstore::io::residency;
 use segstore::segment::{Component, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
@@ -47,33 +50,6 @@ fn write_segment(dir: &Path, n: u32) -> SegmentName {
     }
     w.finish().unwrap();
     name
-}
-
-/// A `tracing` writer that keeps what is logged.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Run `f` with the log captured; returns `f`'s result and the text logged.
-fn with_log<T>(f: impl FnOnce() -> T) -> (T, String) {
-    let log = Captured::default();
-    let sink = log.clone();
-    let sub = tracing_subscriber::fmt()
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .finish();
-    let out = tracing::subscriber::with_default(sub, f);
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
-    (out, text)
 }
 
 /// Run the ignored test `child` of this binary under `RLIMIT_MEMLOCK = memlock` bytes

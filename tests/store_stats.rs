@@ -98,20 +98,6 @@ fn standard_mode_index_cache_shows_in_store_stats() {
     assert!(store.close().unwrap().is_clean());
 }
 
-/// A `tracing` writer that keeps what is logged.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// `lock_memory = "index"` with `disk_access_mode = "standard"` locks nothing (there is
 /// no index map): the open says so once, and the stats count the segments concerned
 /// (issue 18 item 2c; it used to lock nothing and say nothing).
@@ -121,13 +107,7 @@ fn lock_index_under_standard_access_warns_once_and_shows_in_stats() {
     let mut cfg = common::test_config(DiskAccessMode::Standard, FileRules::posix());
     cfg.memory = MemoryOptions::default();
     cfg.memory.lock_memory = LockMemory::Index;
-    let log = Captured::default();
-    let sink = log.clone();
-    let sub = tracing_subscriber::fmt()
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .finish();
-    let s = tracing::subscriber::with_default(sub, || {
+    let (s, text) = common::log::with_log(|| {
         let store = Store::open(tmp.path(), cfg).unwrap();
         let t = store.table("t").unwrap();
         for round in 0..2u32 {
@@ -145,7 +125,6 @@ fn lock_index_under_standard_access_warns_once_and_shows_in_stats() {
     assert_eq!(s.segments.get("t"), Some(&2));
     assert_eq!(s.memory.indexes_not_locked, 2, "{:?}", s.memory);
     assert_eq!((s.memory.locked, s.memory.mappings), (0, 0));
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
     let warnings: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("WARN") && l.contains("lock_memory index"))

@@ -1,11 +1,12 @@
 //! Helpers shared by integration tests: store configs and segment-set helpers for the
 //! lifecycle, table and repair tests; a `BTreeMap` model of a segment, writing it, and
 //! opening it in a mode while checking the mapping count for the segment tests; and
-//! ([`kill`]) the kill tests' child runner.
+//! ([`kill`]) the kill tests' child runner; ([`log`]) capturing what is logged.
 
 #![allow(dead_code)] // each test file uses a different subset
 
 pub mod kill;
+pub mod log;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
