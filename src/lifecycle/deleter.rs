@@ -624,16 +624,7 @@ impl Deleter {
 
     /// Deletions not done yet.
     pub fn pending(&self) -> Vec<PendingDeletion> {
-        self.inner
-            .state
-            .lock()
-            .pending
-            .iter()
-            .map(|(p, e)| PendingDeletion {
-                path: p.clone(),
-                reason: e.reason.clone(),
-            })
-            .collect()
+        requested(&self.inner.state.lock()).collect()
     }
 
     /// Counters.
@@ -671,9 +662,10 @@ impl Deleter {
         Ok(self.pending_and_held())
     }
 
-    /// From now on touch nothing on disk: requests and last-close events after this
-    /// only log that the next open will finish them (the journal, or the next open's
-    /// orphan scan, names every file). Waits for an unlink or journal write in flight.
+    /// From now on touch nothing on disk: last-close events after this do nothing, and
+    /// requests only log that the next open finishes them (or are refused, when the
+    /// journal does not name them: see [`Deleter::delete`]). Waits for an unlink or
+    /// journal write in flight.
     /// Called at store close and drop, before the directory lock is released.
     pub fn seal(&self) {
         *self.inner.sealed.write() = true;
@@ -683,14 +675,7 @@ impl Deleter {
     /// still held ([`PendingReason::Held`]).
     pub fn pending_and_held(&self) -> Vec<PendingDeletion> {
         let st = self.inner.state.lock();
-        let mut v: Vec<PendingDeletion> = st
-            .pending
-            .iter()
-            .map(|(p, e)| PendingDeletion {
-                path: p.clone(),
-                reason: e.reason.clone(),
-            })
-            .collect();
+        let mut v: Vec<PendingDeletion> = requested(&st).collect();
         v.extend(
             st.intents
                 .keys()
@@ -817,6 +802,14 @@ impl Deleter {
         }
         written
     }
+}
+
+/// The requested deletions not done yet, with why each waits.
+fn requested(st: &State) -> impl Iterator<Item = PendingDeletion> + '_ {
+    st.pending.iter().map(|(p, e)| PendingDeletion {
+        path: p.clone(),
+        reason: e.reason.clone(),
+    })
 }
 
 /// Every request and announcement in `named` is in a successfully written journal.

@@ -251,7 +251,7 @@ impl SegmentSet {
                 .flat_map(|n| Component::ALL.map(|c| n.path(&self.dir, c)))
                 .collect();
             if let Err(e) = self.deleter.delete(&doomed) {
-                tracing::warn!(error = %e, "could not delete segments written for a dropped table; the next open removes them");
+                tracing::warn!(error = %e, "could not delete segments written for a dropped table or a closed store; the next open removes them");
             }
         }
         self.check_poisoned()?;
