@@ -174,19 +174,22 @@ fn build(t: &Table, model: &mut Model, ops: &[Op]) {
             }
             Op::Batch(cells) => {
                 let mut b = WriteBatch::new();
-                // One timestamp per batch: a key twice in a batch resolves by the cell
-                // rule among equal timestamps (tombstone, then larger value).
+                // One timestamp per batch, and of a key twice in a batch the last
+                // operation wins (issue 20 item 1), then the cell rule against older
+                // versions as for any write.
                 let ts = model.tick();
+                let mut last = BTreeMap::new();
                 for (k, v) in cells {
                     match v {
-                        Some(v) => {
-                            b.put(k, value(*v));
-                            model.apply(k.clone(), (ts, false, value(*v)));
-                        }
-                        None => {
-                            b.delete(k);
-                            model.apply(k.clone(), (ts, true, vec![]));
-                        }
+                        Some(v) => b.put(k, value(*v)),
+                        None => b.delete(k),
+                    };
+                    last.insert(k.clone(), *v);
+                }
+                for (k, v) in last {
+                    match v {
+                        Some(v) => model.apply(k, (ts, false, value(v))),
+                        None => model.apply(k, (ts, true, vec![])),
                     }
                 }
                 t.write(&b).unwrap();

@@ -214,11 +214,16 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, stale_views_ch
             75..=80 => {
                 let mut b = WriteBatch::new();
                 let ts = model.next_clock();
+                // Of a key twice in a batch the last operation wins (issue 20 item 1).
+                let mut last = BTreeMap::new();
                 for i in 0..(1 + rng.next() % 5) {
                     let k = format!("k{:03}", (rng.next() + i) % 120).into_bytes();
                     let v = format!("b{step}-{i}").into_bytes();
                     b.put(k.clone(), v.clone());
-                    model.apply(table, k, (ts, false, v));
+                    last.insert(k, (ts, false, v));
+                }
+                for (k, cell) in last {
+                    model.apply(table, k, cell);
                 }
                 t.write(&b).unwrap();
             }
@@ -230,6 +235,7 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, stale_views_ch
                     let (a, b) = (s.table("alpha").unwrap(), s.table("beta").unwrap());
                     let mut batch = Batch::new();
                     let ts = model.next_clock();
+                    let mut last = BTreeMap::new(); // (table, key): the last operation wins
                     for i in 0..(1 + rng.next() % 4) {
                         let (t, name) = if (rng.next() + i) % 2 == 0 {
                             (&a, "alpha")
@@ -239,12 +245,15 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, stale_views_ch
                         let k = format!("k{:03}", rng.next() % 120).into_bytes();
                         if rng.next() % 4 == 0 {
                             batch.delete(t, &k);
-                            model.apply(name, k, (ts, true, vec![]));
+                            last.insert((name, k), (ts, true, vec![]));
                         } else {
                             let v = format!("x{step}-{i}").into_bytes();
                             batch.put(t, &k, &v);
-                            model.apply(name, k, (ts, false, v));
+                            last.insert((name, k), (ts, false, v));
                         }
+                    }
+                    for ((name, k), cell) in last {
+                        model.apply(name, k, cell);
                     }
                     s.write(&batch).unwrap();
                 } else {
