@@ -79,8 +79,8 @@ pub fn oldest_start(dir: &Path) -> Result<Option<(PathBuf, u64)>> {
         File::open(&path)
             .and_then(|f| f.take(FILE_HEADER_LEN as u64).read_to_end(&mut header))
             .map_err(|e| Error::io("read", &path, e))?;
-        if let Ok(first_seq) = format::decode_file_header(&header) {
-            return Ok(Some((path, first_seq)));
+        if let Ok(h) = format::decode_file_header(&header) {
+            return Ok(Some((path, h.first_seq)));
         }
     }
     Ok(None)
@@ -131,6 +131,8 @@ struct Cursor {
     len: u64,
     pos: u64,
     expected: u64,
+    /// Where the file's records hold their sequence numbers (its format version).
+    layout: format::Layout,
 }
 
 /// Iterator over the records of a commit log directory. See the module docs.
@@ -152,7 +154,7 @@ impl Replay {
         let files = list_files(dir)?;
         let mut headers = Vec::with_capacity(files.len());
         for (_, path) in &files {
-            headers.push(read_header(path)?.0.ok());
+            headers.push(read_header(path)?.0.ok().map(|h| h.first_seq));
         }
         Ok(Replay {
             files,
@@ -285,8 +287,8 @@ impl Replay {
     fn start_file(&mut self) -> Result<()> {
         let (id, path) = self.files[self.idx].clone();
         let (header, file, len) = read_header(&path)?;
-        let first_seq = match header {
-            Ok(f) => f,
+        let (first_seq, layout) = match header {
+            Ok(h) => (h.first_seq, h.layout),
             Err(m) => {
                 let expected = self.out.resume_seq;
                 self.out.files.push(LogFileInfo {
@@ -318,6 +320,7 @@ impl Replay {
             len,
             pos: FILE_HEADER_LEN as u64,
             expected: first_seq,
+            layout,
         });
         Ok(())
     }
@@ -422,7 +425,7 @@ fn read_frame(c: &mut Cursor) -> std::result::Result<(LogRecord, u64), Frame> {
     c.reader
         .read_exact(&mut body)
         .map_err(|e| Frame::Io(Error::io("read", &c.path, e)))?;
-    let rec = format::decode_record(&h, &body).map_err(|m| Frame::Bad(pos + m.offset, m.reason))?;
+    let rec = format::decode_record(&h, &body, c.layout).map_err(|m| Frame::Bad(pos + m.offset, m.reason))?;
     Ok((rec, (FRAME_HEADER_LEN + len) as u64))
 }
 
@@ -431,7 +434,7 @@ fn read_frame(c: &mut Cursor) -> std::result::Result<(LogRecord, u64), Frame> {
 fn read_header(
     path: &Path,
 ) -> Result<(
-    std::result::Result<u64, crate::format::Malformed>,
+    std::result::Result<format::FileHeader, crate::format::Malformed>,
     File,
     u64,
 )> {

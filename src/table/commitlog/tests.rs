@@ -148,3 +148,40 @@ fn bad_input_is_refused_before_numbering() {
     assert_eq!(log.next_seq(), 1);
     assert_eq!(log.append("t", &[cell(b"a", b"1")]).unwrap(), 1);
 }
+
+#[test]
+fn a_log_left_by_a_version_1_build_replays_and_continues_in_version_2() {
+    let dir = tempfile::tempdir().unwrap();
+    // As a build before format version 2 left it: one file, records 1 and 2 (the
+    // second across two tables).
+    let mut old = format::encode_file_header_as(format::FILE_MAGIC_V1, 1).to_vec();
+    old.extend(format::encode_v1_frame(1, &[("t", &[cell(b"a", b"1")][..])]));
+    let two = [cell(b"b", b"2")];
+    old.extend(format::encode_v1_frame(2, &[("t", &two[..]), ("u", &two[..])]));
+    std::fs::write(dir.path().join("commitlog-1.log"), &old).unwrap();
+    let cfg = CommitLogConfig::default();
+    let mut seen = Vec::new();
+    let (log, out) = CommitLog::open(dir.path(), &cfg, 1, |r| {
+        seen.push(r);
+        Ok(())
+    })
+    .unwrap();
+    assert!(out.stops.is_empty(), "{:?}", out.stops);
+    assert_eq!(seen.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(seen[1].parts.len(), 2);
+    assert_eq!(log.append("t", &[cell(b"c", b"3")]).unwrap(), 3);
+    log.close().unwrap();
+    drop(log);
+    // The new record went to a new file, in version 2; both versions replay.
+    let newest = std::fs::read(dir.path().join("commitlog-2.log")).unwrap();
+    assert_eq!(newest[..8], format::FILE_MAGIC);
+    let mut again = Vec::new();
+    let (_log, out) = CommitLog::open(dir.path(), &cfg, 1, |r| {
+        again.push((r.seq, r.parts[0].cells[0].key.clone()));
+        Ok(())
+    })
+    .unwrap();
+    assert!(out.stops.is_empty(), "{:?}", out.stops);
+    let want: Vec<(u64, Vec<u8>)> = vec![(1, b"a".to_vec()), (2, b"b".to_vec()), (3, b"c".to_vec())];
+    assert_eq!(again, want);
+}
