@@ -149,6 +149,31 @@ fn check_all_keys(r: &SegmentReader, n: u32) {
     assert!(r.get(b"key-missing").unwrap().is_none());
 }
 
+/// Gets read both files at random: a map with the kernel's default advice reads up to
+/// `read_ahead_kb` around every fault (megabytes per get once the data passes memory),
+/// so both maps are advised `MADV_RANDOM`, and the report shows the kernel's flag.
+#[test]
+fn data_and_index_maps_are_advised_random() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let name = write_segment(dir.path(), 2_000);
+    let r = SegmentReader::open(dir.path(), &name, DiskAccessMode::Mmap.resolve()).unwrap();
+    let rep = r.memory_report();
+    assert_eq!(rep.mappings.len(), 2);
+    for (m, mr) in r.mapped_files().zip(&rep.mappings) {
+        let k = kernel_vma(m.addr_range().start);
+        assert!(
+            k.has_flag("rr"),
+            "{} is not advised random",
+            m.path().display()
+        );
+        assert_eq!(mr.kernel.map(|f| f.vm_random), Some(true));
+    }
+    // A scan still reads everything (it asks for read-ahead itself).
+    assert_eq!(r.iter().unwrap().count(), 2_000);
+    check_all_keys(&r, 2_000);
+}
+
 #[test]
 fn default_open_asks_for_nothing() {
     let _g = serial();

@@ -71,6 +71,8 @@ pub struct RangeFigures {
     pub vm_locked: bool,
     /// Every VMA carries `hg` (`MADV_HUGEPAGE`) in `VmFlags:`.
     pub vm_hugepage: bool,
+    /// Every VMA carries `rr` (`MADV_RANDOM`: no readahead on its faults) in `VmFlags:`.
+    pub vm_random: bool,
     /// False if a VMA overlapping the range also extends past it (the kernel merged our
     /// anonymous memory with a neighbour's). Such a VMA's figures are left out rather
     /// than claimed: they may belong to someone else.
@@ -138,6 +140,7 @@ impl SmapsSnapshot {
             exact: true,
             vm_locked: true,
             vm_hugepage: true,
+            vm_random: true,
             ..RangeFigures::default()
         };
         let mut eligible = Some(true);
@@ -162,10 +165,12 @@ impl SmapsSnapshot {
             };
             f.vm_locked &= v.flags.iter().any(|x| x == "lo");
             f.vm_hugepage &= v.flags.iter().any(|x| x == "hg");
+            f.vm_random &= v.flags.iter().any(|x| x == "rr");
         }
         if f.vmas == 0 || !f.exact {
             f.vm_locked = false;
             f.vm_hugepage = false;
+            f.vm_random = false;
             eligible = None;
         }
         f.thp_eligible = eligible;

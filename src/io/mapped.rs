@@ -206,6 +206,25 @@ impl MappedFile {
         }
     }
 
+    /// Ask the kernel to start reading `len` bytes at `offset` into the page cache
+    /// (`MADV_WILLNEED`), for a reader walking forward or back through a map advised
+    /// [`MapAdvice::Random`] (which turns the kernel's own readahead off). Clamped to
+    /// the map; a refusal is ignored (it is only a hint); nothing for an anonymous copy
+    /// (already in memory) or off Unix.
+    pub fn will_need(&self, offset: usize, len: usize) {
+        #[cfg(unix)]
+        if let Region::File(m) = &self.map {
+            let end = offset.saturating_add(len).min(m.len());
+            if offset < end {
+                if let Err(e) = m.advise_range(Advice::WillNeed, offset, end - offset) {
+                    tracing::debug!(path = %self.path.display(), error = %e, "MADV_WILLNEED failed (ignored)");
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (offset, len);
+    }
+
     /// The whole mapping as the kernel sees it: the file map, or the anonymous copy
     /// including its zero padding up to the 2 MiB boundary. Advice and locks cover this
     /// range, so the kernel never has to split the mapping.

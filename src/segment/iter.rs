@@ -8,6 +8,7 @@ use super::reader::{Located, SegmentReader, Source};
 use crate::error::{Error, Result};
 use crate::format::record::{self, RecordRef, MAX_HEADER_LEN};
 use crate::format::Malformed;
+use crate::io::MappedFile;
 use crate::range;
 
 /// Standard-mode read-ahead: the first read of a scan is `FIRST_CHUNK` bytes (a short scan
@@ -17,6 +18,12 @@ const CHUNK: usize = 64 * 1024;
 /// Mapped scans: bytes past the front whose cache lines are requested at each check of
 /// the records ahead (three records of a hundred-odd bytes, and the next three's).
 const PREFETCH_AHEAD: usize = 2048;
+/// Mapped data: how far past its first record the front walks before it asks the kernel
+/// to read ahead (a short scan reads what its faults read, like a get), and the first
+/// window it asks for then; each later window doubles, up to [`MAX_READ_AHEAD`].
+const FIRST_READ_AHEAD: usize = 16 << 10;
+/// The largest window the front asks the kernel to read ahead.
+const MAX_READ_AHEAD: usize = 1 << 20;
 
 /// An owned cell.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -63,6 +70,8 @@ pub struct SegmentIter<R: Deref<Target = SegmentReader>> {
     checked_to: u64,
     /// Mapped data: the lines below this offset were requested already.
     prefetched_to: u64,
+    /// Mapped data: where the front next asks the kernel to read ahead.
+    read_ahead: ReadAhead,
     /// The front stops here: the data offset of the last cell the back yielded (the
     /// end of the back's next cell once the back has found its place; else the end of
     /// the data).
@@ -117,6 +126,41 @@ fn owned(b: Bound<&impl AsRef<[u8]>>) -> Bound<Vec<u8>> {
     }
 }
 
+/// The front's read-ahead over mapped data: past the first [`FIRST_READ_AHEAD`] bytes,
+/// it asks the kernel for the next window whenever the front is halfway through the
+/// last one, so the reads of a long scan overlap its work (the map is advised random).
+#[derive(Debug)]
+struct ReadAhead {
+    /// Ask when the front reaches this offset (`None`: not placed yet, at the first
+    /// record after creation or a seek).
+    at: Option<u64>,
+    /// The window the next request asks for.
+    len: usize,
+}
+
+impl Default for ReadAhead {
+    fn default() -> Self {
+        ReadAhead {
+            at: None,
+            len: FIRST_READ_AHEAD,
+        }
+    }
+}
+
+impl ReadAhead {
+    fn step(&mut self, m: &MappedFile, pos: u64) {
+        match self.at {
+            None => self.at = Some(pos + FIRST_READ_AHEAD as u64),
+            Some(at) if pos >= at => {
+                m.will_need(pos as usize, self.len);
+                self.at = Some(pos + self.len as u64 / 2);
+                self.len = (self.len * 2).min(MAX_READ_AHEAD);
+            }
+            Some(_) => {}
+        }
+    }
+}
+
 impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
     /// Cells of `reader` with keys in `range`.
     pub fn new<K: AsRef<[u8]>>(reader: R, range: impl RangeBounds<K>) -> Result<Self> {
@@ -140,6 +184,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
             skip_equal: false,
             checked_to: 0,
             prefetched_to: 0,
+            read_ahead: ReadAhead::default(),
             end_pos,
             body: end_pos,
             back: Back::Unresolved,
@@ -174,6 +219,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         self.skip_equal = false;
         self.checked_to = 0;
         self.prefetched_to = 0;
+        self.read_ahead = ReadAhead::default();
     }
 
     /// Move the back to the cells below `hi` (within the range).
@@ -273,6 +319,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
                     // front has passed the last ones checked (up to where it stops).
                     // Offsets below `checked_to` are reached only by walking record
                     // by record from where the check began.
+                    self.read_ahead.step(m, pos);
                     if pos >= self.checked_to {
                         // Start loading this run's lines and the next's together:
                         // otherwise each record's header waits for the line the last
@@ -329,8 +376,22 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
             self.reader
                 .block_entries(b, &mut self.back_keys, &mut self.back_locs)?;
             self.back_block = Some(b);
+            self.read_back_block_ahead();
         }
         Ok(())
+    }
+
+    /// Mapped data, walking back: ask the kernel for the data a newly loaded index block
+    /// points into (one contiguous run), which the back then reads record by record.
+    fn read_back_block_ahead(&self) {
+        if let (Source::Mapped(m), Some(first), Some(last)) = (
+            &self.reader.data,
+            self.back_locs.first(),
+            self.back_locs.last(),
+        ) {
+            let (from, to) = (first.1.data_offset, last.1.data_offset + last.1.record_len);
+            m.will_need(from as usize, to.saturating_sub(from) as usize);
+        }
     }
 
     /// Entry `i` of the loaded back block: its key's end in `back_keys`, its location.

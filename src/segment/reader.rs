@@ -105,14 +105,16 @@ impl Source {
         }
         Ok(match mode {
             AccessMode::Standard => Source::Standard(pf),
-            AccessMode::Mmap => {
-                let advice = if kind == Kind::Index {
-                    MapAdvice::Random
-                } else {
-                    MapAdvice::Normal
-                };
-                Source::Mapped(MappedFile::open_component(pf.file(), path, len, advice)?)
-            }
+            // Both kinds are read at random by gets: with the kernel's default advice a
+            // fault on a file larger than memory reads up to `read_ahead_kb` around it
+            // (8 MiB on some disks), so a get read megabytes. Scans ask for what they
+            // walk into themselves (`SegmentIter`, `MappedFile::will_need`).
+            AccessMode::Mmap => Source::Mapped(MappedFile::open_component(
+                pf.file(),
+                path,
+                len,
+                MapAdvice::Random,
+            )?),
         })
     }
 
