@@ -510,8 +510,18 @@ mod tests {
     #[test]
     fn version_1_records_still_decode() {
         let c = [
-            RecordRef { key: b"k1", value: b"v1", ts: 5, tombstone: false },
-            RecordRef { key: b"k2", value: b"", ts: 6, tombstone: true },
+            RecordRef {
+                key: b"k1",
+                value: b"v1",
+                ts: 5,
+                tombstone: false,
+            },
+            RecordRef {
+                key: b"k2",
+                value: b"",
+                ts: 6,
+                tombstone: true,
+            },
         ];
         for parts in [&[("a", &c[..])][..], &[("a", &c[..]), ("b", &c[..1])][..]] {
             let old = encode_v1_frame(77, parts);

@@ -45,6 +45,7 @@
 //!    leader got the `EIO`.
 
 pub mod config;
+pub mod durable;
 pub mod format;
 pub mod replay;
 
@@ -57,6 +58,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 pub use config::{CommitLogConfig, CommitLogSync};
+pub use durable::DurableCallback;
 pub use format::LogRecord;
 pub use replay::{LogFileInfo, Replay, ReplayOutcome, ReplayStop};
 
@@ -115,6 +117,8 @@ struct State {
     leader: bool,
     poisoned: Option<String>,
     closed: bool,
+    /// Callbacks waiting for their records to be durable ([`durable`]).
+    waiting: durable::Waiting,
 }
 
 struct Shared {
@@ -136,6 +140,8 @@ struct Shared {
 pub struct CommitLog {
     shared: Arc<Shared>,
     periodic: Mutex<Option<JoinHandle<()>>>,
+    /// The thread that runs [`CommitLog::on_durable`] callbacks, once one was asked for.
+    notifier: Mutex<Option<JoinHandle<()>>>,
     /// 1 ms timer ticks on Windows while a `group` window under its 15.6 ms tick is
     /// configured (`io::timer`; nothing on Unix).
     timer: Option<FineTimer>,
@@ -245,6 +251,7 @@ impl CommitLog {
                 leader: false,
                 poisoned: None,
                 closed: false,
+                waiting: durable::Waiting::default(),
             }),
             synced: Condvar::new(),
             wake: Condvar::new(),
@@ -273,6 +280,7 @@ impl CommitLog {
             CommitLog {
                 shared,
                 periodic: Mutex::new(periodic),
+                notifier: Mutex::new(None),
                 timer,
             },
             outcome,
@@ -494,6 +502,7 @@ impl CommitLog {
         if let Some(h) = self.periodic.lock().take() {
             let _ = h.join();
         }
+        self.join_notifier();
         result
     }
 }
@@ -512,6 +521,7 @@ impl Drop for CommitLog {
         if let Some(h) = self.periodic.get_mut().take() {
             let _ = h.join();
         }
+        self.join_notifier();
     }
 }
 
@@ -699,3 +709,6 @@ impl Shared {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod durable_tests;

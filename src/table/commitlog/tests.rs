@@ -28,8 +28,7 @@ fn failed_fsync_poisons_the_log() {
             segment_size: 1 << 20,
         };
         let rules = FileRules::posix().with_faults(Faults::new());
-        let (log, _) =
-            CommitLog::open_with_rules(dir.path(), &cfg, 1, &rules, |_| Ok(())).unwrap();
+        let (log, _) = CommitLog::open_with_rules(dir.path(), &cfg, 1, &rules, |_| Ok(())).unwrap();
         log.append("t", &[cell(b"a", b"1")]).unwrap();
         let faults = rules.faults().unwrap();
         faults.add(FaultKind::Fsync, "commitlog-", 0, u64::MAX);
@@ -90,7 +89,10 @@ fn a_roll_never_acknowledges_a_batch_whose_leaders_fsync_failed() {
     points.wait_until(|a| reached(a, "waiter returned") || reached(a, "commitlog roll waits"));
     points.release("fsync");
     let leader = leader.join().unwrap();
-    assert!(matches!(leader, Err(Error::Io { op: "fsync", .. })), "{leader:?}");
+    assert!(
+        matches!(leader, Err(Error::Io { op: "fsync", .. })),
+        "{leader:?}"
+    );
     let waiter = waiter.join().unwrap();
     assert!(
         matches!(waiter, Err(Error::Poisoned(_))),
@@ -126,8 +128,7 @@ fn failed_fsync_at_roll_poisons_the_log() {
 #[test]
 fn appends_after_close_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let (log, _) =
-        CommitLog::open(dir.path(), &CommitLogConfig::default(), 1, |_| Ok(())).unwrap();
+    let (log, _) = CommitLog::open(dir.path(), &CommitLogConfig::default(), 1, |_| Ok(())).unwrap();
     log.append("t", &[cell(b"a", b"1")]).unwrap();
     log.close().unwrap();
     log.close().unwrap();
@@ -140,8 +141,7 @@ fn appends_after_close_are_refused() {
 #[test]
 fn bad_input_is_refused_before_numbering() {
     let dir = tempfile::tempdir().unwrap();
-    let (log, _) =
-        CommitLog::open(dir.path(), &CommitLogConfig::default(), 1, |_| Ok(())).unwrap();
+    let (log, _) = CommitLog::open(dir.path(), &CommitLogConfig::default(), 1, |_| Ok(())).unwrap();
     assert!(log.append("bad-name", &[cell(b"a", b"1")]).is_err());
     assert!(log.append("t", &[]).is_err());
     assert!(log.append("t", &[cell(b"", b"1")]).is_err());
@@ -150,14 +150,21 @@ fn bad_input_is_refused_before_numbering() {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods)] // writes the old build's file as it left it
 fn a_log_left_by_a_version_1_build_replays_and_continues_in_version_2() {
     let dir = tempfile::tempdir().unwrap();
     // As a build before format version 2 left it: one file, records 1 and 2 (the
     // second across two tables).
     let mut old = format::encode_file_header_as(format::FILE_MAGIC_V1, 1).to_vec();
-    old.extend(format::encode_v1_frame(1, &[("t", &[cell(b"a", b"1")][..])]));
+    old.extend(format::encode_v1_frame(
+        1,
+        &[("t", &[cell(b"a", b"1")][..])],
+    ));
     let two = [cell(b"b", b"2")];
-    old.extend(format::encode_v1_frame(2, &[("t", &two[..]), ("u", &two[..])]));
+    old.extend(format::encode_v1_frame(
+        2,
+        &[("t", &two[..]), ("u", &two[..])],
+    ));
     std::fs::write(dir.path().join("commitlog-1.log"), &old).unwrap();
     let cfg = CommitLogConfig::default();
     let mut seen = Vec::new();
@@ -182,6 +189,7 @@ fn a_log_left_by_a_version_1_build_replays_and_continues_in_version_2() {
     })
     .unwrap();
     assert!(out.stops.is_empty(), "{:?}", out.stops);
-    let want: Vec<(u64, Vec<u8>)> = vec![(1, b"a".to_vec()), (2, b"b".to_vec()), (3, b"c".to_vec())];
+    let want: Vec<(u64, Vec<u8>)> =
+        vec![(1, b"a".to_vec()), (2, b"b".to_vec()), (3, b"c".to_vec())];
     assert_eq!(again, want);
 }
