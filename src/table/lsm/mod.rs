@@ -100,8 +100,8 @@ mod tests;
 mod write;
 
 pub use config::TableConfig;
-pub use scan::{Cells, Scan};
 pub(crate) use scan::ScanSource;
+pub use scan::{Cells, Scan};
 pub(crate) use snap::TableSnap;
 pub(crate) use write::write_tables;
 

@@ -188,11 +188,7 @@ fn a_key_being_overwritten_is_never_missing_or_older() {
 }
 
 /// The winner of `cells` numbered at or below `at`, as (ts, tombstone, value).
-fn model_at(
-    cells: &[(u64, u8, u64, bool, u8)],
-    key: u8,
-    at: u64,
-) -> Option<(u64, bool, Vec<u8>)> {
+fn model_at(cells: &[(u64, u8, u64, bool, u8)], key: u8, at: u64) -> Option<(u64, bool, Vec<u8>)> {
     cells
         .iter()
         .filter(|c| c.1 == key && c.0 <= at)
