@@ -17,7 +17,9 @@
 //!
 //! - [`lsm`]: [`Table`]: writes through the log into memtables, point reads and scans
 //!   over memtables and segments (forward, reverse, prefix, seek: see its module docs),
-//!   flush, size-tiered and major compaction.
+//!   flush, size-tiered and major compaction. A directory module with one file per
+//!   concern (write path, point reads, scans, snapshots of a table, flush and
+//!   compaction; listed in its module docs).
 //!
 //! Range arguments are [`KeyRange`]s ([`crate::range`], re-exported here with
 //! [`prefix_range`]).

@@ -1,0 +1,98 @@
+//! [`TableConfig`]: the settings of a store's tables, and how `gc_grace` is read from
+//! and written to a configuration file.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::table::compaction::CompactionConfig;
+
+/// Settings of the tables of a store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct TableConfig {
+    /// Freeze and flush the active memtable once it holds this many bytes
+    /// (`Memtable::approx_bytes`).
+    pub memtable_flush_bytes: usize,
+    /// Writers wait while this many frozen memtables await their flush (at least 1);
+    /// a flush failing meanwhile refuses their writes with [`Error::FlushFailed`].
+    pub max_frozen_memtables: usize,
+    /// Size-tiered compaction.
+    pub compaction: CompactionConfig,
+    /// Tombstones younger than this many seconds are kept by compaction (Cassandra's
+    /// `gc_grace_seconds`, default 10 days): repair must run more often than this. In a
+    /// configuration file it is a duration like the commit log's: `gc_grace = "10d"`
+    /// (whole seconds; units `s`, `m`, `h`, `d`, ...); the older `gc_grace_secs =
+    /// 864000` is still read.
+    #[serde(rename = "gc_grace", alias = "gc_grace_secs", with = "grace_text")]
+    pub gc_grace_secs: u64,
+    /// Run size-tiered compaction in the background after flushes.
+    pub background_compaction: bool,
+}
+
+/// `gc_grace` in a configuration file: duration text in whole seconds (written in the
+/// largest exact unit of `d`, `h`, `m`, `s`), or a number of seconds (the older
+/// `gc_grace_secs`).
+mod grace_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::table::commitlog::config::duration_text;
+
+    pub fn serialize<S: Serializer>(secs: &u64, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let text = [(86_400, "d"), (3_600, "h"), (60, "m")]
+            .into_iter()
+            .find(|(unit, _)| *secs != 0 && secs % unit == 0)
+            .map_or_else(|| format!("{secs}s"), |(unit, u)| format!("{}{u}", secs / unit));
+        s.serialize_str(&text)
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Grace {
+        Secs(u64),
+        Text(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
+        match Grace::deserialize(d)? {
+            Grace::Secs(s) => Ok(s),
+            Grace::Text(t) => {
+                let dur = duration_text::parse(&t)
+                    .map_err(|e| serde::de::Error::custom(format!("gc_grace: {e}")))?;
+                if dur.subsec_nanos() != 0 {
+                    return Err(serde::de::Error::custom(format!(
+                        "gc_grace {t:?}: must be a whole number of seconds"
+                    )));
+                }
+                Ok(dur.as_secs())
+            }
+        }
+    }
+}
+
+impl Default for TableConfig {
+    fn default() -> Self {
+        TableConfig {
+            memtable_flush_bytes: 64 * 1024 * 1024,
+            max_frozen_memtables: 2,
+            compaction: CompactionConfig::default(),
+            gc_grace_secs: 864_000,
+            background_compaction: true,
+        }
+    }
+}
+
+impl TableConfig {
+    /// Check the settings, naming the bad one.
+    pub fn validate(&self) -> Result<()> {
+        self.compaction.validate()?;
+        if self.max_frozen_memtables == 0 {
+            return Err(Error::InvalidConfig {
+                setting: "max_frozen_memtables",
+                value: "0".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+}

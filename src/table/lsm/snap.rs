@@ -1,0 +1,129 @@
+//! [`TableSnap`]: one table as a read at some sequence number sees it ([`Table::capture`]),
+//! and the reads of [`crate::table::view`] through it.
+
+use std::sync::Arc;
+
+use super::scan::{sole_segment, Merged};
+use super::ScanSource;
+use super::Table;
+use crate::error::Result;
+use crate::lifecycle::{SegmentSet, View};
+use crate::range::KeyBounds;
+use crate::segment::SegmentIter;
+use crate::table::memtable::{Memtable, ReadAt, SharedCell};
+use crate::table::merge::{BoxedCursor, MemtableCursor, MergeIter, TombstonePolicy};
+use crate::table::value::Value;
+use crate::table::view::Pin;
+
+impl Table {
+    /// This table as a read at the visible sequence number sees it: registered (so the
+    /// memtables keep the versions it reads), then the memtables (invariant 2), then the
+    /// view, under the store's install lock (visibility invariant 3).
+    pub(crate) fn capture(&self) -> (Arc<Pin>, TableSnap) {
+        let _install = self.ctx.install.read();
+        let pin = Arc::new(Pin::new(&self.ctx));
+        let snap = self.snap();
+        (pin, snap)
+    }
+
+    /// The memtables, then the view. The caller holds the install lock and a [`Pin`].
+    pub(crate) fn snap(&self) -> TableSnap {
+        // A memtable empty now holds nothing the read sees, ever: every write at or
+        // below the read's number is visible, so applied already. Leaving it out spares
+        // each point read through a view a search of it.
+        let mut mems = self.memtables();
+        mems.retain(|m| !m.is_empty());
+        TableSnap {
+            set: Arc::clone(&self.set),
+            mems,
+            view: self.set.view(),
+        }
+    }
+}
+
+/// One table as a read at some sequence number sees it: its memtables (newest first,
+/// read with that number) and its segment view, taken in that order (invariant 2) under
+/// the store's install lock ([`crate::table::visibility`]).
+#[derive(Clone)]
+pub(crate) struct TableSnap {
+    /// The table's segment set (which table this is: a table dropped and created again
+    /// has another).
+    pub(crate) set: Arc<SegmentSet>,
+    pub(crate) mems: Vec<Arc<Memtable>>,
+    pub(crate) view: Arc<View>,
+}
+
+impl TableSnap {
+    /// A table that did not exist when the read began.
+    pub(crate) fn empty(set: Arc<SegmentSet>) -> TableSnap {
+        TableSnap {
+            set,
+            mems: Vec::new(),
+            view: Arc::new(View::default()),
+        }
+    }
+
+    fn best(&self, key: &[u8], at: u64) -> Option<SharedCell> {
+        Table::best_of(self.mems.iter().map(|m| &**m), key, ReadAt::Seq(at))
+    }
+
+    pub(crate) fn get(&self, at: u64, key: &[u8]) -> Result<Option<Value>> {
+        let view = &self.view;
+        let place = Table::resolve(view, key, self.best(key, at), |w| {
+            w.and_then(|w| w.place(view))
+        })?;
+        Ok(place.map(|p| Value::at(view, p)))
+    }
+
+    pub(crate) fn get_with<R>(
+        &self,
+        at: u64,
+        key: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<R> {
+        Table::resolve(&self.view, key, self.best(key, at), |w| {
+            f(w.and_then(|w| (!w.tombstone).then_some(w.value)))
+        })
+    }
+
+    pub(crate) fn contains_key(&self, at: u64, key: &[u8]) -> Result<bool> {
+        Table::resolve(&self.view, key, self.best(key, at), |w| {
+            w.is_some_and(|w| !w.tombstone)
+        })
+    }
+
+    pub(crate) fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        at: u64,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Value>>> {
+        keys.into_iter().map(|k| self.get(at, k.as_ref())).collect()
+    }
+
+    /// The merge of a cursor per memtable (read at `at`) and per segment over `bounds`.
+    /// The live rows in `bounds` for a read at `at`: the segment's own iterator when the
+    /// table is one segment and no memtable holds a cell (none can hold one the read
+    /// sees later: it was registered before the memtables were taken), else the merge.
+    pub(crate) fn scan(&self, at: u64, bounds: KeyBounds) -> ScanSource {
+        match &self.view.segments[..] {
+            [h] if self.mems.iter().all(|m| m.is_empty()) => sole_segment(h.clone(), bounds),
+            _ => ScanSource::Merged(self.merged(at, bounds, TombstonePolicy::Hide)),
+        }
+    }
+
+    pub(crate) fn merged(&self, at: u64, bounds: KeyBounds, policy: TombstonePolicy) -> Merged {
+        let mut sources: Vec<BoxedCursor<'static>> = Vec::new();
+        // An empty memtable holds nothing this read may see (see `scan`).
+        for m in self.mems.iter().filter(|m| !m.is_empty()) {
+            sources.push(Box::new(MemtableCursor(m.range_at(bounds.clone(), at))));
+        }
+        for h in &self.view.segments {
+            sources.push(Box::new(SegmentIter::with_bounds(
+                h.clone(),
+                bounds.0.clone(),
+                bounds.1.clone(),
+            )));
+        }
+        MergeIter::new(sources, policy)
+    }
+}

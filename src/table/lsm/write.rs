@@ -1,0 +1,207 @@
+//! The write path: [`Table::put`], [`Table::delete`], [`Table::write`] and
+//! [`write_tables`], the one path every write takes (invariants 1 and 6), with the
+//! backpressure that makes writers wait for flushes, and refusing writes to a dropped
+//! table.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Table;
+use crate::error::{Error, Result};
+use crate::table::batch::WriteBatch;
+use crate::table::visibility::Visibility;
+
+impl Table {
+    /// Set `key` to `value`, timestamped by the store's clock.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.write(WriteBatch::new().put(key, value))
+    }
+
+    /// Delete `key`, timestamped by the store's clock.
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.write(WriteBatch::new().delete(key))
+    }
+
+    /// Write a batch: one commit log record, then the memtable (invariant 1). Returns
+    /// once the commit log's sync mode acknowledges it.
+    ///
+    /// While [`TableConfig::max_frozen_memtables`](super::TableConfig::max_frozen_memtables)
+    /// frozen memtables await their flush, the write waits first (backpressure). If a
+    /// flush attempt ends in failure while it waits (a full disk, say), the write is
+    /// refused with [`Error::FlushFailed`] naming the cause, and nothing of it is logged
+    /// or applied; the next write retries the flush, and writes go on as soon as one
+    /// succeeds.
+    pub fn write(&self, batch: &WriteBatch) -> Result<()> {
+        write_tables(&[(self, batch)], batch.is_sync())
+    }
+
+    /// Is a drop of this table in progress (or done)?
+    pub(crate) fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
+    }
+
+    /// Refuse writes (a drop) or accept them again (a drop that failed). Refusing
+    /// waits until no write, flush or compaction of the table is in flight (their
+    /// segment set, frozen first, refuses what they would still change), so every
+    /// record of the table is below the commit log's next sequence number.
+    pub(crate) fn set_dropped(&self, dropped: bool) {
+        self.dropped.store(dropped, Ordering::Release);
+        if dropped {
+            // Writers waiting for a flush see it at once.
+            {
+                let _waiters = self.flush_state.lock();
+                self.stall.notify_all();
+            }
+            drop(self.flush_lock.lock());
+            drop(self.compaction_lock.lock());
+            drop(self.mem.write());
+        }
+    }
+
+    /// Backpressure: wait while too many frozen memtables await their flush, asking the
+    /// worker for one. A flush attempt that ends in failure during the wait ends it
+    /// with that failure (a failure from before the wait only makes it ask again).
+    fn wait_for_flushes(&self) -> Result<()> {
+        let mut st = self.flush_state.lock();
+        let start = st.attempts;
+        while self.mem.read().frozen.len() >= self.ctx.config.max_frozen_memtables {
+            self.ctx.check_open()?;
+            if self.dropped.load(Ordering::Acquire) {
+                return Err(Error::Dropped {
+                    table: self.name.clone(),
+                });
+            }
+            if st.attempts > start {
+                if let Some(cause) = &st.failure {
+                    return Err(Error::FlushFailed {
+                        table: self.name.clone(),
+                        source: Arc::clone(cause),
+                    });
+                }
+            }
+            self.ctx.schedule_flush(self);
+            self.stall.wait_for(&mut st, Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Record a flush attempt's outcome and wake the writers waiting for it.
+    pub(super) fn flush_ended(&self, failure: Option<Error>) {
+        let mut st = self.flush_state.lock();
+        st.attempts += 1;
+        st.failure = failure.map(Arc::new);
+        self.stall.notify_all();
+    }
+
+    /// A background flush (or the checkpoint after it) failed: writers waiting for it
+    /// get `e` ([`Table::write`]).
+    pub(crate) fn flush_failed(&self, e: Error) {
+        self.flush_ended(Some(e));
+    }
+}
+
+/// Write the cells of one table or several, of one store, as one commit log record:
+/// all of it or none at replay, and to readers (a read sees it once every table has
+/// applied it: [`crate::table::visibility`]). With `sync` the record is fsynced before
+/// this returns, whatever the sync mode.
+///
+/// Each table's memtable read lock is taken in name order (so two batches never wait
+/// for each other) and held across the log append and the apply (invariant 1); a table
+/// with too many frozen memtables makes the write release everything and wait first.
+pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Result<()> {
+    let Some((first, _)) = parts.first() else {
+        return Ok(());
+    };
+    let ctx = &first.ctx;
+    for (t, _) in parts {
+        if !Arc::ptr_eq(&t.ctx, ctx) {
+            return Err(Error::InvalidArgument(format!(
+                "table {} belongs to another store than table {}",
+                t.name, first.name
+            )));
+        }
+    }
+    ctx.check_writable()?;
+    let mut parts: Vec<&(&Table, &WriteBatch)> =
+        parts.iter().filter(|(_, b)| !b.is_empty()).collect();
+    if parts.is_empty() {
+        return Ok(());
+    }
+    parts.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    if let Some(w) = parts.windows(2).find(|w| w[0].0.name == w[1].0.name) {
+        return Err(Error::InvalidArgument(format!(
+            "table {} appears twice in one batch",
+            w[0].0.name
+        )));
+    }
+    loop {
+        // One timestamp for the whole batch, taken again after a wait.
+        let ts = ctx.clock.now();
+        let mut guards = Vec::with_capacity(parts.len());
+        let mut stalled = None;
+        for (t, _) in &parts {
+            let m = t.mem.read();
+            if t.dropped.load(Ordering::Acquire) {
+                return Err(Error::Dropped {
+                    table: t.name.clone(),
+                });
+            }
+            if m.frozen.len() >= ctx.config.max_frozen_memtables {
+                stalled = Some(*t);
+                break;
+            }
+            guards.push(m);
+        }
+        if let Some(t) = stalled {
+            drop(guards);
+            t.wait_for_flushes()?;
+            continue;
+        }
+        let cells: Vec<_> = parts.iter().map(|(_, b)| b.cells(ts)).collect();
+        let records: Vec<(&str, &[_])> = parts
+            .iter()
+            .zip(&cells)
+            .map(|((t, _), c)| (t.name.as_str(), &c[..]))
+            .collect();
+        // A `sync` write under `periodic` is fsynced after it is applied, so other
+        // writers' visibility never waits for its fsync (under `batch` and `group` the
+        // append syncs before anything is applied, as always).
+        let seq = ctx.log.append_parts(&records, Some(&ctx.visibility))?;
+        // Finished (visible) however this ends, a panic included: a number left
+        // pending would stop every later write and flush. (A panic inside the apply
+        // would be a bug; it can leave part of the batch visible.)
+        let finish = Finish(&ctx.visibility, seq);
+        let mut full = Vec::new();
+        for (((t, _), m), c) in parts.iter().zip(&guards).zip(&cells) {
+            m.active.apply_visible(seq, c, &ctx.visibility);
+            // Invariant 6: before the write is acknowledged, inside the read lock.
+            if !t.maybe_cells.load(Ordering::Relaxed) {
+                t.maybe_cells.store(true, Ordering::Release);
+            }
+            if m.active.approx_bytes() >= ctx.config.memtable_flush_bytes {
+                full.push(*t);
+            }
+        }
+        drop(guards);
+        // Visible once every earlier number is too; acknowledged only then.
+        drop(finish);
+        ctx.visibility.wait_visible(seq);
+        for t in full {
+            ctx.schedule_flush(t);
+        }
+        if sync {
+            ctx.log.sync_periodic_through(seq)?;
+        }
+        return Ok(());
+    }
+}
+
+/// Finishes a write's sequence number when dropped ([`write_tables`]).
+struct Finish<'a>(&'a Visibility, u64);
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        self.0.finish(self.1);
+    }
+}

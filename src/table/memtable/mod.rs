@@ -1,0 +1,272 @@
+//! The memtable: a concurrent sorted map from key to the winning cell of that key,
+//! absorbing writes between flushes.
+//!
+//! Built on `crossbeam_skiplist::SkipMap`: lock-free search and insertion of keys,
+//! iteration in key order while writers run. Each key's node holds its cell behind a
+//! small lock of its own, and nodes are never removed: an overwrite replaces the cell in
+//! place. (`SkipMap::compare_insert` would not do: it unlinks the old node *before*
+//! linking the new one, so a concurrent read can find the key missing, and a table read
+//! then falls through to an older segment. `tests/table_concurrency.rs` caught that.)
+//!
+//! # Versions
+//! A key's node holds versions, newest first: `(seq, cell)` where `cell` is the winner of
+//! every cell inserted for the key with a commit log sequence number at or below `seq`.
+//! A read at sequence number `s` takes the newest version numbered at or below `s`
+//! ([`Memtable::get_shared_at`], [`Memtable::range_at`]): read views and plain reads
+//! that must not see a batch not yet visible ([`crate::table::visibility`]). An insert
+//! may forget the versions older than the key's newest version at or below the `floor`
+//! it is given (no reader needs them: visibility invariant 2). An overwritten key keeps
+//! its previous version until its next write (a plain read may still be reading at the
+//! number before the overwrite became visible), and more while a read older than its
+//! writes is registered; past [`THIN_AT`] older versions an insert keeps only those the
+//! registered reads need, so a hot key written under a long scan does not pile up.
+//!
+//! # Invariants
+//! 1. A key's newest version holds the winner, under [`crate::table::cell`]'s rule,
+//!    of every cell inserted for it, and each version the winner of the cells numbered
+//!    at or below its number. Inserts are commutative, so concurrent writers and
+//!    commit log replay in any order converge on the same memtable. (An insert finds or
+//!    creates the key's node, then, under the node's lock, adds a version at its number
+//!    if the new cell beats the version below it, and folds the cell into every newer
+//!    version.)
+//! 2. [`Memtable::approx_bytes`] never decreases. It counts every cell stored, including
+//!    versions later overwritten, plus a fixed per-cell overhead. It is what the flush
+//!    threshold compares against, like Cassandra's memtable allocator accounting (which
+//!    does not give back overwritten space either).
+//! 3. [`Memtable::seq_range`] covers the sequence number of every commit log record
+//!    whose cells were applied with [`Memtable::apply`]: after this memtable is flushed,
+//!    log records in that range are no longer needed for this table.
+//! 4. Once a key is present it stays present, and a read of it returns a cell at least
+//!    as new as any read of it that finished earlier: a key being overwritten is never
+//!    missing, and never goes back to an older cell.
+//!
+//! # Layout
+//! - `mod.rs`: [`Memtable`] (inserts, applying commit log records, point reads, sizes),
+//!   [`SharedCell`], `ReadAt`.
+//! - `versions.rs`: a key's versions and the insert that keeps invariant 1.
+//! - `iter.rs`: [`MemtableIter`] and [`OwnedMemtableIter`] (double-ended, seekable).
+//! - `tests.rs`: unit and property tests.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crossbeam_skiplist::SkipMap;
+use parking_lot::RwLock;
+
+use crate::format::record::RecordRef;
+use crate::segment::Entry;
+use crate::table::visibility::Visibility;
+
+mod iter;
+#[cfg(test)]
+mod tests;
+mod versions;
+
+pub use iter::{MemtableIter, OwnedMemtableIter};
+use versions::{Cell, Versions};
+
+/// A key keeping more older versions than this has them thinned to those the
+/// registered reads need (a hot key written while a scan or read view is open).
+const THIN_AT: usize = 8;
+
+/// Bytes charged per stored cell on top of key and value (skiplist node, vectors).
+pub const CELL_OVERHEAD: usize = 64;
+
+/// A memtable cell handed out without copying its value ([`Memtable::get_shared`]).
+#[derive(Debug, Clone)]
+pub struct SharedCell {
+    /// The value (empty for a tombstone), shared with the memtable.
+    pub value: Arc<[u8]>,
+    /// Write timestamp.
+    pub ts: u64,
+    /// True for a deletion.
+    pub tombstone: bool,
+}
+
+/// A concurrent sorted memtable. See the module docs.
+#[derive(Debug)]
+pub struct Memtable {
+    /// Nodes are never removed; versions change in place (invariant 4).
+    map: SkipMap<Vec<u8>, RwLock<Versions>>,
+    bytes: AtomicUsize,
+    min_seq: AtomicU64,
+    max_seq: AtomicU64,
+    min_ts: AtomicU64,
+}
+
+impl Default for Memtable {
+    fn default() -> Self {
+        Memtable::new()
+    }
+}
+
+impl Memtable {
+    /// An empty memtable.
+    pub fn new() -> Memtable {
+        Memtable {
+            map: SkipMap::new(),
+            bytes: AtomicUsize::new(0),
+            min_seq: AtomicU64::new(u64::MAX),
+            max_seq: AtomicU64::new(0),
+            min_ts: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Insert one cell, as the newest version of its key; it is kept only if it wins
+    /// over the present cell of its key (invariant 1). Returns whether it was stored.
+    /// The caller has checked the cell ([`crate::table::validate_cell`]; the commit log
+    /// does on append).
+    pub fn insert(&self, c: RecordRef<'_>) -> bool {
+        self.insert_version(None, c, u64::MAX, None)
+    }
+
+    /// Insert one cell numbered `seq`, forgetting versions older than the key's newest
+    /// at or below `floor` (module docs). Returns whether the cell was stored.
+    pub(crate) fn insert_at(&self, seq: u64, c: RecordRef<'_>, floor: u64) -> bool {
+        self.insert_version(Some(seq), c, floor, None)
+    }
+
+    /// Insert at `seq`, or (`None`) into the key's newest version.
+    fn insert_version(
+        &self,
+        seq: Option<u64>,
+        c: RecordRef<'_>,
+        floor: u64,
+        visibility: Option<&Visibility>,
+    ) -> bool {
+        // An overwrite finds the node without allocating the key again.
+        let e = match self.map.get(c.key) {
+            Some(e) => e,
+            None => self.map.get_or_insert_with(c.key.to_vec(), || {
+                RwLock::new(Versions {
+                    head_seq: seq.unwrap_or(0),
+                    head: Cell::from(c),
+                    older: Vec::new(),
+                })
+            }),
+        };
+        let stored = e.value().write().insert(seq, c, floor, visibility);
+        if stored {
+            self.min_ts.fetch_min(c.ts, Ordering::AcqRel);
+            self.bytes.fetch_add(
+                c.key.len() + c.value.len() + CELL_OVERHEAD,
+                Ordering::Relaxed,
+            );
+        }
+        stored
+    }
+
+    /// Apply the cells of commit log record `seq` (invariant 3), keeping only each
+    /// key's newest version.
+    pub fn apply(&self, seq: u64, cells: &[RecordRef<'_>]) {
+        for c in cells {
+            self.insert_version(Some(seq), *c, u64::MAX, None);
+        }
+        self.min_seq.fetch_min(seq, Ordering::AcqRel);
+        self.max_seq.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Apply the cells of commit log record `seq` (a write of the store, whose
+    /// registered reads `visibility` knows), forgetting versions no read needs.
+    pub(crate) fn apply_visible(&self, seq: u64, cells: &[RecordRef<'_>], visibility: &Visibility) {
+        let floor = visibility.floor();
+        for c in cells {
+            self.insert_version(Some(seq), *c, floor, Some(visibility));
+        }
+        self.min_seq.fetch_min(seq, Ordering::AcqRel);
+        self.max_seq.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Apply cells given as owned entries (commit log replay).
+    pub fn apply_entries(&self, seq: u64, cells: &[Entry]) {
+        for e in cells {
+            self.insert_at(
+                seq,
+                RecordRef {
+                    key: &e.key,
+                    value: &e.value,
+                    ts: e.ts,
+                    tombstone: e.tombstone,
+                },
+                u64::MAX,
+            );
+        }
+        self.min_seq.fetch_min(seq, Ordering::AcqRel);
+        self.max_seq.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Lowest and highest commit log sequence numbers applied, if any.
+    pub fn seq_range(&self) -> Option<(u64, u64)> {
+        let max = self.max_seq.load(Ordering::Acquire);
+        (max != 0).then(|| (self.min_seq.load(Ordering::Acquire), max))
+    }
+
+    /// The smallest timestamp of any cell stored, if any (a compaction may drop a
+    /// tombstone only if no memtable holds anything older; see `merge`).
+    pub fn min_ts(&self) -> Option<u64> {
+        let t = self.min_ts.load(Ordering::Acquire);
+        (t != u64::MAX || !self.is_empty()).then_some(t)
+    }
+
+    /// The newest cell of `key` (a tombstone included: it shadows older segments).
+    pub fn get(&self, key: &[u8]) -> Option<Entry> {
+        self.map.get(key).map(|e| e.value().read().head.entry(key))
+    }
+
+    /// The newest cell of `key` like [`Memtable::get`], its value shared rather than
+    /// copied: no allocation.
+    #[inline]
+    pub fn get_shared(&self, key: &[u8]) -> Option<SharedCell> {
+        self.get_shared_at(key, ReadAt::Newest)
+    }
+
+    /// The cell of `key` a read at `at` sees, its value shared: no allocation.
+    #[inline]
+    pub(crate) fn get_shared_at(&self, key: &[u8], at: ReadAt<'_>) -> Option<SharedCell> {
+        if self.map.is_empty() {
+            return None;
+        }
+        let e = self.map.get(key)?;
+        let versions = e.value().read();
+        // For `Visible`, loaded under the node's lock: a version forgotten before we
+        // took it was below a floor at or below what we load (visibility invariant 2).
+        versions.at(at.seq()).map(Cell::shared)
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when no key is present.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Bytes stored, for the flush threshold (invariant 2).
+    pub fn approx_bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// Which versions a memtable read sees.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ReadAt<'a> {
+    /// Each key's newest version (flush, tests).
+    Newest,
+    /// What is visible when the key is read (plain point reads).
+    Visible(&'a Visibility),
+    /// A read view's sequence number.
+    Seq(u64),
+}
+
+impl ReadAt<'_> {
+    #[inline]
+    fn seq(self) -> u64 {
+        match self {
+            ReadAt::Newest => u64::MAX,
+            ReadAt::Visible(v) => v.visible(),
+            ReadAt::Seq(s) => s,
+        }
+    }
+}

@@ -1,0 +1,384 @@
+use super::*;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+fn put(m: &Memtable, k: &[u8], v: &[u8], ts: u64) -> bool {
+    m.insert(RecordRef {
+        key: k,
+        value: v,
+        ts,
+        tombstone: false,
+    })
+}
+
+fn del(m: &Memtable, k: &[u8], ts: u64) -> bool {
+    m.insert(RecordRef {
+        key: k,
+        value: b"",
+        ts,
+        tombstone: true,
+    })
+}
+
+#[test]
+fn newest_wins_and_ties_are_deterministic() {
+    let m = Memtable::new();
+    assert!(put(&m, b"k", b"v2", 2));
+    assert!(!put(&m, b"k", b"v1", 1), "older write loses");
+    assert_eq!(m.get(b"k").unwrap().value, b"v2");
+    assert!(put(&m, b"k", b"v3", 3));
+    assert!(put(&m, b"k", b"v4", 3), "tie: larger value wins");
+    assert!(!put(&m, b"k", b"v0", 3), "tie: smaller value loses");
+    assert!(del(&m, b"k", 3), "tie: tombstone wins");
+    assert!(
+        !put(&m, b"k", b"zz", 3),
+        "tie: live cell loses to tombstone"
+    );
+    let e = m.get(b"k").unwrap();
+    assert!(e.tombstone && e.ts == 3);
+    assert!(put(&m, b"k", b"back", 4));
+    assert_eq!(m.len(), 1);
+    assert_eq!(m.get(b"nope"), None);
+}
+
+#[test]
+fn ranges_are_in_key_order_and_bounded() {
+    let m = Arc::new(Memtable::new());
+    for i in (0..100u32).rev() {
+        put(&m, format!("k{i:03}").as_bytes(), b"v", 1);
+    }
+    let keys = |it: &mut dyn Iterator<Item = Entry>| -> Vec<String> {
+        it.map(|e| String::from_utf8(e.key).unwrap()).collect()
+    };
+    let all = keys(&mut m.iter());
+    assert_eq!(all.len(), 100);
+    assert!(all.windows(2).all(|w| w[0] < w[1]));
+    let r = keys(&mut m.range(b"k010".as_slice()..b"k020".as_slice()));
+    assert_eq!(r.first().unwrap(), "k010");
+    assert_eq!(r.len(), 10);
+    let r = keys(&mut m.range::<[u8]>((
+        Bound::Excluded(b"k010".as_slice()),
+        Bound::Included(b"k020".as_slice()),
+    )));
+    assert_eq!((r.first().unwrap().as_str(), r.len()), ("k011", 10));
+    // The owned iterator agrees and can outlive the borrow.
+    let mut it = m.range_owned(b"k010".as_slice()..b"k020".as_slice());
+    let owned = keys(&mut it);
+    assert_eq!(
+        owned,
+        keys(&mut m.range(b"k010".as_slice()..b"k020".as_slice()))
+    );
+    assert_eq!(it.next(), None);
+    assert_eq!(keys(&mut m.range_owned(..)), all);
+}
+
+#[test]
+fn bytes_and_sequence_numbers_are_tracked() {
+    let m = Memtable::new();
+    assert_eq!((m.approx_bytes(), m.seq_range()), (0, None));
+    m.apply(
+        7,
+        &[RecordRef {
+            key: b"abc",
+            value: b"12345",
+            ts: 1,
+            tombstone: false,
+        }],
+    );
+    assert_eq!(m.approx_bytes(), 8 + CELL_OVERHEAD);
+    put(&m, b"abc", b"1", 0); // loses: not stored, not charged
+    assert_eq!(m.approx_bytes(), 8 + CELL_OVERHEAD);
+    m.apply_entries(
+        3,
+        &[Entry {
+            key: b"x".to_vec(),
+            value: vec![],
+            ts: 9,
+            tombstone: true,
+        }],
+    );
+    assert_eq!(m.seq_range(), Some((3, 7)));
+    assert_eq!(m.min_ts(), Some(1));
+    assert_eq!(m.approx_bytes(), 9 + 2 * CELL_OVERHEAD);
+}
+
+#[test]
+fn concurrent_writers_converge_on_the_winner() {
+    let m = Arc::new(Memtable::new());
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let m = Arc::clone(&m);
+            std::thread::spawn(move || {
+                for i in 0..2000u64 {
+                    let key = format!("k{}", i % 16);
+                    // Timestamps collide across threads; values break ties.
+                    let ts = (i * 7 + t * 13) % 50;
+                    if (i + t) % 5 == 0 {
+                        del(&m, key.as_bytes(), ts);
+                    } else {
+                        put(&m, key.as_bytes(), format!("v{t}-{i}").as_bytes(), ts);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Recompute the winners sequentially.
+    let mut model: BTreeMap<Vec<u8>, (u64, bool, Vec<u8>)> = BTreeMap::new();
+    for t in 0..4u64 {
+        for i in 0..2000u64 {
+            let key = format!("k{}", i % 16).into_bytes();
+            let ts = (i * 7 + t * 13) % 50;
+            let c = if (i + t) % 5 == 0 {
+                (ts, true, vec![])
+            } else {
+                (ts, false, format!("v{t}-{i}").into_bytes())
+            };
+            let slot = model.entry(key).or_insert(c.clone());
+            if c > *slot {
+                *slot = c;
+            }
+        }
+    }
+    let got: Vec<_> = m
+        .iter()
+        .map(|e| (e.key, (e.ts, e.tombstone, e.value)))
+        .collect();
+    assert_eq!(got, model.into_iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn a_key_being_overwritten_is_never_missing_or_older() {
+    // A reader must always find the key, with a value at least as new as the last
+    // one it saw, while a writer replaces it (invariant 4).
+    let m = Arc::new(Memtable::new());
+    put(&m, b"k", &0u64.to_be_bytes(), 1);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (m, stop) = (Arc::clone(&m), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut last = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let e = m.get(b"k").expect("key missing while overwritten");
+                    assert!(e.ts >= last, "went back from ts {last} to {}", e.ts);
+                    last = e.ts;
+                    let scanned = m
+                        .range::<&[u8]>(..)
+                        .next()
+                        .expect("key missing from a scan");
+                    assert!(scanned.ts >= last);
+                    last = scanned.ts;
+                }
+            })
+        })
+        .collect();
+    for ts in 2..50_000u64 {
+        put(&m, b"k", &ts.to_be_bytes(), ts);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert_eq!(m.len(), 1);
+    assert_eq!(m.get(b"k").unwrap().ts, 49_999);
+}
+
+/// The winner of `cells` numbered at or below `at`, as (ts, tombstone, value).
+fn model_at(cells: &[(u64, u8, u64, bool, u8)], key: u8, at: u64) -> Option<(u64, bool, Vec<u8>)> {
+    cells
+        .iter()
+        .filter(|c| c.1 == key && c.0 <= at)
+        .map(|c| (c.2, c.3, if c.3 { vec![] } else { vec![c.4] }))
+        .max()
+}
+
+#[test]
+fn reads_at_a_sequence_number_see_only_what_was_numbered_at_or_below_it() {
+    let m = Arc::new(Memtable::new());
+    let cell = |v: &'static [u8], ts| RecordRef {
+        key: b"k",
+        value: v,
+        ts,
+        tombstone: false,
+    };
+    m.insert_at(5, cell(b"five", 50), 0);
+    m.insert_at(9, cell(b"nine", 90), 0);
+    // Numbered 7 but applied last (a concurrent writer), and older by timestamp
+    // than what 9 wrote: it shows at 7 and 8 only.
+    m.insert_at(7, cell(b"seven", 70), 0);
+    let at = |s| {
+        m.get_shared_at(b"k", ReadAt::Seq(s))
+            .map(|c| c.value.to_vec())
+    };
+    assert_eq!(at(4), None);
+    assert_eq!(at(5).as_deref(), Some(&b"five"[..]));
+    assert_eq!(at(8).as_deref(), Some(&b"seven"[..]));
+    assert_eq!(at(9).as_deref(), Some(&b"nine"[..]));
+    let scan = |s| m.range_at(.., s).map(|e| e.value).collect::<Vec<_>>();
+    assert_eq!(scan(4), Vec::<Vec<u8>>::new());
+    assert_eq!(scan(7), vec![b"seven".to_vec()]);
+    // A floor of 8 forgets what no read at 8 or above needs: 5, not 7.
+    m.insert_at(10, cell(b"ten", 100), 8);
+    assert_eq!(at(8).as_deref(), Some(&b"seven"[..]));
+    assert_eq!(at(10).as_deref(), Some(&b"ten"[..]));
+    assert_eq!(at(5), None, "version 5 forgotten below the floor");
+    // Two cells of the key in one batch: the winner of both.
+    m.insert_at(11, cell(b"a", 110), 10);
+    m.insert_at(11, cell(b"b", 110), 10);
+    assert_eq!(at(11).as_deref(), Some(&b"b"[..]));
+    assert_eq!(m.get(b"k").unwrap().value, b"b");
+}
+
+#[test]
+fn a_hot_key_under_open_reads_keeps_only_the_versions_they_need() {
+    let vis = Visibility::new(0);
+    let m = Memtable::new();
+    let write = |seq: u64| {
+        let v = seq.to_string();
+        vis.begin(seq);
+        let c = RecordRef {
+            key: b"k",
+            value: v.as_bytes(),
+            ts: seq,
+            tombstone: false,
+        };
+        m.apply_visible(seq, &[c], &vis);
+        vis.finish(seq);
+    };
+    let read = |at: ReadAt<'_>| {
+        m.get_shared_at(b"k", at)
+            .map(|c| String::from_utf8(c.value.to_vec()).unwrap())
+    };
+    write(1);
+    let first = vis.register();
+    for s in 2..=5_000 {
+        write(s);
+    }
+    let second = vis.register();
+    for s in 5_001..=10_000 {
+        write(s);
+    }
+    let kept = m.map.get(&b"k"[..]).unwrap().value().read().older.len();
+    assert!(kept <= THIN_AT + 2, "{kept} older versions kept");
+    assert_eq!(read(ReadAt::Seq(first)).as_deref(), Some("1"));
+    assert_eq!(read(ReadAt::Seq(second)).as_deref(), Some("5000"));
+    assert_eq!(read(ReadAt::Visible(&vis)).as_deref(), Some("10000"));
+    vis.release(first);
+    vis.release(second);
+    write(10_001);
+    assert!(m.map.get(&b"k"[..]).unwrap().value().read().older.len() <= 1);
+}
+
+proptest! {
+    /// Writes in number order, reads registered and released between them: every
+    /// registered read, and a read at the visible number, sees the winner of the
+    /// cells numbered at or below its number, however the versions were thinned.
+    #[test]
+    fn thinned_versions_serve_every_registered_read(
+        ops in proptest::collection::vec((0u8..10, 0u8..2, 0u64..6, any::<bool>(), 0u8..4), 1..120),
+    ) {
+        let vis = Visibility::new(0);
+        let m = Memtable::new();
+        let mut cells: Vec<(u64, u8, u64, bool, u8)> = Vec::new();
+        let mut views: Vec<u64> = Vec::new();
+        let mut seq = 0u64;
+        for (op, k, ts, t, v) in ops {
+            match op {
+                0 => views.push(vis.register()),
+                1 if !views.is_empty() => vis.release(views.remove(0)),
+                _ => {
+                    seq += 1;
+                    vis.begin(seq);
+                    let (key, val) = ([k], [v]);
+                    let c = RecordRef { key: &key, value: if t { &[] } else { &val }, ts, tombstone: t };
+                    m.apply_visible(seq, &[c], &vis);
+                    vis.finish(seq);
+                    cells.push((seq, k, ts, t, v));
+                }
+            }
+            for &r in views.iter().chain(std::iter::once(&vis.visible())) {
+                for k in 0u8..2 {
+                    let got = m.get_shared_at(&[k], ReadAt::Seq(r)).map(|c| (c.ts, c.tombstone, c.value.to_vec()));
+                    prop_assert_eq!(got, model_at(&cells, k, r), "key {} at {}", k, r);
+                }
+            }
+        }
+    }
+
+    /// Cells numbered in any order, inserted in any order: a read at every number
+    /// sees the winner of the cells numbered at or below it; with a floor, reads
+    /// at or above the floor still do.
+    #[test]
+    fn versions_match_a_model_at_every_sequence_number(
+        cells in proptest::collection::vec((1u64..20, 0u8..3, 0u64..6, any::<bool>(), 0u8..4), 1..30),
+        seed: u64,
+        floor in 0u64..20,
+    ) {
+        let m = Arc::new(Memtable::new());
+        let mut order: Vec<usize> = (0..cells.len()).collect();
+        let mut s = seed | 1;
+        for i in (1..order.len()).rev() {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            order.swap(i, (s % (i as u64 + 1)) as usize);
+        }
+        for &i in &order {
+            let (seq, k, ts, t, v) = cells[i];
+            let key = [k];
+            let val = [v];
+            m.insert_at(seq, RecordRef { key: &key, value: if t { &[] } else { &val }, ts, tombstone: t }, 0);
+        }
+        for at in 0..21u64 {
+            for k in 0u8..3 {
+                let got = m.get_shared_at(&[k], ReadAt::Seq(at)).map(|c| (c.ts, c.tombstone, c.value.to_vec()));
+                prop_assert_eq!(got, model_at(&cells, k, at), "key {} at {}", k, at);
+            }
+            let scanned: Vec<_> = m.range_at(.., at).map(|e| (e.key[0], (e.ts, e.tombstone, e.value))).collect();
+            let want: Vec<_> = (0u8..3).filter_map(|k| model_at(&cells, k, at).map(|c| (k, c))).collect();
+            prop_assert_eq!(scanned, want);
+        }
+        // Inserting in number order with a floor keeps reads at or above it right.
+        let m = Memtable::new();
+        let mut sorted = cells.clone();
+        sorted.sort_by_key(|c| c.0);
+        for &(seq, k, ts, t, v) in &sorted {
+            let (key, val) = ([k], [v]);
+            m.insert_at(seq, RecordRef { key: &key, value: if t { &[] } else { &val }, ts, tombstone: t }, floor);
+        }
+        for at in floor..21 {
+            for k in 0u8..3 {
+                let got = m.get_shared_at(&[k], ReadAt::Seq(at)).map(|c| (c.ts, c.tombstone, c.value.to_vec()));
+                prop_assert_eq!(got, model_at(&cells, k, at), "floor {}: key {} at {}", floor, k, at);
+            }
+        }
+    }
+
+    #[test]
+    fn any_insert_order_gives_the_same_memtable(
+        cells in proptest::collection::vec((0u8..6, 0u64..4, any::<bool>(), 0u8..3), 1..40),
+        seed: u64,
+    ) {
+        let cells: Vec<(Vec<u8>, u64, bool, Vec<u8>)> = cells.into_iter()
+            .map(|(k, ts, t, v)| (vec![b'a' + k], ts, t, if t { vec![] } else { vec![v] }))
+            .collect();
+        let fill = |order: &[usize]| {
+            let m = Memtable::new();
+            for &i in order {
+                let (k, ts, t, v) = &cells[i];
+                m.insert(RecordRef { key: k, value: v, ts: *ts, tombstone: *t });
+            }
+            m.iter().collect::<Vec<_>>()
+        };
+        let fwd: Vec<usize> = (0..cells.len()).collect();
+        let mut shuffled = fwd.clone();
+        let mut s = seed | 1;
+        for i in (1..shuffled.len()).rev() {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            shuffled.swap(i, (s % (i as u64 + 1)) as usize);
+        }
+        prop_assert_eq!(fill(&fwd), fill(&shuffled));
+    }
+}
