@@ -49,6 +49,7 @@ use crate::table::{TableConfig, Tables};
 
 mod builder;
 mod close;
+mod durability;
 mod open;
 mod snapshots;
 mod stats;

@@ -174,16 +174,18 @@ fn apply_history(rs: &[TableReplica<'_>], history: &[Step], t0: u64) -> BTreeMap
             match (s.ts, s.delete) {
                 (None, false) => t.put(&k, value.as_bytes()).unwrap(),
                 (None, true) => t.delete(&k).unwrap(),
-                (Some(d), false) => t
-                    .write(WriteBatch::new().put_at(
+                (Some(d), false) => {
+                    t.write(WriteBatch::new().put_at(
                         k.clone(),
                         value.clone(),
                         t0.wrapping_add_signed(d),
                     ))
-                    .unwrap(),
-                (Some(d), true) => t
-                    .write(WriteBatch::new().delete_at(k.clone(), t0.wrapping_add_signed(d)))
-                    .unwrap(),
+                    .unwrap();
+                }
+                (Some(d), true) => {
+                    t.write(WriteBatch::new().delete_at(k.clone(), t0.wrapping_add_signed(d)))
+                        .unwrap();
+                }
             }
             // The cell just written is the winner here unless something newer was
             // already present, which the model then holds already.

@@ -147,7 +147,8 @@ impl Target for TableTarget {
         for (k, v) in pairs {
             batch.put(k.as_slice(), v.as_slice());
         }
-        Ok(self.table.write(&batch)?)
+        self.table.write(&batch)?;
+        Ok(())
     }
 
     fn flush(&self) -> Result<()> {

@@ -161,7 +161,7 @@ impl Replica for TableReplica<'_> {
                 bytes = 0;
             }
         }
-        self.table.write(&batch)
+        self.table.write(&batch).map(drop)
     }
 
     fn snapshot_ephemeral(&self, tag: &str) -> Result<()> {

@@ -58,7 +58,10 @@ impl Store {
     /// Write a batch across tables of this store atomically: one commit log record, so
     /// all of it or none is applied at replay, and readers see all of it or none. See
     /// [`Batch`]. A table of another store, or a dropped one, fails the whole batch.
-    pub fn write(&self, batch: &Batch) -> Result<()> {
+    /// Returns the record's sequence number, as [`Table::write`] does (and, as there,
+    /// an empty batch writes nothing and returns the highest number written so far,
+    /// fsynced first if the batch asks for [`sync`](Batch::sync)).
+    pub fn write(&self, batch: &Batch) -> Result<u64> {
         let parts: Vec<(&Table, &WriteBatch)> = batch.parts().collect();
         for (t, _) in &parts {
             if !Arc::ptr_eq(t.ctx(), self.lsm.ctx()) {
@@ -67,6 +70,10 @@ impl Store {
                     t.name()
                 )));
             }
+        }
+        if parts.is_empty() {
+            self.lsm.ctx().check_writable()?;
+            return crate::table::lsm::write_nothing(self.lsm.ctx(), batch.is_sync());
         }
         crate::table::lsm::write_tables(&parts, batch.is_sync())
     }

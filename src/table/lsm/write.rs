@@ -10,21 +10,26 @@ use std::time::Duration;
 use super::Table;
 use crate::error::{Error, Result};
 use crate::table::batch::WriteBatch;
+use crate::table::tables::Context;
 use crate::table::visibility::Visibility;
 
 impl Table {
     /// Set `key` to `value`, timestamped by the store's clock.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        self.write(WriteBatch::new().put(key, value))
+        self.write(WriteBatch::new().put(key, value)).map(drop)
     }
 
     /// Delete `key`, timestamped by the store's clock.
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
-        self.write(WriteBatch::new().delete(key))
+        self.write(WriteBatch::new().delete(key)).map(drop)
     }
 
     /// Write a batch: one commit log record, then the memtable (invariant 1). Returns
-    /// once the commit log's sync mode acknowledges it.
+    /// the record's sequence number once the commit log's sync mode acknowledges it;
+    /// [`Store::wait_durable`](crate::Store::wait_durable) and
+    /// [`Store::on_durable`](crate::Store::on_durable) take it. An empty batch writes
+    /// nothing and returns the highest number written so far (fsynced through it
+    /// first if the batch asks for [`sync`](WriteBatch::sync)).
     ///
     /// While [`TableConfig::max_frozen_memtables`](super::TableConfig::max_frozen_memtables)
     /// frozen memtables await their flush, the write waits first (backpressure). If a
@@ -32,7 +37,7 @@ impl Table {
     /// refused with [`Error::FlushFailed`] naming the cause, and nothing of it is logged
     /// or applied; the next write retries the flush, and writes go on as soon as one
     /// succeeds.
-    pub fn write(&self, batch: &WriteBatch) -> Result<()> {
+    pub fn write(&self, batch: &WriteBatch) -> Result<u64> {
         write_tables(&[(self, batch)], batch.is_sync())
     }
 
@@ -104,14 +109,16 @@ impl Table {
 /// Write the cells of one table or several, of one store, as one commit log record:
 /// all of it or none at replay, and to readers (a read sees it once every table has
 /// applied it: [`crate::table::visibility`]). With `sync` the record is fsynced before
-/// this returns, whatever the sync mode.
+/// this returns, whatever the sync mode. Returns the record's sequence number; with
+/// nothing to write, the highest number written so far, fsynced first with `sync` (an
+/// empty synced batch is how a caller asks for everything before it to be durable).
 ///
 /// Each table's memtable read lock is taken in name order (so two batches never wait
 /// for each other) and held across the log append and the apply (invariant 1); a table
 /// with too many frozen memtables makes the write release everything and wait first.
-pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Result<()> {
+pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Result<u64> {
     let Some((first, _)) = parts.first() else {
-        return Ok(());
+        return Err(Error::InvalidArgument("a write names no table".into()));
     };
     let ctx = &first.ctx;
     for (t, _) in parts {
@@ -126,7 +133,7 @@ pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Resul
     let mut parts: Vec<&(&Table, &WriteBatch)> =
         parts.iter().filter(|(_, b)| !b.is_empty()).collect();
     if parts.is_empty() {
-        return Ok(());
+        return write_nothing(ctx, sync);
     }
     parts.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     if let Some(w) = parts.windows(2).find(|w| w[0].0.name == w[1].0.name) {
@@ -193,8 +200,19 @@ pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Resul
         if sync {
             ctx.log.sync_periodic_through(seq)?;
         }
-        return Ok(());
+        return Ok(seq);
     }
+}
+
+/// An empty write: the highest number written so far, fsynced through it first with
+/// `sync` (in every mode: under `batch` and `group` a record still in its leader's
+/// fsync is waited for).
+pub(crate) fn write_nothing(ctx: &Context, sync: bool) -> Result<u64> {
+    let seq = ctx.log.written_seq();
+    if sync {
+        ctx.log.wait_durable(seq)?;
+    }
+    Ok(seq)
 }
 
 /// Finishes a write's sequence number when dropped ([`write_tables`]).
