@@ -49,6 +49,9 @@ fn text_seeds() -> Vec<Vec<u8>> {
         table: "t".into(),
         next_id: 9,
         segments: [1, 3, 4].into_iter().collect(),
+        settings: [("gc_grace_secs".to_string(), "0".to_string())]
+            .into_iter()
+            .collect(),
     };
     let mut s = SnapshotManifest::default();
     s.tables.entry("t".into()).or_default().extend([1, 3]);

@@ -7,8 +7,14 @@
 //! table <name>
 //! next_id <n>
 //! segment <id>          (zero or more, ascending)
+//! setting <key> <value> (version 3 only, zero or more, keys ascending, each once)
 //! crc32c <8 hex digits> (of every byte above)
 //! ```
+//! `setting` lines hold the table's own settings (`Store::table_with`; the table layer
+//! encodes them, `table::settings`). A manifest with settings is written as version 3,
+//! one without as version 2, so stores that never use per-table settings stay readable
+//! by builds that predate them, and a build that predates them refuses a manifest that
+//! has them (unknown version) rather than ignoring its settings.
 //! A snapshot manifest (`snapshots/<tag>/manifest`) uses header
 //! `segstore-snapshot 2`, then `created_micros <n>`, `ephemeral <0|1>`, one
 //! `segment <table> <id>` line per segment and a `table <table>` line per table without
@@ -36,6 +42,8 @@ pub struct Manifest {
     pub next_id: u64,
     /// Live segment ids.
     pub segments: BTreeSet<u64>,
+    /// The table's own settings, by key (empty: the store's defaults apply).
+    pub settings: BTreeMap<String, String>,
 }
 
 /// A snapshot's contents.
@@ -51,8 +59,11 @@ pub struct SnapshotManifest {
 
 const TABLE_FORMAT: &str = "segstore-manifest";
 const SNAP_FORMAT: &str = "segstore-snapshot";
-/// The version written.
+/// The version written (for a table manifest without settings; with them,
+/// [`SETTINGS_VERSION`]).
 const VERSION: u32 = 2;
+/// The version of a table manifest with `setting` lines.
+const SETTINGS_VERSION: u32 = 3;
 /// The versions read (1: the same lines, written before the sealed codec).
 const READS: RangeInclusive<u32> = 1..=VERSION;
 
@@ -84,11 +95,19 @@ fn duplicate(f: &Fields) -> Malformed {
 impl Manifest {
     /// Encode.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = SealedWriter::new(TABLE_FORMAT, VERSION);
+        let version = if self.settings.is_empty() {
+            VERSION
+        } else {
+            SETTINGS_VERSION
+        };
+        let mut w = SealedWriter::new(TABLE_FORMAT, version);
         w.line(["table", self.table.as_str()]);
         w.line(["next_id", &self.next_id.to_string()]);
         for id in &self.segments {
             w.line(["segment", &id.to_string()]);
+        }
+        for (k, v) in &self.settings {
+            w.line(["setting", k.as_str(), v.as_str()]);
         }
         w.finish()
     }
@@ -101,7 +120,9 @@ impl Manifest {
     fn decode_body(bytes: &[u8]) -> std::result::Result<Manifest, Malformed> {
         let mut m = Manifest::default();
         let (mut have_table, mut have_next) = (false, false);
-        for line in sealed::decode(bytes, TABLE_FORMAT, READS)?.lines {
+        let decoded = sealed::decode(bytes, TABLE_FORMAT, 1..=SETTINGS_VERSION)?;
+        let with_settings = decoded.version == SETTINGS_VERSION;
+        for line in decoded.lines {
             let f = line.fields()?;
             match f.keyword() {
                 b"table" => {
@@ -122,8 +143,28 @@ impl Manifest {
                     f.expect_len(2)?;
                     m.segments.insert(f.u64(1)?);
                 }
+                b"setting" if with_settings => {
+                    f.expect_len(3)?;
+                    let key = f.str(1)?;
+                    let ok = !key.is_empty()
+                        && key
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+                    if !ok {
+                        return Err(Malformed::new(f.offset, format!("bad setting key {key:?}")));
+                    }
+                    if m.settings
+                        .insert(key.to_string(), f.str(2)?.to_string())
+                        .is_some()
+                    {
+                        return Err(Malformed::new(f.offset, format!("setting {key} twice")));
+                    }
+                }
                 _ => return Err(unknown(&f)),
             }
+        }
+        if with_settings && m.settings.is_empty() {
+            return Err(Malformed::new(0, "version 3 manifest without settings"));
         }
         if !have_table {
             return Err(Malformed::new(0, "manifest names no table"));
@@ -222,8 +263,20 @@ mod tests {
             table: "t1".into(),
             next_id: 9,
             segments: [1, 4, 8].into_iter().collect(),
+            settings: BTreeMap::new(),
         };
+        let mut with = m.clone();
+        with.settings.insert("gc_grace_secs".into(), "0".into());
+        with.settings
+            .insert("memtable_flush_bytes".into(), "1024".into());
+        let b = with.encode();
+        assert!(b.starts_with(b"segstore-manifest 3\n"));
+        assert_eq!(
+            Manifest::decode(Path::new("t1.manifest"), &b).unwrap(),
+            with
+        );
         let b = m.encode();
+        assert!(b.starts_with(b"segstore-manifest 2\n"));
         let p = Path::new("t1.manifest");
         assert_eq!(Manifest::decode(p, &b).unwrap(), m);
         for i in 0..b.len() {

@@ -8,6 +8,7 @@
 //! swaps; the old segments are marked obsolete and their files reach the deleter when
 //! their last handle drops (invariants 1, 3).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -224,6 +225,33 @@ impl SegmentSet {
         }
     }
 
+    /// The table's own settings, as its manifest holds them (empty: none).
+    pub fn settings(&self) -> BTreeMap<String, String> {
+        self.manifest.lock().settings.clone()
+    }
+
+    /// Replace the table's own settings: the manifest is rewritten (atomically and
+    /// durably) with them and the same segments. Refused like any change of a frozen or
+    /// poisoned set.
+    pub(crate) fn store_settings(&self, settings: BTreeMap<String, String>) -> Result<()> {
+        let mut m = self.manifest.lock();
+        if let Some(why) = *self.frozen.lock() {
+            return Err(match why {
+                Frozen::ReadOnly => Error::ReadOnly,
+                Frozen::Dropped => Error::Dropped {
+                    table: self.table.clone(),
+                },
+                Frozen::Closed => Error::Closed,
+            });
+        }
+        self.check_poisoned()?;
+        let mut next = m.clone();
+        next.settings = settings;
+        next.store(&manifest_path(&self.dir, &self.table), self.deleter.fs())?;
+        *m = next;
+        Ok(())
+    }
+
     /// Atomically replace segments `old` by the published segments `new`.
     ///
     /// If the new manifest may or may not be durable (its directory fsync failed after
@@ -356,7 +384,9 @@ impl SegmentSet {
             Some(m) => m,
             None => {
                 let dir = self.dir.join(&self.table);
-                self.deleter.rules().point("release waits for a change", &dir);
+                self.deleter
+                    .rules()
+                    .point("release waits for a change", &dir);
                 self.manifest.lock()
             }
         };

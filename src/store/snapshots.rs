@@ -161,11 +161,17 @@ impl Store {
         }
         // Every acknowledged write into a segment, then the views that hold them.
         // As of one moment for every table (a batch across tables whole or absent).
-        let views: Vec<(String, Arc<View>)> = self.lsm.flush_then(None, || {
+        // Each table's own settings go with it (its manifest's `setting` lines).
+        type Captured = (
+            String,
+            Arc<View>,
+            std::collections::BTreeMap<String, String>,
+        );
+        let views: Vec<Captured> = self.lsm.flush_then(None, || {
             self.registry
                 .sets()
                 .into_iter()
-                .map(|(n, s)| (n, s.view()))
+                .map(|(n, s)| (n, s.view(), s.settings()))
                 .collect()
         })?;
         let fs = StoreFs::new(parent, &self.config.file_rules);
@@ -184,10 +190,11 @@ impl Store {
         };
         fs.create_dir(&staging)?;
         let staged = (|| {
-            for (table, view) in &views {
+            for (table, view, settings) in &views {
                 let mut manifest = Manifest {
                     table: table.clone(),
                     next_id: 1,
+                    settings: settings.clone(),
                     ..Manifest::default()
                 };
                 for h in &view.segments {

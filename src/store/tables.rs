@@ -9,7 +9,8 @@ use crate::lifecycle::set::{manifest_path, Frozen};
 use crate::lifecycle::{Deleter, Manifest, SegmentSet};
 use crate::segment::{validate_name, Component, SegmentName};
 use crate::table::registry::Registered;
-use crate::table::{Batch, ReadView, Table, WriteBatch};
+use crate::table::settings;
+use crate::table::{Batch, ReadView, Table, TableConfig, WriteBatch};
 
 use super::{SetOpener, Store};
 
@@ -27,6 +28,65 @@ impl Store {
     pub fn table(&self, name: &str) -> Result<Arc<Table>> {
         let _op = self.check_open()?;
         self.lsm.table(name, || self.segments(name))
+    }
+
+    /// The LSM table `name` with its own settings, creating it if it does not exist:
+    /// `gc_grace`, memtable size, compaction settings... ([`TableConfig`]), so that a
+    /// Raft log (`gc_grace` 0) and user data (10 days) share one store. The settings
+    /// are persisted in the table's manifest the first time (atomically; a reopen
+    /// applies them before replaying the table's commit log records, and
+    /// [`Store::table`] of the name then opens it with them too).
+    ///
+    /// A table that has persisted settings keeps them: a later `table_with` with other
+    /// settings (after a reopen, say) returns the table with its persisted settings and
+    /// logs a warning; change them with [`Store::set_table_config`]. A table that exists
+    /// without settings of its own (created by [`Store::table`]) takes these and
+    /// persists them. [`Error::InvalidConfig`] for settings that fail
+    /// [`TableConfig::validate`]; [`Error::ReadOnly`] on a read-only store when the
+    /// settings would have to be persisted.
+    pub fn table_with(&self, name: &str, config: TableConfig) -> Result<Arc<Table>> {
+        let _op = self.check_open()?;
+        config.validate()?;
+        let set = self.opener().open_set(name)?;
+        let manifest = manifest_path(&self.dir, name);
+        {
+            let _ddl = self.ddl.lock();
+            match settings::decode(&manifest, &set.settings())? {
+                None => {
+                    set.store_settings(settings::encode(&config))?;
+                    if let Some(t) = self.registry.table(name) {
+                        t.set_config(config);
+                    }
+                }
+                Some(kept) if kept != config => tracing::warn!(
+                    table = %name,
+                    "table_with: the table keeps its persisted settings (Store::set_table_config changes them)"
+                ),
+                Some(_) => {}
+            }
+        }
+        self.table(name)
+    }
+
+    /// Change the persisted settings of table `name` (see [`Store::table_with`]): the
+    /// manifest is rewritten with them, atomically, and an open [`Table`] of the name
+    /// uses them from its next write, flush or compaction on. [`Error::NotFound`] if
+    /// there is no such table; [`Error::InvalidConfig`] for settings that fail
+    /// [`TableConfig::validate`].
+    pub fn set_table_config(&self, name: &str, config: TableConfig) -> Result<()> {
+        let _op = self.check_writable()?;
+        config.validate()?;
+        validate_name("table", name)?;
+        let _ddl = self.ddl.lock();
+        let set = self.registry.set(name).ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: name.to_string(),
+        })?;
+        set.store_settings(settings::encode(&config))?;
+        if let Some(t) = self.registry.table(name) {
+            t.set_config(config);
+        }
+        Ok(())
     }
 
     /// A consistent read of every table at this moment: every write acknowledged before

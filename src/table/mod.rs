@@ -26,6 +26,7 @@
 //! - [`tables`]: [`Tables`]: the store-wide commit log, write clock, background worker,
 //!   replay at open, checkpoints that release commit log files, close.
 //! - [`positions`]: the file recording how far each table's segments reach into the log.
+//! - [`settings`]: a table's own settings file (`Store::table_with`).
 //! - [`batch`]: write batches ([`WriteBatch`]).
 //! - [`value`]: [`Value`], what [`Table::get`] returns: memtable bytes shared, or a
 //!   segment's mapped bytes borrowed while the value holds the view.
@@ -39,6 +40,7 @@ pub mod memtable;
 pub mod merge;
 pub mod positions;
 pub(crate) mod registry;
+pub mod settings;
 pub mod tables;
 pub mod value;
 pub mod view;

@@ -52,6 +52,7 @@ use super::lsm::{Table, TableConfig};
 use super::memtable::Memtable;
 use super::positions::{DroppedTable, Positions};
 use super::registry::Registry;
+use super::settings;
 use super::visibility::Visibility;
 use crate::error::{Error, Result};
 use crate::io::{FileRules, StoreFs};
@@ -110,6 +111,8 @@ pub(crate) struct Context {
     pub(crate) log: CommitLog,
     pub(crate) config: TableConfig,
     pub(crate) clock: Clock,
+    /// The store's directory (tables' settings files live there).
+    store_dir: PathBuf,
     log_dir: PathBuf,
     fs: StoreFs,
     deleter: Deleter,
@@ -187,13 +190,19 @@ impl Context {
 
     /// Ask the worker to run size-tiered compaction on `t`.
     pub(crate) fn schedule_compaction(&self, t: &Table) {
-        if self.config.background_compaction && !t.compaction_queued.swap(true, Ordering::AcqRel) {
+        if t.config().background_compaction && !t.compaction_queued.swap(true, Ordering::AcqRel) {
             self.push(Job::Compact(t.name().to_string()));
         }
     }
 
     pub(crate) fn table(&self, name: &str) -> Option<Arc<Table>> {
         self.registry.table(name)
+    }
+
+    /// The settings a table over `set` opens with: its manifest's, else the store's.
+    pub(crate) fn table_config(&self, set: &SegmentSet) -> Result<TableConfig> {
+        let manifest = crate::lifecycle::set::manifest_path(&self.store_dir, set.table());
+        Ok(settings::decode(&manifest, &set.settings())?.unwrap_or_else(|| self.config.clone()))
     }
 
     /// Persist the positions and release obsolete commit log files (module docs).
@@ -390,6 +399,7 @@ impl Tables {
             log,
             config: config.clone(),
             clock,
+            store_dir: store_dir.to_path_buf(),
             log_dir,
             fs: deleter.fs().clone(),
             deleter: deleter.clone(),
@@ -429,6 +439,7 @@ impl Tables {
                 Arc::clone(ctx),
                 mem,
                 flushed,
+                ctx.table_config(&set)?,
             ));
             match ctx.registry.write().get_mut(&name) {
                 Some(r) if Arc::ptr_eq(&r.set, &set) => r.table = Some(Arc::clone(&t)),
@@ -476,6 +487,7 @@ impl Tables {
             return Ok(t);
         }
         let set = open_set()?;
+        let config = self.ctx.table_config(&set)?;
         // Before the registry lock: the positions lock is taken first wherever both are
         // (checkpoint, drop), never under the registry's.
         let flushed = self
@@ -507,6 +519,7 @@ impl Tables {
             Arc::clone(&self.ctx),
             Memtable::new(),
             flushed,
+            config,
         ));
         entry.table = Some(Arc::clone(&t));
         drop(registry);

@@ -42,7 +42,10 @@ mod grace_text {
         let text = [(86_400, "d"), (3_600, "h"), (60, "m")]
             .into_iter()
             .find(|(unit, _)| *secs != 0 && secs % unit == 0)
-            .map_or_else(|| format!("{secs}s"), |(unit, u)| format!("{}{u}", secs / unit));
+            .map_or_else(
+                || format!("{secs}s"),
+                |(unit, u)| format!("{}{u}", secs / unit),
+            );
         s.serialize_str(&text)
     }
 

@@ -38,7 +38,7 @@ impl Table {
         let _one_at_a_time = self.flush_lock.lock();
         {
             let mut m = self.mem.write();
-            let full = m.active.approx_bytes() >= self.ctx.config.memtable_flush_bytes;
+            let full = m.active.approx_bytes() >= self.config.load().memtable_flush_bytes;
             if force || full {
                 Self::freeze_locked(&mut m);
             }
@@ -174,10 +174,7 @@ impl Table {
         };
         self.ctx.check_unsealed()?;
         let view = self.set.view();
-        match choose(
-            &Self::summaries(&view.segments),
-            &self.ctx.config.compaction,
-        ) {
+        match choose(&Self::summaries(&view.segments), &self.config().compaction) {
             Choice::DoNothing => Ok(false),
             Choice::Merge(ids) => {
                 drop(view);
@@ -242,7 +239,7 @@ impl Table {
             .ctx
             .clock
             .wall_micros()
-            .saturating_sub(self.ctx.config.gc_grace_secs.saturating_mul(1_000_000));
+            .saturating_sub(self.config.load().gc_grace_secs.saturating_mul(1_000_000));
         let cutoff = others
             .iter()
             .map(|h| h.stats().min_ts)

@@ -82,6 +82,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex, RwLock};
 use serde::Serialize;
 
@@ -148,6 +149,9 @@ pub struct Table {
     name: String,
     set: Arc<SegmentSet>,
     ctx: Arc<Context>,
+    /// This table's settings: its `<table>.settings` file, else the store's
+    /// `Config::table`; replaced whole by `Store::set_table_config`.
+    config: ArcSwap<TableConfig>,
     mem: RwLock<Memtables>,
     /// False only while every memtable is empty, so point reads can skip the memtable
     /// lock (invariant 6). Set by writers inside the memtable read lock; cleared only
@@ -188,6 +192,7 @@ impl Table {
         ctx: Arc<Context>,
         replayed: Memtable,
         flushed_seq: u64,
+        config: TableConfig,
     ) -> Table {
         set.with_view(|v| {
             for h in &v.segments {
@@ -198,6 +203,7 @@ impl Table {
             name: name.to_string(),
             set,
             ctx,
+            config: ArcSwap::from_pointee(config),
             maybe_cells: AtomicBool::new(!replayed.is_empty()),
             mem: RwLock::new(Memtables {
                 active: Arc::new(replayed),
@@ -223,9 +229,17 @@ impl Table {
         &self.name
     }
 
-    /// The settings of the store's tables.
-    pub fn config(&self) -> &TableConfig {
-        &self.ctx.config
+    /// This table's settings: those [`Store::table_with`](crate::Store::table_with) or
+    /// [`Store::set_table_config`](crate::Store::set_table_config) persisted for it,
+    /// else the store's `Config::table`. A snapshot of them: a later
+    /// `set_table_config` does not change what this returned.
+    pub fn config(&self) -> Arc<TableConfig> {
+        self.config.load_full()
+    }
+
+    /// Replace this table's settings (persisted by the caller first).
+    pub(crate) fn set_config(&self, config: TableConfig) {
+        self.config.store(Arc::new(config));
     }
 
     /// The table's segments (manifest and view).

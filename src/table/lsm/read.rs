@@ -40,7 +40,9 @@ impl Table {
     /// on the bare segment) some 20 instructions and 2% to 5% of its speed.
     #[inline(always)]
     fn sole_value(view: &Arc<View>, h: &SegmentHandle, key: &[u8]) -> Result<Option<Value>> {
-        let place = h.get_with(key, |r| (!r.tombstone).then(|| Value::place(view, 0, r.value)))?;
+        let place = h.get_with(key, |r| {
+            (!r.tombstone).then(|| Value::place(view, 0, r.value))
+        })?;
         Ok(place.flatten().map(|p| Value::at(view, p)))
     }
 

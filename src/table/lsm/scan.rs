@@ -167,7 +167,11 @@ impl Scan {
                         }
                         f.take().map(|f| f(r.key, r.value))
                     };
-                    let got = if FWD { it.next_with(lend) } else { it.next_back_with(lend) };
+                    let got = if FWD {
+                        it.next_with(lend)
+                    } else {
+                        it.next_back_with(lend)
+                    };
                     match got? {
                         Ok(Some(t)) => return Some(Ok(t)),
                         Ok(None) => continue, // a tombstone: the key is deleted

@@ -70,7 +70,7 @@ impl Table {
     fn wait_for_flushes(&self) -> Result<()> {
         let mut st = self.flush_state.lock();
         let start = st.attempts;
-        while self.mem.read().frozen.len() >= self.ctx.config.max_frozen_memtables {
+        while self.mem.read().frozen.len() >= self.config.load().max_frozen_memtables {
             self.ctx.check_open()?;
             if self.dropped.load(Ordering::Acquire) {
                 return Err(Error::Dropped {
@@ -154,7 +154,7 @@ pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Resul
                     table: t.name.clone(),
                 });
             }
-            if m.frozen.len() >= ctx.config.max_frozen_memtables {
+            if m.frozen.len() >= t.config.load().max_frozen_memtables {
                 stalled = Some(*t);
                 break;
             }
@@ -186,7 +186,7 @@ pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Resul
             if !t.maybe_cells.load(Ordering::Relaxed) {
                 t.maybe_cells.store(true, Ordering::Release);
             }
-            if m.active.approx_bytes() >= ctx.config.memtable_flush_bytes {
+            if m.active.approx_bytes() >= t.config.load().memtable_flush_bytes {
                 full.push(*t);
             }
         }

@@ -1,0 +1,155 @@
+//! A table's own settings: the [`TableConfig`] that
+//! [`Store::table_with`](crate::Store::table_with) or
+//! [`Store::set_table_config`](crate::Store::set_table_config) gave it, kept as
+//! `setting <key> <value>` lines of the table's manifest (so they are replaced with it,
+//! atomically, dropped with it, and read before the table's commit log records are
+//! replayed). A table whose manifest holds none follows the store's `Config::table`.
+//!
+//! Keys, every one present when any is: `memtable_flush_bytes`, `max_frozen_memtables`
+//! (at least 1), `gc_grace_secs`, `background_compaction` (`0` or `1`),
+//! `compaction_min_threshold`, `compaction_max_threshold`, `compaction_bucket_low` and
+//! `compaction_bucket_high` (the shortest decimal text that reads back to the same
+//! `f64`), `compaction_min_segment_size`. A missing, unknown or malformed key, or
+//! settings that fail [`TableConfig::validate`], make the manifest `Corrupt`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::table::{CompactionConfig, TableConfig};
+
+const KEYS: [&str; 9] = [
+    "memtable_flush_bytes",
+    "max_frozen_memtables",
+    "gc_grace_secs",
+    "background_compaction",
+    "compaction_min_threshold",
+    "compaction_max_threshold",
+    "compaction_bucket_low",
+    "compaction_bucket_high",
+    "compaction_min_segment_size",
+];
+
+/// The manifest lines of `c`.
+pub fn encode(c: &TableConfig) -> BTreeMap<String, String> {
+    let k = &c.compaction;
+    let values = [
+        c.memtable_flush_bytes.to_string(),
+        c.max_frozen_memtables.to_string(),
+        c.gc_grace_secs.to_string(),
+        u8::from(c.background_compaction).to_string(),
+        k.min_threshold.to_string(),
+        k.max_threshold.to_string(),
+        k.bucket_low.to_string(),
+        k.bucket_high.to_string(),
+        k.min_segment_size.to_string(),
+    ];
+    KEYS.iter().map(|k| k.to_string()).zip(values).collect()
+}
+
+/// The settings a manifest's lines hold (`None`: none), `manifest` naming the file in
+/// errors.
+pub fn decode(manifest: &Path, lines: &BTreeMap<String, String>) -> Result<Option<TableConfig>> {
+    if lines.is_empty() {
+        return Ok(None);
+    }
+    let bad = |why: String| Error::corrupt(manifest, 0, format!("table settings: {why}"));
+    if let Some(k) = lines.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(bad(format!("unknown setting {k:?}")));
+    }
+    let text = |i: usize| {
+        lines
+            .get(KEYS[i])
+            .ok_or_else(|| bad(format!("{} is missing", KEYS[i])))
+    };
+    let int = |i: usize| -> Result<u64> {
+        let v = text(i)?;
+        v.parse::<u64>()
+            .map_err(|_| bad(format!("{}: {v:?} is not a number", KEYS[i])))
+    };
+    let size = |i: usize| int(i).map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    let float = |i: usize| -> Result<f64> {
+        let v = text(i)?;
+        v.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| bad(format!("{}: {v:?} is not a number", KEYS[i])))
+    };
+    let background_compaction = match int(3)? {
+        0 => false,
+        1 => true,
+        n => return Err(bad(format!("background_compaction {n}"))),
+    };
+    let c = TableConfig {
+        memtable_flush_bytes: size(0)?,
+        max_frozen_memtables: size(1)?,
+        gc_grace_secs: int(2)?,
+        background_compaction,
+        compaction: CompactionConfig {
+            min_threshold: size(4)?,
+            max_threshold: size(5)?,
+            bucket_low: float(6)?,
+            bucket_high: float(7)?,
+            min_segment_size: int(8)?,
+        },
+    };
+    c.validate().map_err(|e| bad(e.to_string()))?;
+    Ok(Some(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn odd() -> TableConfig {
+        TableConfig {
+            memtable_flush_bytes: 12345,
+            max_frozen_memtables: 3,
+            gc_grace_secs: 0,
+            background_compaction: false,
+            compaction: CompactionConfig {
+                min_threshold: 2,
+                max_threshold: 7,
+                bucket_low: 0.1 + 0.2,
+                bucket_high: 1.75,
+                min_segment_size: 1,
+            },
+        }
+    }
+
+    #[test]
+    fn round_trips_exactly() {
+        let path = Path::new("t.manifest");
+        for c in [TableConfig::default(), odd()] {
+            assert_eq!(decode(path, &encode(&c)).unwrap(), Some(c));
+        }
+        assert_eq!(decode(path, &BTreeMap::new()).unwrap(), None);
+    }
+
+    #[test]
+    fn missing_unknown_or_invalid_settings_are_corrupt() {
+        let path = Path::new("t.manifest");
+        let mut c = odd();
+        c.max_frozen_memtables = 0;
+        let e = decode(path, &encode(&c)).unwrap_err();
+        assert!(
+            matches!(e, Error::Corrupt { .. }) && e.to_string().contains("max_frozen_memtables"),
+            "{e}"
+        );
+        let mut lines = encode(&odd());
+        lines.remove("gc_grace_secs");
+        assert!(decode(path, &lines)
+            .unwrap_err()
+            .to_string()
+            .contains("gc_grace_secs is missing"));
+        let mut lines = encode(&odd());
+        lines.insert("ttl".into(), "1".into());
+        assert!(decode(path, &lines)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown setting"));
+        let mut lines = encode(&odd());
+        lines.insert("compaction_bucket_low".into(), "NaN".into());
+        assert!(decode(path, &lines).is_err());
+    }
+}
