@@ -91,9 +91,23 @@ pub fn run_all(root: &Path, ids: &[&str], mib: u64, a: &Args) {
             .output()
             .unwrap();
         let peak = read_u64(&cg.join("memory.max_usage_in_bytes"));
+        let oom = read_u64(&cg.join("memory.failcnt")) > 0
+            && std::fs::read_to_string(cg.join("memory.oom_control")).is_ok_and(|s| {
+                s.lines()
+                    .any(|l| l.starts_with("oom_kill ") && l != "oom_kill 0")
+            });
         let r = parse_child(&String::from_utf8_lossy(&out.stdout), peak).ok_or_else(|| {
             let err = String::from_utf8_lossy(&out.stderr);
-            format!("child {}: {}", out.status, err.lines().last().unwrap_or(""))
+            let why = if oom {
+                " (killed by the cgroup's OOM killer)"
+            } else {
+                ""
+            };
+            format!(
+                "child {}{why} {}",
+                out.status,
+                err.lines().last().unwrap_or("")
+            )
         });
         // The child has exited; its cgroup is empty and can go (its page cache is
         // charged to the parent cgroup from then on).
@@ -149,7 +163,8 @@ fn major_faults() -> u64 {
     }
 }
 
-/// The child: join the cgroup, open the system (caches of its own at half the cap),
+/// The child: join the cgroup, open the system (caches of its own at a quarter of the
+/// cap, so they leave room for the page cache their files need),
 /// warm for a third of `cap_secs`, then time uniform random gets for `cap_secs`.
 pub fn child(root: &Path, id: &str, cg: &Path, a: &Args) {
     if let Err(e) = std::fs::write(cg.join("cgroup.procs"), std::process::id().to_string()) {
@@ -157,7 +172,7 @@ pub fn child(root: &Path, id: &str, cg: &Path, a: &Args) {
         std::process::exit(2);
     }
     let cap = a.cap_mib.expect("--cap-mib") << 20;
-    let kv = kv::open(id, &kv::dir(root, id), (cap / 2) as usize);
+    let kv = kv::open(id, &kv::dir(root, id), (cap / 4) as usize);
     let mut rng = Rng::new(77);
     let get = |rng: &mut Rng| {
         let n = rng.next_u64() % a.keys;

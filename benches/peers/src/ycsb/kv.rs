@@ -55,7 +55,7 @@ pub fn is_peer(id: &str) -> bool {
 pub fn systems(only: Option<&str>) -> Vec<&'static str> {
     IDS.into_iter()
         .filter(|id| cfg!(feature = "rocksdb") || *id != "rocksdb")
-        .filter(|id| only.is_none_or(|o| o.split(',').any(|o| id.contains(o))))
+        .filter(|id| only.is_none_or(|o| o.split(',').any(|o| o == *id)))
         .collect()
 }
 
@@ -79,7 +79,7 @@ pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
 }
 
 /// Open a loaded system; `cache` bytes for the systems with a block or page cache of
-/// their own (RocksDB, fjall, redb).
+/// their own (RocksDB, fjall, redb; segstore keeps its default index cache).
 pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
     match id {
         "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto)),
@@ -277,6 +277,12 @@ impl Kv for Fjall {
             bytes += g.value().unwrap().len();
         }
         bytes
+    }
+    /// Flush the memtable to a table first (as segstore's `close` flushes its
+    /// memtables), so a reopening does not replay the journal into memory.
+    fn close(self: Box<Self>) {
+        self.ks.rotate_memtable_and_wait().unwrap();
+        self._db.persist(fjall::PersistMode::SyncAll).unwrap();
     }
 }
 

@@ -45,7 +45,7 @@ fn parse(args: impl Iterator<Item = String>) -> Args {
     let mut a = Args {
         keys: 1_000_000,
         rounds: 3,
-        ops: 50_000,
+        ops: 30_000,
         dir: None,
         only: None,
         cap_mib: None,

@@ -66,4 +66,9 @@ impl Kv for Rocks {
         }
         bytes
     }
+    /// Flush the memtables first (as segstore's `close` does), so a reopening does not
+    /// replay the WAL into memory.
+    fn close(self: Box<Self>) {
+        self.db.flush().unwrap();
+    }
 }
