@@ -1,0 +1,360 @@
+//! The systems under YCSB: one adapter each over its plain single-operation API, with the
+//! durability a plain put gives without an fsync per write, and each one's bulk load.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use segstore::DiskAccessMode;
+
+/// One system as YCSB's DB binding sees it. Every call is one operation with its own
+/// transaction where the system has them (LMDB and redb: a read transaction per read,
+/// a write transaction per put), as an application issuing independent requests does.
+pub trait Kv: Sync {
+    /// The value's length, 0 when the key is missing.
+    fn read(&self, key: &[u8]) -> usize;
+    /// Insert or overwrite (YCSB's update and insert both write the whole record here).
+    fn put(&self, key: &[u8], value: &[u8]);
+    /// Up to `rows` rows from `start` on; returns the bytes of the values seen.
+    fn scan(&self, start: &[u8], rows: usize) -> usize;
+    /// Close cleanly (segstore's `Store::close`; the others close on drop).
+    fn close(self: Box<Self>) {}
+}
+
+/// The systems, in print order.
+pub const IDS: [&str; 7] = [
+    "seg_auto",
+    "seg_mmap",
+    "lmdb",
+    "rocksdb",
+    "fjall",
+    "fjall_buffered",
+    "redb",
+];
+
+/// The row label of a system.
+pub fn label(id: &str) -> &'static str {
+    match id {
+        "seg_auto" => "segstore auto (default)",
+        "seg_mmap" => "segstore mmap",
+        "lmdb" => "LMDB (heed, NO_SYNC)",
+        "rocksdb" => "RocksDB (WAL, no sync)",
+        "fjall" => "fjall (as shipped)",
+        "fjall_buffered" => "fjall journal buffered*",
+        "redb" => "redb (Durability::None)",
+        _ => "?",
+    }
+}
+
+/// Whether a system counts as a peer for the "best peer" columns: not segstore, and not
+/// a variant that loses acknowledged writes on a process kill where its default does not
+/// (fjall with its journal held in the process).
+pub fn is_peer(id: &str) -> bool {
+    !id.starts_with("seg_") && id != "fjall_buffered"
+}
+
+pub fn systems(only: Option<&str>) -> Vec<&'static str> {
+    IDS.into_iter()
+        .filter(|id| cfg!(feature = "rocksdb") || *id != "rocksdb")
+        .filter(|id| only.is_none_or(|o| o.split(',').any(|o| o == *id)))
+        .collect()
+}
+
+pub fn dir(root: &Path, id: &str) -> PathBuf {
+    root.join(format!("ycsb_{id}"))
+}
+
+/// Bulk-load items `sorted` (item numbers in key order) with each system's fastest
+/// documented bulk path that keeps its normal durability, then flush and compact fully.
+pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
+    std::fs::create_dir_all(dir).unwrap();
+    match id {
+        "seg_auto" | "seg_mmap" => load_seg(dir, sorted),
+        "lmdb" => load_lmdb(dir, sorted),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => super::rocks::load(dir, sorted),
+        "fjall" | "fjall_buffered" => load_fjall(dir, sorted, id == "fjall_buffered"),
+        "redb" => load_redb(dir, sorted),
+        other => panic!("unknown system {other}"),
+    }
+}
+
+/// Open a loaded system; `cache` bytes for the systems with a block or page cache of
+/// their own (RocksDB, fjall, redb; segstore keeps its default index cache).
+pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
+    match id {
+        "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto)),
+        "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap)),
+        "lmdb" => Box::new(Lmdb::open(dir)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Box::new(super::rocks::Rocks::open(dir, cache)),
+        "fjall" | "fjall_buffered" => Box::new(Fjall::open(dir, cache, id == "fjall_buffered")),
+        "redb" => Box::new(Redb::open(dir, cache)),
+        other => panic!("unknown system {other}"),
+    }
+}
+
+fn kv(n: u64) -> ([u8; 16], [u8; super::workload::VALUE_LEN]) {
+    (super::workload::key(n), super::workload::value(n, 0))
+}
+
+// ---------------------------------------------------------------- segstore
+
+const SEG_TABLE: &str = "ycsb";
+
+struct Seg {
+    store: segstore::Store,
+    t: Arc<segstore::Table>,
+}
+
+fn seg_config(mode: DiskAccessMode) -> segstore::Config {
+    let mut c = segstore::Config::default();
+    c.disk_access_mode = mode;
+    c
+}
+
+impl Seg {
+    fn open(dir: &Path, mode: DiskAccessMode) -> Seg {
+        let store = segstore::Store::open(dir, seg_config(mode)).unwrap();
+        let t = store.table(SEG_TABLE).unwrap();
+        Seg { store, t }
+    }
+}
+
+/// `Table::write` batches of 1,000 (the commit log's default sync mode), then flush,
+/// compact to one segment and close.
+fn load_seg(dir: &Path, sorted: &[u64]) {
+    let s = Seg::open(dir, DiskAccessMode::Auto);
+    for chunk in sorted.chunks(1000) {
+        let mut b = segstore::WriteBatch::default();
+        for &n in chunk {
+            let (k, v) = kv(n);
+            b.put(k, v);
+        }
+        s.t.write(&b).unwrap();
+    }
+    s.t.flush().unwrap();
+    s.t.compact().unwrap();
+    Box::new(s).close();
+}
+
+impl Kv for Seg {
+    fn read(&self, key: &[u8]) -> usize {
+        self.t.get(key).unwrap().map_or(0, |v| v.len())
+    }
+    fn put(&self, key: &[u8], value: &[u8]) {
+        self.t.put(key, value).unwrap();
+    }
+    fn scan(&self, start: &[u8], rows: usize) -> usize {
+        let mut s = self.t.scan(start..).unwrap();
+        let mut bytes = 0;
+        for _ in 0..rows {
+            match s.next_with(|_, v| v.len()) {
+                Some(n) => bytes += n.unwrap(),
+                None => break,
+            }
+        }
+        bytes
+    }
+    fn close(self: Box<Self>) {
+        let Seg { store, t } = *self;
+        drop(t);
+        store.close().unwrap();
+    }
+}
+
+// ---------------------------------------------------------------- LMDB (heed)
+
+struct Lmdb {
+    env: heed::Env,
+    db: heed::Database<heed::types::Bytes, heed::types::Bytes>,
+}
+
+impl Lmdb {
+    fn open(dir: &Path) -> Lmdb {
+        // SAFETY: heed requires that the environment is opened once per process and not
+        // modified by others; each system is opened once at a time. `NO_SYNC`: a commit
+        // writes its pages to the OS without fsync (what a plain put gets from the
+        // others), so a process kill loses nothing committed, a power loss may.
+        let env = unsafe {
+            heed::EnvOpenOptions::new()
+                .map_size(64 << 30)
+                .max_dbs(1)
+                .flags(heed::EnvFlags::NO_SYNC)
+                .open(dir)
+                .unwrap()
+        };
+        let mut w = env.write_txn().unwrap();
+        let db = env.create_database(&mut w, None).unwrap();
+        w.commit().unwrap();
+        Lmdb { env, db }
+    }
+}
+
+/// One write transaction with `APPEND` (keys in order), then a sync.
+fn load_lmdb(dir: &Path, sorted: &[u64]) {
+    let l = Lmdb::open(dir);
+    let mut w = l.env.write_txn().unwrap();
+    for &n in sorted {
+        let (k, v) = kv(n);
+        l.db.put_with_flags(&mut w, heed::PutFlags::APPEND, &k, &v)
+            .unwrap();
+    }
+    w.commit().unwrap();
+    l.env.force_sync().unwrap();
+}
+
+impl Kv for Lmdb {
+    fn read(&self, key: &[u8]) -> usize {
+        let txn = self.env.read_txn().unwrap();
+        self.db.get(&txn, key).unwrap().map_or(0, <[u8]>::len)
+    }
+    fn put(&self, key: &[u8], value: &[u8]) {
+        let mut w = self.env.write_txn().unwrap();
+        self.db.put(&mut w, key, value).unwrap();
+        w.commit().unwrap();
+    }
+    fn scan(&self, start: &[u8], rows: usize) -> usize {
+        let txn = self.env.read_txn().unwrap();
+        let range = (std::ops::Bound::Included(start), std::ops::Bound::Unbounded);
+        let mut bytes = 0;
+        for e in self.db.range(&txn, &range).unwrap().take(rows) {
+            bytes += e.unwrap().1.len();
+        }
+        bytes
+    }
+}
+
+// ---------------------------------------------------------------- fjall
+
+struct Fjall {
+    _db: fjall::Database,
+    ks: fjall::Keyspace,
+}
+
+impl Fjall {
+    /// `buffered`: `manual_journal_persist(true)`, so a write leaves its journal entry
+    /// in fjall's 8 KiB `BufWriter` (in the process) until the buffer fills; as shipped,
+    /// every write flushes the journal to the OS (`PersistMode::Buffer`).
+    fn open(dir: &Path, cache: usize, buffered: bool) -> Fjall {
+        let db = fjall::Database::builder(dir)
+            .cache_size(cache as u64)
+            .manual_journal_persist(buffered)
+            .open()
+            .unwrap();
+        let ks = db
+            .keyspace(SEG_TABLE, || {
+                fjall::KeyspaceCreateOptions::default().manual_journal_persist(buffered)
+            })
+            .unwrap();
+        Fjall { _db: db, ks }
+    }
+}
+
+/// `Keyspace::start_ingestion` (sorted input written straight into tables), then a
+/// major compaction and a journal sync.
+fn load_fjall(dir: &Path, sorted: &[u64], buffered: bool) {
+    let f = Fjall::open(dir, 64 << 20, buffered);
+    let mut ing = f.ks.start_ingestion().unwrap();
+    for &n in sorted {
+        let (k, v) = kv(n);
+        ing.write(k.to_vec(), v.to_vec()).unwrap();
+    }
+    ing.finish().unwrap();
+    f.ks.major_compact().unwrap();
+    f._db.persist(fjall::PersistMode::SyncAll).unwrap();
+}
+
+impl Kv for Fjall {
+    fn read(&self, key: &[u8]) -> usize {
+        self.ks.get(key).unwrap().map_or(0, |v| v.len())
+    }
+    fn put(&self, key: &[u8], value: &[u8]) {
+        self.ks.insert(key, value).unwrap();
+    }
+    fn scan(&self, start: &[u8], rows: usize) -> usize {
+        let mut bytes = 0;
+        for g in self.ks.range(start..).take(rows) {
+            bytes += g.value().unwrap().len();
+        }
+        bytes
+    }
+    /// Flush the memtable to a table first (as segstore's `close` flushes its
+    /// memtables), so a reopening does not replay the journal into memory.
+    fn close(self: Box<Self>) {
+        self.ks.rotate_memtable_and_wait().unwrap();
+        self._db.persist(fjall::PersistMode::SyncAll).unwrap();
+    }
+}
+
+// ---------------------------------------------------------------- redb
+
+const REDB_TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("ycsb");
+
+struct Redb {
+    db: redb::Database,
+}
+
+fn redb_path(dir: &Path) -> PathBuf {
+    dir.join("ycsb.redb")
+}
+
+impl Redb {
+    fn open(dir: &Path, cache: usize) -> Redb {
+        Redb {
+            db: redb::Database::builder()
+                .set_cache_size(cache)
+                .create(redb_path(dir))
+                .unwrap(),
+        }
+    }
+}
+
+/// One write transaction (keys in order), committed durably (one fsync).
+fn load_redb(dir: &Path, sorted: &[u64]) {
+    let r = Redb::open(dir, 64 << 20);
+    let w = r.db.begin_write().unwrap();
+    {
+        let mut t = w.open_table(REDB_TABLE).unwrap();
+        for &n in sorted {
+            let (k, v) = kv(n);
+            t.insert(&k[..], &v[..]).unwrap();
+        }
+    }
+    w.commit().unwrap();
+}
+
+impl Kv for Redb {
+    fn read(&self, key: &[u8]) -> usize {
+        use redb::ReadableDatabase;
+        let txn = self.db.begin_read().unwrap();
+        let t = txn.open_table(REDB_TABLE).unwrap();
+        t.get(key).unwrap().map_or(0, |v| v.value().len())
+    }
+    /// `Durability::None`: redb's only commit without an fsync. Such a commit is not in
+    /// the file's header until a later durable commit, so a process kill loses it
+    /// (redb has no mode that writes to the OS without fsync and survives a kill).
+    fn put(&self, key: &[u8], value: &[u8]) {
+        let mut w = self.db.begin_write().unwrap();
+        w.set_durability(redb::Durability::None).unwrap();
+        {
+            let mut t = w.open_table(REDB_TABLE).unwrap();
+            t.insert(key, value).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    fn scan(&self, start: &[u8], rows: usize) -> usize {
+        use redb::ReadableDatabase;
+        let txn = self.db.begin_read().unwrap();
+        let t = txn.open_table(REDB_TABLE).unwrap();
+        let mut bytes = 0;
+        for e in t.range(start..).unwrap().take(rows) {
+            bytes += e.unwrap().1.value().len();
+        }
+        bytes
+    }
+    /// A durable commit before closing, so the non-durable ones are kept.
+    fn close(self: Box<Self>) {
+        let w = self.db.begin_write().unwrap();
+        w.commit().unwrap();
+    }
+}

@@ -1,0 +1,259 @@
+//! YCSB (issue 19, item 1): workloads A to F as YCSB's `CoreWorkload` defines them, run
+//! in YCSB's order (load, then A, B, C, F, D, E) on one loaded data set per system, at
+//! 1 and 2 threads, systems interleaved round by round; then single puts at 1, 2 and 4
+//! threads; bulk load time and bytes on disk; and, with `--cap-mib`, random gets from a
+//! child process in a memory cgroup whose limit caps its page cache. See README.md.
+
+mod cap;
+mod generators;
+mod kv;
+mod report;
+#[cfg(feature = "rocksdb")]
+mod rocks;
+mod run;
+mod workload;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use workload::{KeySpace, Workload};
+
+/// Command line of `segstore-peers --ycsb`.
+pub struct Args {
+    pub keys: u64,
+    pub rounds: usize,
+    /// Operations per thread per phase (E does a tenth: its scans read up to 100 rows).
+    pub ops: usize,
+    pub dir: Option<PathBuf>,
+    pub only: Option<String>,
+    /// Cap (MiB) of the memory cgroup the capped-gets child runs in.
+    pub cap_mib: Option<u64>,
+    /// Seconds the capped-gets child measures (after a third as long warming).
+    pub cap_secs: f64,
+    /// `--cap-child ID CGROUP`: run as the capped-gets child.
+    pub cap_child: Option<(String, PathBuf)>,
+    /// Skip the YCSB rounds (load, footprint and `--cap-mib` only).
+    pub no_rounds: bool,
+}
+
+const USAGE: &str =
+    "usage: segstore-peers --ycsb [--quick] [--keys N | --ten-million] [--rounds R] \
+[--ops N] [--dir DIR] [--only ID[,ID]] [--cap-mib MIB] [--cap-secs S] [--no-rounds]\n\
+systems: seg_auto seg_mmap lmdb rocksdb fjall fjall_buffered redb";
+
+fn parse(args: impl Iterator<Item = String>) -> Args {
+    let mut a = Args {
+        keys: 1_000_000,
+        rounds: 3,
+        ops: 30_000,
+        dir: None,
+        only: None,
+        cap_mib: None,
+        cap_secs: 10.0,
+        cap_child: None,
+        no_rounds: false,
+    };
+    let mut it = args;
+    while let Some(s) = it.next() {
+        let mut val = || {
+            it.next()
+                .unwrap_or_else(|| panic!("{s} needs a value\n{USAGE}"))
+        };
+        match s.as_str() {
+            "--keys" => a.keys = val().parse().expect("--keys N"),
+            "--ten-million" => a.keys = 10_000_000,
+            "--rounds" => a.rounds = val().parse().expect("--rounds R"),
+            "--ops" => a.ops = val().parse().expect("--ops N"),
+            "--dir" => a.dir = Some(PathBuf::from(val())),
+            "--only" => a.only = Some(val()),
+            "--cap-mib" => a.cap_mib = Some(val().parse().expect("--cap-mib MIB")),
+            "--cap-secs" => a.cap_secs = val().parse().expect("--cap-secs S"),
+            "--no-rounds" => a.no_rounds = true,
+            "--quick" => {
+                a.keys = 20_000;
+                a.ops = 2_000;
+                a.rounds = 1;
+                a.cap_secs = 1.0;
+            }
+            "--cap-child" => {
+                let id = val();
+                a.cap_child = Some((id, PathBuf::from(val())));
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => panic!("unknown argument {other}\n{USAGE}"),
+        }
+    }
+    assert!(
+        a.keys >= 100 && a.ops >= 10,
+        "--keys and --ops too small\n{USAGE}"
+    );
+    a
+}
+
+/// The phases of one round, in order: YCSB at 1 and 2 threads, then puts at 1, 2, 4.
+pub fn phases() -> Vec<(Workload, usize)> {
+    let mut v: Vec<(Workload, usize)> = Workload::YCSB_ORDER
+        .into_iter()
+        .flat_map(|w| [(w, 1), (w, 2)])
+        .collect();
+    v.extend([1, 2, 4].map(|t| (Workload::Puts, t)));
+    v
+}
+
+fn ops_of(wl: Workload, ops: usize) -> usize {
+    match wl {
+        Workload::E => (ops / 10).max(1),
+        Workload::Puts => (ops / 2).max(1),
+        _ => ops,
+    }
+}
+
+/// Load (or reuse) one system's data set; returns the load seconds (None when reused).
+fn load_one(root: &Path, id: &str, sorted: &[u64]) -> Option<f64> {
+    let marker = root.join(format!("ycsb_{id}.loaded"));
+    if marker.exists() {
+        return None;
+    }
+    let d = kv::dir(root, id);
+    let _ = std::fs::remove_dir_all(&d);
+    let t = Instant::now();
+    kv::load(id, &d, sorted);
+    let secs = t.elapsed().as_secs_f64();
+    std::fs::write(&marker, format!("{secs}\n")).unwrap();
+    eprintln!("loaded {id:<16} in {secs:>6.1} s");
+    Some(secs)
+}
+
+/// Item numbers `0..n` in key order (the sort the bulk paths need), made before timing.
+fn sorted_items(n: u64) -> Vec<u64> {
+    let mut v: Vec<(u64, u64)> = (0..n).map(|i| (generators::fnvhash64(i), i)).collect();
+    v.sort_unstable();
+    v.into_iter().map(|(_, i)| i).collect()
+}
+
+pub fn main(args: impl Iterator<Item = String>) {
+    let a = parse(args);
+    let tmp;
+    let root = match &a.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).unwrap();
+            d.clone()
+        }
+        None => {
+            tmp = tempfile::Builder::new()
+                .prefix("segstore-ycsb")
+                .tempdir_in(std::env::var_os("PEERS_TMP").unwrap_or_else(|| "/var/tmp".into()))
+                .unwrap();
+            tmp.path().to_path_buf()
+        }
+    };
+    if let Some((id, cg)) = &a.cap_child {
+        cap::child(&root, id, cg, &a);
+        return;
+    }
+    let ids = kv::systems(a.only.as_deref());
+    println!(
+        "YCSB: {} keys (16-byte keys, {}-byte values), {} rounds, {} ops per thread per phase \
+         (E {}, puts {}), data in {}",
+        a.keys,
+        workload::VALUE_LEN,
+        a.rounds,
+        a.ops,
+        ops_of(Workload::E, a.ops),
+        ops_of(Workload::Puts, a.ops),
+        root.display()
+    );
+    let sorted = sorted_items(a.keys);
+    let mut foot = Vec::new();
+    for id in &ids {
+        let loaded = load_one(&root, id, &sorted);
+        let secs = loaded.or_else(|| {
+            let s = std::fs::read_to_string(root.join(format!("ycsb_{id}.loaded"))).ok()?;
+            s.trim().parse().ok()
+        });
+        foot.push(report::Footprint {
+            id,
+            reused: loaded.is_none(),
+            load_secs: secs,
+            disk: crate::disk_usage(&kv::dir(&root, id)),
+        });
+    }
+    drop(sorted);
+    report::footprint(&foot);
+    if !a.no_rounds {
+        rounds(&root, &ids, &a);
+    }
+    if let Some(mib) = a.cap_mib {
+        cap::run_all(&root, &ids, mib, &a);
+    }
+}
+
+/// Open every system, run the rounds, print the tables, close every system.
+fn rounds(root: &Path, ids: &[&'static str], a: &Args) {
+    let t = Instant::now();
+    let mut warmed = 0;
+    for id in ids {
+        warmed += crate::read_all(&kv::dir(root, id));
+    }
+    eprintln!(
+        "read {:.2} GiB of data files into the page cache in {:.1} s",
+        warmed as f64 / (1u64 << 30) as f64,
+        t.elapsed().as_secs_f64()
+    );
+    let systems: Vec<Box<dyn kv::Kv>> = ids
+        .iter()
+        .map(|id| kv::open(id, &kv::dir(root, id), 1 << 30))
+        .collect();
+    let phases = phases();
+    let planned: usize = phases
+        .iter()
+        .filter(|(w, _)| w.inserts())
+        .map(|&(w, t)| ops_of(w, a.ops) * t)
+        .sum::<usize>()
+        * a.rounds
+        / 20; // 5% of D's and E's operations insert
+    let spaces: Vec<KeySpace> = ids
+        .iter()
+        .map(|_| KeySpace::new(a.keys, planned as u64))
+        .collect();
+    // Untimed: a tenth of a C phase on each, so the first timed phase does not pay for
+    // first reads (block caches, index pages, checksums of first use).
+    for (s, ks) in systems.iter().zip(&spaces) {
+        run::phase(s.as_ref(), ks, Workload::C, 1, (a.ops / 10).max(1), 1);
+    }
+    // results[system][phase] = one Phase per round
+    let mut results: Vec<Vec<Vec<run::Phase>>> = (0..systems.len())
+        .map(|_| (0..phases.len()).map(|_| Vec::new()).collect())
+        .collect();
+    let started = Instant::now();
+    for round in 0..a.rounds {
+        for (pi, &(wl, threads)) in phases.iter().enumerate() {
+            let seed = (round * 64 + pi) as u64 + 1000;
+            // A fresh seeded order of the systems per phase: none always runs first.
+            for si in crate::shuffled(systems.len(), seed) {
+                let p = run::phase(
+                    systems[si].as_ref(),
+                    &spaces[si],
+                    wl,
+                    threads,
+                    ops_of(wl, a.ops),
+                    seed,
+                );
+                results[si][pi].push(p);
+            }
+        }
+        eprintln!(
+            "round {}/{} done at {:.0} s",
+            round + 1,
+            a.rounds,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    report::phases(ids, &phases, &results);
+    for s in systems {
+        s.close();
+    }
+}

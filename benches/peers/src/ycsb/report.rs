@@ -1,0 +1,189 @@
+//! The YCSB tables, printed as Markdown (ready for the README): throughput and p99 per
+//! workload and thread count, side by side, with segstore / best-peer ratios; bulk load
+//! time and bytes on disk; capped gets.
+
+use super::kv;
+use super::run::Phase;
+use super::workload::Workload;
+
+/// One system's load time and bytes on disk (apparent, allocated).
+pub struct Footprint<'a> {
+    pub id: &'a str,
+    /// The data set was loaded by an earlier run (`--dir`): the bytes are after it.
+    pub reused: bool,
+    pub load_secs: Option<f64>,
+    pub disk: (u64, u64),
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1}", b as f64 / (1 << 20) as f64)
+}
+
+pub fn footprint(f: &[Footprint]) {
+    println!();
+    println!("Bulk load (each system's bulk path, flushed, fully compacted, closed) and bytes on disk after it");
+    println!();
+    println!("| system | bulk load s | disk apparent MiB | disk allocated MiB |");
+    println!("| --- | ---: | ---: | ---: |");
+    for x in f {
+        let secs = x
+            .load_secs
+            .map_or_else(|| "-".into(), |s| format!("{s:.1}"));
+        let note = if x.reused { " (reused data set)" } else { "" };
+        println!(
+            "| {}{note} | {secs} | {} | {} |",
+            kv::label(x.id),
+            mib(x.disk.0),
+            mib(x.disk.1)
+        );
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    crate::median(&mut v)
+}
+
+/// Print one table of `cell` (median over rounds) per phase; `better_high` says whether
+/// the best peer is the highest value (throughput) or the lowest (latency), and the
+/// ratio columns are segstore / best (throughput) or best / segstore (latency), so > 1
+/// always means segstore is better.
+fn table(
+    title: &str,
+    ids: &[&str],
+    phases: &[(Workload, usize)],
+    results: &[Vec<Vec<Phase>>],
+    cell: &dyn Fn(&Phase) -> f64,
+    fmt: &dyn Fn(f64) -> String,
+    better_high: bool,
+) {
+    println!();
+    println!("{title}");
+    println!();
+    print!("| workload | threads |");
+    for id in ids {
+        print!(" {} |", kv::label(id));
+    }
+    println!(" best peer | auto / best | mmap / best |");
+    print!("| --- | ---: |");
+    for _ in ids {
+        print!(" ---: |");
+    }
+    println!(" --- | ---: | ---: |");
+    for (pi, &(wl, threads)) in phases.iter().enumerate() {
+        let med: Vec<f64> = (0..ids.len())
+            .map(|si| median(results[si][pi].iter().map(cell).collect()))
+            .collect();
+        print!("| {} | {threads} |", wl.name());
+        for v in &med {
+            print!(" {} |", fmt(*v));
+        }
+        let best = ids.iter().zip(&med).filter(|(id, _)| kv::is_peer(id)).fold(
+            None::<(&str, f64)>,
+            |b, (id, &v)| match b {
+                Some((_, bv)) if (v > bv) != better_high || v == bv => b,
+                _ => Some((id, v)),
+            },
+        );
+        let seg = |id: &str| ids.iter().position(|i| *i == id).map(|i| med[i]);
+        let ratio = |s: Option<f64>, b: f64| match s {
+            Some(s) if better_high => format!("{:.2}", s / b),
+            Some(s) => format!("{:.2}", b / s),
+            None => "-".into(),
+        };
+        match best {
+            Some((bid, b)) => println!(
+                " {} {} | {} | {} |",
+                kv::label(bid).split(' ').next().unwrap_or(bid),
+                fmt(b),
+                ratio(seg("seg_auto"), b),
+                ratio(seg("seg_mmap"), b)
+            ),
+            None => println!(" - | - | - |"),
+        }
+    }
+}
+
+pub fn phases(ids: &[&str], phases: &[(Workload, usize)], results: &[Vec<Vec<Phase>>]) {
+    let rounds = results.first().and_then(|r| r.first()).map_or(0, Vec::len);
+    table(
+        &format!(
+            "Throughput, K ops/s (all threads together; median of {rounds} rounds). \
+             Ratios: segstore / best peer (> 1: segstore faster)"
+        ),
+        ids,
+        phases,
+        results,
+        &|p| p.ops_per_sec,
+        &|v| format!("{:.1}", v / 1e3),
+        true,
+    );
+    table(
+        &format!(
+            "p99 latency, µs (median of {rounds} rounds). \
+             Ratios: best peer / segstore (> 1: segstore lower)"
+        ),
+        ids,
+        phases,
+        results,
+        &Phase::p99_us,
+        &|v| format!("{v:.1}"),
+        false,
+    );
+    println!();
+    println!(
+        "* fjall journal buffered: `manual_journal_persist(true)`; writes wait in fjall's \
+         8 KiB journal buffer in the process, so a kill loses them; not counted as a peer."
+    );
+}
+
+/// One system's capped gets.
+pub struct Capped<'a> {
+    pub id: &'a str,
+    /// `Err(reason)` when the child failed.
+    pub r: Result<CapResult, String>,
+    pub data_bytes: u64,
+}
+
+/// What the capped child measured.
+pub struct CapResult {
+    pub gets_per_sec: f64,
+    pub p99_us: f64,
+    pub gets: u64,
+    /// Bytes the child read from storage (`read_bytes` of /proc/self/io) per get.
+    pub read_per_get: f64,
+    /// Major page faults per get.
+    pub majflt_per_get: f64,
+    /// The cgroup's peak charge (`memory.max_usage_in_bytes`).
+    pub peak: u64,
+}
+
+pub fn capped(mib_cap: u64, rows: &[Capped]) {
+    println!();
+    println!(
+        "Uniform random gets, 1 thread, in a memory cgroup capped at {mib_cap} MiB \
+         (its files' page cache counts against it)"
+    );
+    println!();
+    println!("| system | data MiB (allocated) | gets/s | p99 µs | gets timed | KiB read per get | major faults per get | cgroup peak MiB |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for c in rows {
+        match &c.r {
+            Ok(r) => println!(
+                "| {} | {} | {:.0} | {:.1} | {} | {:.1} | {:.2} | {} |",
+                kv::label(c.id),
+                mib(c.data_bytes),
+                r.gets_per_sec,
+                r.p99_us,
+                r.gets,
+                r.read_per_get / 1024.0,
+                r.majflt_per_get,
+                mib(r.peak)
+            ),
+            Err(e) => println!(
+                "| {} | {} | failed: {e} | | | | | |",
+                kv::label(c.id),
+                mib(c.data_bytes)
+            ),
+        }
+    }
+}
