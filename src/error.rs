@@ -188,6 +188,16 @@ pub enum Error {
         table: String,
     },
 
+    /// A table's compaction filter panicked or returned a value past the limit; the
+    /// compaction was abandoned and changed nothing.
+    #[error("compaction filter of table {table:?} failed: {reason}")]
+    CompactionFilter {
+        /// The table.
+        table: String,
+        /// What went wrong.
+        reason: String,
+    },
+
     /// Replicas cannot be repaired against each other.
     #[error("repair refused: {0}")]
     RepairMismatch(String),

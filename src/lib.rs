@@ -106,6 +106,7 @@ pub use snapshot::SnapshotInfo;
 pub use store::{
     CloseReport, Config, ConfigBuilder, SegmentStatsView, SnapshotView, Store, StoreStats,
 };
+pub use table::compaction_filter::{CompactionFilter, FilterDecision};
 pub use table::{
     newer_wins, Batch, Cells, CommitLogConfig, CommitLogSync, CompactionConfig, ReadView, Scan,
     Table, TableConfig, TableStats, TableView, Value, WriteBatch,

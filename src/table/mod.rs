@@ -9,6 +9,7 @@
 //!   reconciles versions of a key and applies the tombstone policy of reads or compaction;
 //!   from both ends and with seeks when its sources are [`Cursor`]s.
 //! - [`compaction`]: the size-tiered policy, a pure function over segment summaries.
+//! - [`compaction_filter`]: code a table runs on the live cells its compactions write.
 //! - [`cell`]: the one reconciliation rule every other part uses.
 //!
 //! Table names are checked with [`crate::segment::validate_name`] (kind `"table"`).
@@ -35,6 +36,7 @@ pub mod batch;
 pub mod cell;
 pub mod commitlog;
 pub mod compaction;
+pub mod compaction_filter;
 pub mod lsm;
 pub mod memtable;
 pub mod merge;

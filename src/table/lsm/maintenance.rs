@@ -3,6 +3,7 @@
 //! unflushed sequence numbers the commit log's checkpoints need, and size-tiered and
 //! major compaction (invariant 5).
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::lifecycle::SegmentHandle;
 use crate::segment::SegmentIter;
 use crate::table::compaction::{choose, Choice, SegmentSummary};
+use crate::table::compaction_filter::{decide, FilterDecision};
 use crate::table::memtable::Memtable;
 use crate::table::merge::{BoxedSource, MergeIter, TombstonePolicy};
 
@@ -185,7 +187,8 @@ impl Table {
     }
 
     /// Major compaction: flush, then merge every segment into one, dropping tombstones
-    /// past `gc_grace` (invariant 5).
+    /// past `gc_grace` (invariant 5) and running the compaction filter, if one is set,
+    /// on every live cell (a sole segment is rewritten for it too).
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         let _one_at_a_time = self.compaction_lock.lock();
@@ -197,7 +200,9 @@ impl Table {
             .iter()
             .map(|h| h.name().id)
             .collect();
+        let filtered = self.compaction_filter.read().is_some();
         if ids.len() > 1
+            || (filtered && !ids.is_empty())
             || self
                 .set
                 .view()
@@ -252,14 +257,26 @@ impl Table {
                     .map(|it| Box::new(it) as BoxedSource<'static>)
             })
             .collect::<Result<_>>()?;
+        let filter = self.compaction_filter.read().clone();
         let mut writer = None;
         for e in MergeIter::new(sources, TombstonePolicy::DropOlderThan(cutoff)) {
             let e = e?;
+            // A failing filter returns here: the unfinished writer discards its files.
+            let (value, tombstone) = match (&filter, e.tombstone) {
+                (Some(f), false) => match decide(&**f, &self.name, &e.key, &e.value, e.ts)? {
+                    FilterDecision::Keep => (Cow::Borrowed(&e.value[..]), false),
+                    // Nothing older outside the merge to hide (invariant 5's cutoff).
+                    FilterDecision::Remove if e.ts < cutoff => continue,
+                    FilterDecision::Remove => (Cow::Borrowed(&[][..]), true),
+                    FilterDecision::Replace(v) => (Cow::Owned(v), false),
+                },
+                _ => (Cow::Borrowed(&e.value[..]), e.tombstone),
+            };
             let w = match &mut writer {
                 Some(w) => w,
                 None => writer.insert(self.set.writer()?),
             };
-            w.add(&e.key, &e.value, e.ts, e.tombstone)?;
+            w.add(&e.key, &value, e.ts, tombstone)?;
         }
         let new = match writer {
             Some(w) => {

@@ -86,6 +86,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex, RwLock};
 use serde::Serialize;
 
+use super::compaction_filter::CompactionFilter;
 use super::memtable::Memtable;
 use super::tables::Context;
 use crate::error::Error;
@@ -152,6 +153,8 @@ pub struct Table {
     /// This table's settings: its `<table>.settings` file, else the store's
     /// `Config::table`; replaced whole by `Store::set_table_config`.
     config: ArcSwap<TableConfig>,
+    /// Run on every live cell compactions write ([`Table::set_compaction_filter`]).
+    compaction_filter: RwLock<Option<Arc<dyn CompactionFilter>>>,
     mem: RwLock<Memtables>,
     /// False only while every memtable is empty, so point reads can skip the memtable
     /// lock (invariant 6). Set by writers inside the memtable read lock; cleared only
@@ -204,6 +207,7 @@ impl Table {
             set,
             ctx,
             config: ArcSwap::from_pointee(config),
+            compaction_filter: RwLock::new(None),
             maybe_cells: AtomicBool::new(!replayed.is_empty()),
             mem: RwLock::new(Memtables {
                 active: Arc::new(replayed),
@@ -235,6 +239,42 @@ impl Table {
     /// `set_table_config` does not change what this returned.
     pub fn config(&self) -> Arc<TableConfig> {
         self.config.load_full()
+    }
+
+    /// Run `filter` on every live cell this table's compactions write from now on
+    /// (`None`: none). Not persisted: set it again after every open. See
+    /// [`CompactionFilter`] for what each decision
+    /// writes and how a failing filter is reported.
+    ///
+    /// ```
+    /// # fn main() -> segstore::Result<()> {
+    /// use segstore::FilterDecision;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = segstore::Store::open(dir.path(), segstore::Config::default())?;
+    /// let sessions = store.table("sessions")?;
+    /// // Drop sessions whose value says they ended, at their next compaction.
+    /// sessions.set_compaction_filter(Some(std::sync::Arc::new(
+    ///     |_table: &str, _key: &[u8], value: &[u8], _ts: u64| {
+    ///         if value.starts_with(b"ended") {
+    ///             FilterDecision::Remove
+    ///         } else {
+    ///             FilterDecision::Keep
+    ///         }
+    ///     },
+    /// )));
+    /// sessions.put(b"s1", b"ended 2026-12-01")?;
+    /// sessions.put(b"s2", b"active")?;
+    /// sessions.flush()?;
+    /// sessions.compact()?;
+    /// assert!(sessions.get(b"s1")?.is_none());
+    /// assert!(sessions.get(b"s2")?.is_some());
+    /// # drop(sessions);
+    /// # store.close()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_compaction_filter(&self, filter: Option<Arc<dyn CompactionFilter>>) {
+        *self.compaction_filter.write() = filter;
     }
 
     /// Replace this table's settings (persisted by the caller first).
