@@ -146,3 +146,27 @@ fn sequence_numbers_order_every_write_of_the_store() {
         assert!(matches!(store.sync(), Err(segstore::Error::Closed)));
     }
 }
+
+#[test]
+fn the_store_clock_orders_after_every_write_it_has_seen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(tmp.path(), config(PERIODIC, FileRules::posix())).unwrap();
+    let t = store.table("t").unwrap();
+    // A cell from the future (a wall clock stepped back, say) is observed at write.
+    let far = store.now().unwrap() + 3_600_000_000;
+    t.write(WriteBatch::new().put_at(b"k", b"future", far))
+        .unwrap();
+    drop(t);
+    store.close().unwrap();
+    let store = Store::open(tmp.path(), config(PERIODIC, FileRules::posix())).unwrap();
+    let (a, b) = (store.now().unwrap(), store.now().unwrap());
+    assert!(far < a && a < b, "{far} {a} {b}");
+    // So a write stamped with it wins over the future cell.
+    let t = store.table("t").unwrap();
+    t.write(WriteBatch::new().put_at(b"k", b"now", store.now().unwrap()))
+        .unwrap();
+    assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"now"[..]));
+    drop(t);
+    store.close().unwrap();
+    assert!(matches!(store.now(), Err(segstore::Error::Closed)));
+}

@@ -30,6 +30,16 @@ impl Store {
         self.lsm.table(name, || self.segments(name))
     }
 
+    /// A timestamp from the store's write clock: wall-clock microseconds since the Unix
+    /// epoch, above every timestamp the store has handed out or seen (in its segments
+    /// and replayed log), so a cell written with it (`WriteBatch::put_at`, or a segment
+    /// written with `SegmentWriter` for bulk loading) orders after every earlier write
+    /// of the store. Each call returns a new, larger value.
+    pub fn now(&self) -> Result<u64> {
+        let _op = self.check_open()?;
+        Ok(self.lsm.ctx().clock.now())
+    }
+
     /// The LSM table `name` with its own settings, creating it if it does not exist:
     /// `gc_grace`, memtable size, compaction settings... ([`TableConfig`]), so that a
     /// Raft log (`gc_grace` 0) and user data (10 days) share one store. The settings

@@ -393,6 +393,15 @@ impl Tables {
                 outcome.stops.len()
             );
         }
+        // The clock starts above every timestamp of every table's segments, opened as a
+        // `Table` in this run or not (`Store::now` is store-wide).
+        for (_, set) in registry.sets() {
+            set.with_view(|v| {
+                for h in &v.segments {
+                    clock.observe(h.stats().max_ts);
+                }
+            });
+        }
         // Everything replayed is visible.
         let log_next_seq = log.next_seq();
         let ctx = Arc::new(Context {
