@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::snap::TableSnap;
 use super::Table;
 use crate::error::Result;
+use crate::format::key_hash;
 use crate::lifecycle::{SegmentHandle, View};
 use crate::segment::Entry;
 use crate::table::cell::cmp_versions;
@@ -129,24 +130,28 @@ impl Table {
         if !self.maybe_cells.load(Ordering::Acquire) {
             return None;
         }
+        let h = key_hash(key);
         let m = self.mem.read();
         Self::best_of(
             std::iter::once(&*m.active).chain(m.frozen.iter().rev().map(|f| &**f)),
             key,
+            h,
             ReadAt::Visible(&self.ctx.visibility),
         )
     }
 
-    /// The winner among the cells `memtables` hold for `key`.
+    /// The winner among the cells `memtables` hold for `key` (whose [`key_hash`] is
+    /// `h`). A memtable whose key filter rules the key out is not searched.
     #[inline]
     pub(super) fn best_of<'a>(
         memtables: impl Iterator<Item = &'a Memtable>,
         key: &[u8],
+        h: u64,
         at: ReadAt<'_>,
     ) -> Option<SharedCell> {
         let mut best: Option<SharedCell> = None;
         for m in memtables {
-            if let Some(c) = m.get_shared_at(key, at) {
+            if let Some(c) = m.get_shared_hashed(key, h, at) {
                 if best.as_ref().is_none_or(|b| {
                     cmp_versions(c.ts, c.tombstone, &c.value, b.ts, b.tombstone, &b.value).is_gt()
                 }) {

@@ -7,6 +7,7 @@ use super::scan::{sole_segment, Merged};
 use super::ScanSource;
 use super::Table;
 use crate::error::Result;
+use crate::format::key_hash;
 use crate::lifecycle::{SegmentSet, View};
 use crate::range::KeyBounds;
 use crate::segment::SegmentIter;
@@ -64,7 +65,8 @@ impl TableSnap {
     }
 
     fn best(&self, key: &[u8], at: u64) -> Option<SharedCell> {
-        Table::best_of(self.mems.iter().map(|m| &**m), key, ReadAt::Seq(at))
+        let h = key_hash(key);
+        Table::best_of(self.mems.iter().map(|m| &**m), key, h, ReadAt::Seq(at))
     }
 
     pub(crate) fn get(&self, at: u64, key: &[u8]) -> Result<Option<Value>> {
