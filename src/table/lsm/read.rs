@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::snap::TableSnap;
 use super::Table;
 use crate::error::Result;
-use crate::format::key_hash;
+use crate::format::{key_hash, MAX_KEY_LEN};
 use crate::lifecycle::{SegmentHandle, View};
 use crate::segment::Entry;
 use crate::table::cell::cmp_versions;
@@ -23,14 +23,15 @@ impl Table {
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         let key = key.as_ref();
         self.ctx.check_open()?;
-        let best = self.memtable_best(key);
+        let h = key_hash(key);
+        let best = self.memtable_best(key, h);
         // With the view borrowed (no lock, no count): a miss costs no reference count, a
         // mapped hit clones the view for the value to hold.
         self.set.with_view_arc(|view| {
-            if let ([h], None) = (&view.segments[..], &best) {
-                return Self::sole_value(view, h, key);
+            if let ([s], None) = (&view.segments[..], &best) {
+                return Self::sole_value(view, s, key, h);
             }
-            let place = Self::resolve(view, key, best, |w| w.and_then(|w| w.place(view)))?;
+            let place = Self::resolve(view, key, h, best, |w| w.and_then(|w| w.place(view)))?;
             Ok(place.map(|p| Value::at(view, p)))
         })
     }
@@ -40,8 +41,14 @@ impl Table {
     /// without [`Table::resolve`]'s closures, which cost a filter-answered miss (26 ns
     /// on the bare segment) some 20 instructions and 2% to 5% of its speed.
     #[inline(always)]
-    fn sole_value(view: &Arc<View>, h: &SegmentHandle, key: &[u8]) -> Result<Option<Value>> {
-        let place = h.get_with(key, |r| (!r.tombstone).then(|| Value::place(view, 0, r.value)))?;
+    fn sole_value(
+        view: &Arc<View>,
+        s: &SegmentHandle,
+        key: &[u8],
+        h: u64,
+    ) -> Result<Option<Value>> {
+        let place =
+            s.get_hashed(key, h, |r| (!r.tombstone).then(|| Value::place(view, 0, r.value)))?;
         Ok(place.flatten().map(|p| Value::at(view, p)))
     }
 
@@ -58,7 +65,8 @@ impl Table {
     ) -> Result<R> {
         let key = key.as_ref();
         self.ctx.check_open()?;
-        let best = self.memtable_best(key);
+        let h = key_hash(key);
+        let best = self.memtable_best(key, h);
         // `f` runs while the view is borrowed through an `arc_swap` guard
         // (`lifecycle::view`): no lock and no shared reference count (a count every
         // reader shares is a cache line the cores pass around on every get). Nothing
@@ -66,7 +74,7 @@ impl Table {
         // included; a segment compacted away meanwhile stays mapped, and on disk, until
         // `f` returns.
         self.set.with_view_arc(move |view| {
-            Self::resolve(view, key, best, |w| {
+            Self::resolve(view, key, h, best, |w| {
                 f(w.and_then(|w| (!w.tombstone).then_some(w.value)))
             })
         })
@@ -77,9 +85,10 @@ impl Table {
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
         self.ctx.check_open()?;
-        let best = self.memtable_best(key);
+        let h = key_hash(key);
+        let best = self.memtable_best(key, h);
         self.set
-            .with_view(|view| Self::resolve(view, key, best, |w| w.is_some_and(|w| !w.tombstone)))
+            .with_view(|view| Self::resolve(view, key, h, best, |w| w.is_some_and(|w| !w.tombstone)))
     }
 
     /// The values of `keys`, in order, like [`Table::get`] for each. The memtables and
@@ -109,9 +118,10 @@ impl Table {
     pub fn get_cell(&self, key: impl AsRef<[u8]>) -> Result<Option<Entry>> {
         let key = key.as_ref();
         self.ctx.check_open()?;
-        let best = self.memtable_best(key);
+        let h = key_hash(key);
+        let best = self.memtable_best(key, h);
         self.set.with_view(|view| {
-            Self::resolve(view, key, best, |w| {
+            Self::resolve(view, key, h, best, |w| {
                 w.map(|w| Entry {
                     key: key.to_vec(),
                     value: w.value.to_vec(),
@@ -125,12 +135,11 @@ impl Table {
     /// The winning memtable cell of `key`, reading the memtables under the read lock
     /// (no allocation; the lock is released before anything else runs).
     #[inline]
-    fn memtable_best(&self, key: &[u8]) -> Option<SharedCell> {
+    fn memtable_best(&self, key: &[u8], h: u64) -> Option<SharedCell> {
         // Invariant 6: nothing in any memtable, no lock needed (the read-mostly case).
         if !self.maybe_cells.load(Ordering::Acquire) {
             return None;
         }
-        let h = key_hash(key);
         let m = self.mem.read();
         Self::best_of(
             std::iter::once(&*m.active).chain(m.frozen.iter().rev().map(|f| &**f)),
@@ -163,28 +172,33 @@ impl Table {
     }
 
     /// The point read (invariant 4): the winner of `best` (from the memtables, read
-    /// before `view`, invariant 2) and the cells of `key` in `view`'s segments, handed to
-    /// `f` (`None` if no source holds the key). `f` runs exactly once.
+    /// before `view`, invariant 2) and the cells of `key` (whose [`key_hash`] is `h`) in
+    /// `view`'s segments, handed to `f` (`None` if no source holds the key). `f` runs
+    /// exactly once.
     ///
+    /// Every segment's filter is tested before any index work (issue 19): their lines
+    /// are loaded together, and only the segments they leave are searched, newest first.
     /// A segment cell that beats everything read so far is final when no later segment
-    /// may hold a cell as new (their `max_ts` are all below its timestamp): `f` then runs
-    /// on the bytes where the reader found them (the map, or its scratch buffer), inside
-    /// the segment read, with nothing copied. That is every hit of a fully compacted
-    /// table. Otherwise the cell is copied and the search goes on.
+    /// left may hold a cell as new (their `max_ts` are all below its timestamp): `f`
+    /// then runs on the bytes where the reader found them (the map, or its scratch
+    /// buffer), inside the segment read, with nothing copied. That is every hit of a
+    /// fully compacted table, and of a table whose older segments are older in time.
+    /// Otherwise the cell is copied and the search goes on.
     #[inline]
     pub(super) fn resolve<R>(
         view: &View,
         key: &[u8],
+        h: u64,
         mut best: Option<SharedCell>,
         f: impl FnOnce(Option<Winner<'_>>) -> R,
     ) -> Result<R> {
         let mut f = Some(f);
-        if let ([h], None) = (&view.segments[..], &best) {
+        if let ([s], None) = (&view.segments[..], &best) {
             // The common case, a fully compacted table whose memtables hold nothing of
             // the key: the one segment's cell, if any, wins. (A path of its own: through
             // the loop below, a warm hit measured some 10% slower in
             // `benches/table_get.rs`.)
-            let found = h.get_with(key, |r| {
+            let found = s.get_hashed(key, h, |r| {
                 f.take().map(|f| {
                     f(Some(Winner {
                         value: r.value,
@@ -197,42 +211,8 @@ impl Table {
             if let Some(Some(r)) = found {
                 return Ok(r);
             }
-        } else {
-            for (i, h) in view.segments.iter().enumerate() {
-                if best.as_ref().is_some_and(|b| h.stats().max_ts < b.ts) {
-                    continue;
-                }
-                let later = &view.segments[i + 1..];
-                let step = h.get_with(key, |r| {
-                    if let Some(b) = &best {
-                        if !cmp_versions(r.ts, r.tombstone, r.value, b.ts, b.tombstone, &b.value)
-                            .is_gt()
-                        {
-                            return Step::Lost;
-                        }
-                    }
-                    if later.iter().all(|o| o.stats().max_ts < r.ts) {
-                        if let Some(f) = f.take() {
-                            return Step::Done(f(Some(Winner {
-                                value: r.value,
-                                ts: r.ts,
-                                tombstone: r.tombstone,
-                                origin: Origin::Segment(i),
-                            })));
-                        }
-                    }
-                    Step::Leads(SharedCell {
-                        value: Arc::from(r.value),
-                        ts: r.ts,
-                        tombstone: r.tombstone,
-                    })
-                })?;
-                match step {
-                    None | Some(Step::Lost) => {}
-                    Some(Step::Leads(c)) => best = Some(c),
-                    Some(Step::Done(r)) => return Ok(r),
-                }
-            }
+        } else if let Some(r) = Self::resolve_segments(view, key, h, &mut best, &mut f)? {
+            return Ok(r);
         }
         let Some(f) = f else {
             unreachable!("`f` is taken only by a segment read that then returns its result");
@@ -243,6 +223,70 @@ impl Table {
             tombstone: b.tombstone,
             origin: Origin::Shared(&b.value),
         })))
+    }
+
+    /// [`Table::resolve`] over several segments (or one, with a memtable cell): the
+    /// filters first, then the segments they leave. Returns `f`'s result if a segment
+    /// cell was final (and `f` ran on it); otherwise `best` is the winner so far.
+    #[inline]
+    fn resolve_segments<R, F: FnOnce(Option<Winner<'_>>) -> R>(
+        view: &View,
+        key: &[u8],
+        h: u64,
+        best: &mut Option<SharedCell>,
+        f: &mut Option<F>,
+    ) -> Result<Option<R>> {
+        let segments = &view.segments;
+        if key.len() > MAX_KEY_LEN {
+            return Ok(None);
+        }
+        for s in segments {
+            s.prefetch_filter(h);
+        }
+        // Bit i: segment i may hold the key. Segments past the 64th are always searched.
+        let mut maybe = u64::MAX;
+        for (i, s) in segments.iter().enumerate().take(64) {
+            if !s.may_contain_hash(h) {
+                maybe &= !(1 << i);
+            }
+        }
+        let may_hold = |i: usize| i >= 64 || maybe >> i & 1 == 1;
+        for (i, s) in segments.iter().enumerate() {
+            if !may_hold(i) || best.as_ref().is_some_and(|b| s.stats().max_ts < b.ts) {
+                continue;
+            }
+            let mut later = segments.iter().enumerate().skip(i + 1);
+            let step = s.get_hashed(key, h, |r| {
+                if let Some(b) = &*best {
+                    if !cmp_versions(r.ts, r.tombstone, r.value, b.ts, b.tombstone, &b.value)
+                        .is_gt()
+                    {
+                        return Step::Lost;
+                    }
+                }
+                if later.all(|(j, o)| !may_hold(j) || o.stats().max_ts < r.ts) {
+                    if let Some(f) = f.take() {
+                        return Step::Done(f(Some(Winner {
+                            value: r.value,
+                            ts: r.ts,
+                            tombstone: r.tombstone,
+                            origin: Origin::Segment(i),
+                        })));
+                    }
+                }
+                Step::Leads(SharedCell {
+                    value: Arc::from(r.value),
+                    ts: r.ts,
+                    tombstone: r.tombstone,
+                })
+            })?;
+            match step {
+                None | Some(Step::Lost) => {}
+                Some(Step::Leads(c)) => *best = Some(c),
+                Some(Step::Done(r)) => return Ok(Some(r)),
+            }
+        }
+        Ok(None)
     }
 }
 

@@ -64,14 +64,14 @@ impl TableSnap {
         }
     }
 
-    fn best(&self, key: &[u8], at: u64) -> Option<SharedCell> {
-        let h = key_hash(key);
+    fn best(&self, key: &[u8], h: u64, at: u64) -> Option<SharedCell> {
         Table::best_of(self.mems.iter().map(|m| &**m), key, h, ReadAt::Seq(at))
     }
 
     pub(crate) fn get(&self, at: u64, key: &[u8]) -> Result<Option<Value>> {
         let view = &self.view;
-        let place = Table::resolve(view, key, self.best(key, at), |w| {
+        let h = key_hash(key);
+        let place = Table::resolve(view, key, h, self.best(key, h, at), |w| {
             w.and_then(|w| w.place(view))
         })?;
         Ok(place.map(|p| Value::at(view, p)))
@@ -83,13 +83,15 @@ impl TableSnap {
         key: &[u8],
         f: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<R> {
-        Table::resolve(&self.view, key, self.best(key, at), |w| {
+        let h = key_hash(key);
+        Table::resolve(&self.view, key, h, self.best(key, h, at), |w| {
             f(w.and_then(|w| (!w.tombstone).then_some(w.value)))
         })
     }
 
     pub(crate) fn contains_key(&self, at: u64, key: &[u8]) -> Result<bool> {
-        Table::resolve(&self.view, key, self.best(key, at), |w| {
+        let h = key_hash(key);
+        Table::resolve(&self.view, key, h, self.best(key, h, at), |w| {
             w.is_some_and(|w| !w.tombstone)
         })
     }
