@@ -189,7 +189,7 @@ impl Table {
         view: &View,
         key: &[u8],
         h: u64,
-        mut best: Option<SharedCell>,
+        best: Option<SharedCell>,
         f: impl FnOnce(Option<Winner<'_>>) -> R,
     ) -> Result<R> {
         let mut f = Some(f);
@@ -211,7 +211,7 @@ impl Table {
             if let Some(Some(r)) = found {
                 return Ok(r);
             }
-        } else if let Some(r) = Self::resolve_segments(view, key, h, &mut best, &mut f)? {
+        } else if let Some(r) = Self::resolve_segments(view, key, h, &best, &mut f)? {
             return Ok(r);
         }
         let Some(f) = f else {
@@ -226,14 +226,19 @@ impl Table {
     }
 
     /// [`Table::resolve`] over several segments (or one, with a memtable cell): the
-    /// filters first, then the segments they leave. Returns `f`'s result if a segment
-    /// cell was final (and `f` ran on it); otherwise `best` is the winner so far.
+    /// filters first, then the segments they leave. Returns `f`'s result if it ran on a
+    /// segment cell; otherwise `best`, the memtables' cell, won.
+    ///
+    /// A segment cell that leads but may lose to a later segment's is copied into this
+    /// thread's lead buffer ([`Lead`]), not into a new allocation: a warm `get_with`
+    /// allocates nothing even where segments overlap in time (a compaction's output of
+    /// old segments, cells written with old timestamps).
     #[inline]
     fn resolve_segments<R, F: FnOnce(Option<Winner<'_>>) -> R>(
         view: &View,
         key: &[u8],
         h: u64,
-        best: &mut Option<SharedCell>,
+        best: &Option<SharedCell>,
         f: &mut Option<F>,
     ) -> Result<Option<R>> {
         let segments = &view.segments;
@@ -251,22 +256,26 @@ impl Table {
             }
         }
         let may_hold = |i: usize| i >= 64 || maybe >> i & 1 == 1;
+        let mut lead = Lead::default();
         for (i, s) in segments.iter().enumerate() {
-            if !may_hold(i) || best.as_ref().is_some_and(|b| s.stats().max_ts < b.ts) {
+            let best_ts = lead.cell.map(|c| c.0).or(best.as_ref().map(|b| b.ts));
+            if !may_hold(i) || best_ts.is_some_and(|t| s.stats().max_ts < t) {
                 continue;
             }
             let mut later = segments.iter().enumerate().skip(i + 1);
-            let step = s.get_hashed(key, h, |r| {
-                if let Some(b) = &*best {
-                    if !cmp_versions(r.ts, r.tombstone, r.value, b.ts, b.tombstone, &b.value)
-                        .is_gt()
-                    {
-                        return Step::Lost;
+            let done = s.get_hashed(key, h, |r| {
+                let so_far = match lead.cell {
+                    Some((ts, tombstone)) => Some((ts, tombstone, &lead.buf[..])),
+                    None => best.as_ref().map(|b| (b.ts, b.tombstone, &b.value[..])),
+                };
+                if let Some((ts, tombstone, value)) = so_far {
+                    if !cmp_versions(r.ts, r.tombstone, r.value, ts, tombstone, value).is_gt() {
+                        return None;
                     }
                 }
                 if later.all(|(j, o)| !may_hold(j) || o.stats().max_ts < r.ts) {
                     if let Some(f) = f.take() {
-                        return Step::Done(f(Some(Winner {
+                        return Some(f(Some(Winner {
                             value: r.value,
                             ts: r.ts,
                             tombstone: r.tombstone,
@@ -274,19 +283,64 @@ impl Table {
                         })));
                     }
                 }
-                Step::Leads(SharedCell {
-                    value: Arc::from(r.value),
-                    ts: r.ts,
-                    tombstone: r.tombstone,
-                })
+                lead.set(r.value, r.ts, r.tombstone);
+                None
             })?;
-            match step {
-                None | Some(Step::Lost) => {}
-                Some(Step::Leads(c)) => *best = Some(c),
-                Some(Step::Done(r)) => return Ok(Some(r)),
+            if let Some(Some(r)) = done {
+                return Ok(Some(r));
             }
         }
-        Ok(None)
+        let Some((ts, tombstone)) = lead.cell else {
+            return Ok(None);
+        };
+        let Some(f) = f.take() else {
+            unreachable!("`f` is taken only by a segment read that then returns its result");
+        };
+        Ok(Some(f(Some(Winner {
+            value: &lead.buf,
+            ts,
+            tombstone,
+            origin: Origin::Copied,
+        }))))
+    }
+}
+
+thread_local! {
+    static LEAD: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Lead buffers larger than this are freed after use rather than kept by the thread.
+const LEAD_KEEP: usize = 1 << 20;
+
+/// A point read's leading segment cell, copied into this thread's lead buffer (taken
+/// at the first copy, given back on drop, so a warm read allocates nothing; a read
+/// nested inside `f` gets a buffer of its own).
+#[derive(Default)]
+struct Lead {
+    buf: Vec<u8>,
+    /// `(ts, tombstone)` of the cell whose value is `buf`.
+    cell: Option<(u64, bool)>,
+    taken: bool,
+}
+
+impl Lead {
+    fn set(&mut self, value: &[u8], ts: u64, tombstone: bool) {
+        if !self.taken {
+            self.buf = LEAD.with(|c| c.take());
+            self.taken = true;
+        }
+        self.buf.clear();
+        self.buf.extend_from_slice(value);
+        self.cell = Some((ts, tombstone));
+    }
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        if self.taken && self.buf.capacity() <= LEAD_KEEP {
+            let buf = std::mem::take(&mut self.buf);
+            LEAD.with(|c| c.set(buf));
+        }
     }
 }
 
@@ -306,24 +360,17 @@ impl Winner<'_> {
         (!self.tombstone).then(|| match self.origin {
             Origin::Shared(b) => Place::Shared(Arc::clone(b)),
             Origin::Segment(i) => Value::place(view, i, self.value),
+            Origin::Copied => Place::Shared(Arc::from(self.value)),
         })
     }
 }
 
 /// Where a point read's winning value lives.
 enum Origin<'a> {
-    /// Memtable bytes, or a copy of a segment's.
+    /// Memtable bytes.
     Shared(&'a Arc<[u8]>),
     /// Segment `i` of the view read, in place (mapped, or the reader's scratch buffer).
     Segment(usize),
-}
-
-/// One segment's answer during a point read.
-enum Step<R> {
-    /// Its cell loses to the best so far.
-    Lost,
-    /// Its cell wins so far, but a later segment may hold a newer one.
-    Leads(SharedCell),
-    /// Its cell is the winner; `f` ran on it.
-    Done(R),
+    /// A segment's cell copied into the thread's lead buffer ([`Lead`]).
+    Copied,
 }
