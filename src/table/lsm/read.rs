@@ -141,6 +141,10 @@ impl Table {
             return None;
         }
         let m = self.mem.read();
+        m.active.prefetch_filter(h);
+        for f in &m.frozen {
+            f.prefetch_filter(h);
+        }
         Self::best_of(
             std::iter::once(&*m.active).chain(m.frozen.iter().rev().map(|f| &**f)),
             key,

@@ -81,6 +81,15 @@ impl KeyFilter {
         self.bloom.insert_hash(h);
     }
 
+    /// Start loading the word of the filter's first probe for hash `h` (fastbloom's
+    /// `index`: the high half of `h * num_bits`), so several memtables' misses overlap.
+    /// Only a hint: a wrong guess costs nothing but the load.
+    #[inline]
+    pub(super) fn prefetch(&self, h: u64) {
+        let bit = ((u128::from(h) * self.bloom.num_bits() as u128) >> 64) as usize;
+        crate::io::prefetch::prefetch_read(self.bloom.as_slice(), bit / 64);
+    }
+
     /// False only if no key with hash `h` was added (module docs: before the read, in
     /// the happens-before sense).
     #[inline]

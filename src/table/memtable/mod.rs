@@ -295,6 +295,13 @@ impl Memtable {
         self.filter.may_contain(h)
     }
 
+    /// Start loading the key filter's line for hash `h` (a read about to test several
+    /// memtables' filters starts every load first).
+    #[inline]
+    pub(crate) fn prefetch_filter(&self, h: u64) {
+        self.filter.prefetch(h);
+    }
+
     /// Bytes of the key filter.
     pub fn filter_bytes(&self) -> usize {
         self.filter.num_bits() / 8
