@@ -368,14 +368,14 @@ impl SegmentReader {
         key.len() <= MAX_KEY_LEN && self.meta.filter.may_contain(key_hash(key))
     }
 
-    /// Start loading the filter's line for the key whose [`key_hash`] is `h`, for a
+    /// Start loading the filter's line for the key whose `key_hash` (xxh3-64) is `h`, for a
     /// [`Self::may_contain_hash`] soon after.
     #[inline]
     pub fn prefetch_filter(&self, h: u64) {
         self.meta.filter.prefetch(h);
     }
 
-    /// Could the key whose [`key_hash`] is `h` be in this segment? The filter alone
+    /// Could the key whose `key_hash` (xxh3-64) is `h` be in this segment? The filter alone
     /// (no index work); the caller checks the key's length ([`Self::may_contain`]).
     #[inline]
     pub fn may_contain_hash(&self, h: u64) -> bool {
@@ -399,7 +399,7 @@ impl SegmentReader {
         self.get_hashed(key, key_hash(key), f)
     }
 
-    /// [`Self::get_with`] for a key whose [`key_hash`] is `h` (a table's point read
+    /// [`Self::get_with`] for a key whose `key_hash` (xxh3-64) is `h` (a table's point read
     /// hashes the key once for every memtable and segment it consults).
     #[inline]
     pub fn get_hashed<R>(

@@ -288,7 +288,7 @@ impl Memtable {
         self.map.is_empty()
     }
 
-    /// Could `key`, whose [`key_hash`] is `h`, be present? False answers come from the
+    /// Could `key`, whose `key_hash` (xxh3-64) is `h`, be present? False answers come from the
     /// key filter alone and are never wrong for a key inserted before (filter.rs).
     #[inline]
     pub fn may_contain_hashed(&self, h: u64) -> bool {
