@@ -44,6 +44,8 @@
 //! - `mod.rs`: [`Memtable`] (inserts, applying commit log records, point reads, sizes),
 //!   [`SharedCell`], `ReadAt`.
 //! - `versions.rs`: a key's versions and the insert that keeps invariant 1.
+//! - `filter.rs`: the key filter point reads test before searching the skiplist (a key's
+//!   bits are set before its node is created: no false negative).
 //! - `iter.rs`: [`MemtableIter`] and [`OwnedMemtableIter`] (double-ended, seekable).
 //! - `tests.rs`: unit and property tests.
 
