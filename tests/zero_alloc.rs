@@ -2,6 +2,9 @@
 //! hits and misses. Issue 12: so does a warm `Table::get_with`, from a fully compacted
 //! table's segment or from the memtable, and `Table::get` (a `Value` that borrows the
 //! map or shares the memtable's bytes; with positional reads it copies the value once).
+//! Issue 19: a warm `get_with` on a table taking writes (several segments, frozen and
+//! active memtables) allocates nothing either, and a scan of a range the memtables hold
+//! no key of lends its rows from the map.
 //! A counting global allocator counts allocations (and reallocations) per thread, so
 //! other threads of the test harness cannot disturb the count.
 //!
@@ -13,7 +16,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use segstore::segment::{IndexCache, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
-use segstore::{Config, DiskAccessMode, FileRules, SegmentOptions, Store};
+use segstore::{Config, DiskAccessMode, FileRules, SegmentOptions, Store, WriteBatch};
 
 struct CountingAlloc;
 
@@ -164,6 +167,8 @@ fn warm_get_with_allocates_nothing_in_any_mode() {
     }
 
     table_reads(&probes);
+    table_reads_under_writes(&probes);
+    scan_outside_the_memtables();
 }
 
 /// Warm `Table` point reads: from a fully compacted table's one segment, and from the
@@ -254,4 +259,146 @@ fn table_reads(probes: &[u32]) {
         drop(t);
         store.close().unwrap();
     }
+}
+
+/// Issue 19 item 3: warm `Table::get_with` and `contains_key` allocate nothing on a
+/// table taking writes either: three segments, one of them the newest by name but
+/// holding cells older than another's (written with an explicit old timestamp, as a
+/// compaction's output of old segments is), plus a frozen and an active memtable.
+fn table_reads_under_writes(probes: &[u32]) {
+    for mode in [
+        DiskAccessMode::Auto,
+        DiskAccessMode::Standard,
+        DiskAccessMode::Mmap,
+    ] {
+        let tdir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.disk_access_mode = mode;
+        config.track_leaks = false;
+        config.table.background_compaction = false;
+        let store = Store::open(tdir.path(), config).unwrap();
+        let t = store.table("zw").unwrap();
+        // Segment 1: every key, at the clock's timestamps.
+        for i in 0..N {
+            t.put(key(i), value(i)).unwrap();
+        }
+        t.flush().unwrap();
+        // Segment 2, newest by name: stale cells of every third key (timestamp 1), which
+        // lose to segment 1's.
+        let mut stale = WriteBatch::new();
+        for i in (0..N).step_by(3) {
+            stale.put_at(key(i), b"stale", 1);
+        }
+        t.write(&stale).unwrap();
+        t.flush().unwrap();
+        // Segment 3 and the memtables: the same values again for some keys.
+        for i in (0..N).step_by(5) {
+            t.put(key(i), value(i)).unwrap();
+        }
+        t.flush().unwrap();
+        for i in (0..N).step_by(7) {
+            t.put(key(i), value(i)).unwrap();
+        }
+        t.freeze_memtable();
+        for i in (0..N).step_by(11) {
+            t.put(key(i), value(i)).unwrap();
+        }
+        let s = t.stats();
+        assert_eq!((s.segments, s.frozen_memtables), (3, 1), "{s:?}");
+        let warm = || {
+            for &i in probes {
+                t.get_with(key(i), |v| v.map(<[u8]>::len)).unwrap().unwrap();
+                t.get_with(missing(i), |v| v.map(<[u8]>::len)).unwrap();
+                t.contains_key(key(i)).unwrap();
+            }
+        };
+        warm();
+        warm();
+        let mut sum = 0usize;
+        let hits = allocs_in(|| {
+            for &i in probes {
+                sum += t
+                    .get_with(key(i), |v| {
+                        let v = v.unwrap();
+                        assert_eq!(&v[..4], &i.to_le_bytes(), "key {i}");
+                        v.len()
+                    })
+                    .unwrap();
+            }
+        });
+        let misses = allocs_in(|| {
+            for &i in probes {
+                assert!(t.get_with(missing(i), |v| v.is_none()).unwrap());
+            }
+        });
+        let contains = allocs_in(|| {
+            for &i in probes {
+                assert!(t.contains_key(key(i)).unwrap());
+                assert!(!t.contains_key(missing(i)).unwrap());
+            }
+        });
+        println!(
+            "zero_alloc: Table under writes mode {:<15} {} warm hits: get_with {hits} allocations; misses {misses}; contains_key {contains}",
+            mode.as_str(),
+            probes.len(),
+        );
+        assert_eq!(sum, 100 * probes.len());
+        let label = format!("Table under writes, mode {}", mode.as_str());
+        assert_eq!(hits, 0, "{label}: warm get_with hits allocated");
+        assert_eq!(misses, 0, "{label}: warm get_with misses allocated");
+        assert_eq!(contains, 0, "{label}: warm contains_key allocated");
+        for &i in probes.iter().step_by(3) {
+            assert_eq!(t.get(key(i)).unwrap().unwrap(), value(i), "get {i}");
+        }
+        drop(t);
+        store.close().unwrap();
+    }
+}
+
+/// Issue 19 item 3: a scan of a range where the memtables hold no key reads the one
+/// segment's own iterator, as at rest: its rows are lent from the map with no
+/// allocation (through the merge, each row would be an owned `Entry`).
+fn scan_outside_the_memtables() {
+    let tdir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.disk_access_mode = DiskAccessMode::Mmap;
+    config.track_leaks = false;
+    config.table.background_compaction = false;
+    let store = Store::open(tdir.path(), config).unwrap();
+    let t = store.table("zs").unwrap();
+    for i in 0..N {
+        t.put(key(i), value(i)).unwrap();
+    }
+    t.compact().unwrap();
+    // Writes at both ends of the key space, in a frozen and the active memtable.
+    t.put(b"a-before-every-key", b"x").unwrap();
+    t.freeze_memtable();
+    t.put(b"z-after-every-key", b"y").unwrap();
+    let s = t.stats();
+    assert_eq!((s.segments, s.frozen_memtables), (1, 1), "{s:?}");
+    let (lo, hi) = (key(100), key(299));
+    let mut scan = t.scan(&lo[..]..=&hi[..]).unwrap();
+    let mut rows = 0u32;
+    let allocs = allocs_in(|| {
+        while let Some(r) = scan.next_with(|k, v| {
+            assert_eq!(k, &key(100 + rows)[..]);
+            assert_eq!(v, &value(100 + rows)[..]);
+        }) {
+            r.unwrap();
+            rows += 1;
+        }
+    });
+    println!("zero_alloc: scan of 200 rows outside the memtables: {allocs} allocations");
+    assert_eq!(rows, 200);
+    assert_eq!(
+        allocs, 0,
+        "a scan outside the memtables went through the merge"
+    );
+    // A range holding a memtable key still sees it.
+    let all: Vec<_> = t.scan(..).unwrap().map(|r| r.unwrap().0).collect();
+    assert_eq!(all.len(), N as usize + 2);
+    assert_eq!(all[0], b"a-before-every-key");
+    assert_eq!(all[all.len() - 1], b"z-after-every-key");
+    drop((scan, t));
+    store.close().unwrap();
 }

@@ -368,6 +368,20 @@ impl SegmentReader {
         key.len() <= MAX_KEY_LEN && self.meta.filter.may_contain(key_hash(key))
     }
 
+    /// Start loading the filter's line for the key whose `key_hash` (xxh3-64) is `h`, for a
+    /// [`Self::may_contain_hash`] soon after.
+    #[inline]
+    pub fn prefetch_filter(&self, h: u64) {
+        self.meta.filter.prefetch(h);
+    }
+
+    /// Could the key whose `key_hash` (xxh3-64) is `h` be in this segment? The filter alone
+    /// (no index work); the caller checks the key's length ([`Self::may_contain`]).
+    #[inline]
+    pub fn may_contain_hash(&self, h: u64) -> bool {
+        self.meta.filter.may_contain(h)
+    }
+
     /// Look up `key` and copy its cell out (allocates the value; see
     /// [`Self::get_with`] for the allocation-free form).
     pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
@@ -382,7 +396,22 @@ impl SegmentReader {
             return Ok(None);
         }
         // One hash serves the filter and the index block's hash table.
-        let h = key_hash(key);
+        self.get_hashed(key, key_hash(key), f)
+    }
+
+    /// [`Self::get_with`] for a key whose `key_hash` (xxh3-64) is `h` (a table's point read
+    /// hashes the key once for every memtable and segment it consults).
+    #[inline]
+    pub fn get_hashed<R>(
+        &self,
+        key: &[u8],
+        h: u64,
+        f: impl FnOnce(RecordRef<'_>) -> R,
+    ) -> Result<Option<R>> {
+        if key.len() > MAX_KEY_LEN {
+            return Ok(None);
+        }
+        debug_assert_eq!(h, key_hash(key));
         let block = self.prefetch_lookup(key, h);
         if !self.meta.filter.may_contain(h) {
             return Ok(None);

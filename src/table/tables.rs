@@ -375,7 +375,7 @@ impl Tables {
                     }
                     replayed
                         .entry(part.table.clone())
-                        .or_default()
+                        .or_insert_with(|| Memtable::for_flush_bytes(config.memtable_flush_bytes))
                         .apply_entries(rec.seq, &part.cells);
                 }
             }
@@ -526,7 +526,7 @@ impl Tables {
             name,
             set,
             Arc::clone(&self.ctx),
-            Memtable::new(),
+            Memtable::for_flush_bytes(self.ctx.config.memtable_flush_bytes),
             flushed,
             config,
         ));

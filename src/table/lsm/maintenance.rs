@@ -15,7 +15,6 @@ use crate::lifecycle::SegmentHandle;
 use crate::segment::SegmentIter;
 use crate::table::compaction::{choose, Choice, SegmentSummary};
 use crate::table::compaction_filter::{decide, FilterDecision};
-use crate::table::memtable::Memtable;
 use crate::table::merge::{BoxedSource, MergeIter, TombstonePolicy};
 
 impl Table {
@@ -68,7 +67,8 @@ impl Table {
     /// Freeze the active memtable if it holds anything (the caller holds the write lock).
     pub(crate) fn freeze_locked(m: &mut Memtables) {
         if !m.active.is_empty() {
-            let old = std::mem::replace(&mut m.active, Arc::new(Memtable::new()));
+            let next = Arc::new(m.active.empty_like());
+            let old = std::mem::replace(&mut m.active, next);
             m.frozen.push(old);
         }
     }

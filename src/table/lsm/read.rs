@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::snap::TableSnap;
 use super::Table;
 use crate::error::Result;
+use crate::format::{key_hash, MAX_KEY_LEN};
 use crate::lifecycle::{SegmentHandle, View};
 use crate::segment::Entry;
 use crate::table::cell::cmp_versions;
@@ -22,14 +23,15 @@ impl Table {
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         let key = key.as_ref();
         self.ctx.check_open()?;
-        let best = self.memtable_best(key);
+        let h = key_hash(key);
+        let best = self.memtable_best(key, h);
         // With the view borrowed (no lock, no count): a miss costs no reference count, a
         // mapped hit clones the view for the value to hold.
         self.set.with_view_arc(|view| {
-            if let ([h], None) = (&view.segments[..], &best) {
-                return Self::sole_value(view, h, key);
+            if let ([s], None) = (&view.segments[..], &best) {
+                return Self::sole_value(view, s, key, h);
             }
-            let place = Self::resolve(view, key, best, |w| w.and_then(|w| w.place(view)))?;
+            let place = Self::resolve(view, key, h, best, |w| w.and_then(|w| w.place(view)))?;
             Ok(place.map(|p| Value::at(view, p)))
         })
     }
@@ -39,10 +41,14 @@ impl Table {
     /// without [`Table::resolve`]'s closures, which cost a filter-answered miss (26 ns
     /// on the bare segment) some 20 instructions and 2% to 5% of its speed.
     #[inline(always)]
-    fn sole_value(view: &Arc<View>, h: &SegmentHandle, key: &[u8]) -> Result<Option<Value>> {
-        let place = h.get_with(key, |r| {
-            (!r.tombstone).then(|| Value::place(view, 0, r.value))
-        })?;
+    fn sole_value(
+        view: &Arc<View>,
+        s: &SegmentHandle,
+        key: &[u8],
+        h: u64,
+    ) -> Result<Option<Value>> {
+        let place =
+            s.get_hashed(key, h, |r| (!r.tombstone).then(|| Value::place(view, 0, r.value)))?;
         Ok(place.flatten().map(|p| Value::at(view, p)))
     }
 
@@ -59,7 +65,8 @@ impl Table {
     ) -> Result<R> {
         let key = key.as_ref();
         self.ctx.check_open()?;
-        let best = self.memtable_best(key);
+        let h = key_hash(key);
+        let best = self.memtable_best(key, h);
         // `f` runs while the view is borrowed through an `arc_swap` guard
         // (`lifecycle::view`): no lock and no shared reference count (a count every
         // reader shares is a cache line the cores pass around on every get). Nothing
@@ -67,7 +74,7 @@ impl Table {
         // included; a segment compacted away meanwhile stays mapped, and on disk, until
         // `f` returns.
         self.set.with_view_arc(move |view| {
-            Self::resolve(view, key, best, |w| {
+            Self::resolve(view, key, h, best, |w| {
                 f(w.and_then(|w| (!w.tombstone).then_some(w.value)))
             })
         })
@@ -78,9 +85,10 @@ impl Table {
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
         self.ctx.check_open()?;
-        let best = self.memtable_best(key);
+        let h = key_hash(key);
+        let best = self.memtable_best(key, h);
         self.set
-            .with_view(|view| Self::resolve(view, key, best, |w| w.is_some_and(|w| !w.tombstone)))
+            .with_view(|view| Self::resolve(view, key, h, best, |w| w.is_some_and(|w| !w.tombstone)))
     }
 
     /// The values of `keys`, in order, like [`Table::get`] for each. The memtables and
@@ -110,9 +118,10 @@ impl Table {
     pub fn get_cell(&self, key: impl AsRef<[u8]>) -> Result<Option<Entry>> {
         let key = key.as_ref();
         self.ctx.check_open()?;
-        let best = self.memtable_best(key);
+        let h = key_hash(key);
+        let best = self.memtable_best(key, h);
         self.set.with_view(|view| {
-            Self::resolve(view, key, best, |w| {
+            Self::resolve(view, key, h, best, |w| {
                 w.map(|w| Entry {
                     key: key.to_vec(),
                     value: w.value.to_vec(),
@@ -126,29 +135,36 @@ impl Table {
     /// The winning memtable cell of `key`, reading the memtables under the read lock
     /// (no allocation; the lock is released before anything else runs).
     #[inline]
-    fn memtable_best(&self, key: &[u8]) -> Option<SharedCell> {
+    fn memtable_best(&self, key: &[u8], h: u64) -> Option<SharedCell> {
         // Invariant 6: nothing in any memtable, no lock needed (the read-mostly case).
         if !self.maybe_cells.load(Ordering::Acquire) {
             return None;
         }
         let m = self.mem.read();
+        m.active.prefetch_filter(h);
+        for f in &m.frozen {
+            f.prefetch_filter(h);
+        }
         Self::best_of(
             std::iter::once(&*m.active).chain(m.frozen.iter().rev().map(|f| &**f)),
             key,
+            h,
             ReadAt::Visible(&self.ctx.visibility),
         )
     }
 
-    /// The winner among the cells `memtables` hold for `key`.
+    /// The winner among the cells `memtables` hold for `key` (whose [`key_hash`] is
+    /// `h`). A memtable whose key filter rules the key out is not searched.
     #[inline]
     pub(super) fn best_of<'a>(
         memtables: impl Iterator<Item = &'a Memtable>,
         key: &[u8],
+        h: u64,
         at: ReadAt<'_>,
     ) -> Option<SharedCell> {
         let mut best: Option<SharedCell> = None;
         for m in memtables {
-            if let Some(c) = m.get_shared_at(key, at) {
+            if let Some(c) = m.get_shared_hashed(key, h, at) {
                 if best.as_ref().is_none_or(|b| {
                     cmp_versions(c.ts, c.tombstone, &c.value, b.ts, b.tombstone, &b.value).is_gt()
                 }) {
@@ -160,28 +176,33 @@ impl Table {
     }
 
     /// The point read (invariant 4): the winner of `best` (from the memtables, read
-    /// before `view`, invariant 2) and the cells of `key` in `view`'s segments, handed to
-    /// `f` (`None` if no source holds the key). `f` runs exactly once.
+    /// before `view`, invariant 2) and the cells of `key` (whose [`key_hash`] is `h`) in
+    /// `view`'s segments, handed to `f` (`None` if no source holds the key). `f` runs
+    /// exactly once.
     ///
+    /// Every segment's filter is tested before any index work (issue 19): their lines
+    /// are loaded together, and only the segments they leave are searched, newest first.
     /// A segment cell that beats everything read so far is final when no later segment
-    /// may hold a cell as new (their `max_ts` are all below its timestamp): `f` then runs
-    /// on the bytes where the reader found them (the map, or its scratch buffer), inside
-    /// the segment read, with nothing copied. That is every hit of a fully compacted
-    /// table. Otherwise the cell is copied and the search goes on.
+    /// left may hold a cell as new (their `max_ts` are all below its timestamp): `f`
+    /// then runs on the bytes where the reader found them (the map, or its scratch
+    /// buffer), inside the segment read, with nothing copied. That is every hit of a
+    /// fully compacted table, and of a table whose older segments are older in time.
+    /// Otherwise the cell is copied and the search goes on.
     #[inline]
     pub(super) fn resolve<R>(
         view: &View,
         key: &[u8],
-        mut best: Option<SharedCell>,
+        h: u64,
+        best: Option<SharedCell>,
         f: impl FnOnce(Option<Winner<'_>>) -> R,
     ) -> Result<R> {
         let mut f = Some(f);
-        if let ([h], None) = (&view.segments[..], &best) {
+        if let ([s], None) = (&view.segments[..], &best) {
             // The common case, a fully compacted table whose memtables hold nothing of
             // the key: the one segment's cell, if any, wins. (A path of its own: through
             // the loop below, a warm hit measured some 10% slower in
             // `benches/table_get.rs`.)
-            let found = h.get_with(key, |r| {
+            let found = s.get_hashed(key, h, |r| {
                 f.take().map(|f| {
                     f(Some(Winner {
                         value: r.value,
@@ -194,42 +215,8 @@ impl Table {
             if let Some(Some(r)) = found {
                 return Ok(r);
             }
-        } else {
-            for (i, h) in view.segments.iter().enumerate() {
-                if best.as_ref().is_some_and(|b| h.stats().max_ts < b.ts) {
-                    continue;
-                }
-                let later = &view.segments[i + 1..];
-                let step = h.get_with(key, |r| {
-                    if let Some(b) = &best {
-                        if !cmp_versions(r.ts, r.tombstone, r.value, b.ts, b.tombstone, &b.value)
-                            .is_gt()
-                        {
-                            return Step::Lost;
-                        }
-                    }
-                    if later.iter().all(|o| o.stats().max_ts < r.ts) {
-                        if let Some(f) = f.take() {
-                            return Step::Done(f(Some(Winner {
-                                value: r.value,
-                                ts: r.ts,
-                                tombstone: r.tombstone,
-                                origin: Origin::Segment(i),
-                            })));
-                        }
-                    }
-                    Step::Leads(SharedCell {
-                        value: Arc::from(r.value),
-                        ts: r.ts,
-                        tombstone: r.tombstone,
-                    })
-                })?;
-                match step {
-                    None | Some(Step::Lost) => {}
-                    Some(Step::Leads(c)) => best = Some(c),
-                    Some(Step::Done(r)) => return Ok(r),
-                }
-            }
+        } else if let Some(r) = Self::resolve_segments(view, key, h, &best, &mut f)? {
+            return Ok(r);
         }
         let Some(f) = f else {
             unreachable!("`f` is taken only by a segment read that then returns its result");
@@ -240,6 +227,124 @@ impl Table {
             tombstone: b.tombstone,
             origin: Origin::Shared(&b.value),
         })))
+    }
+
+    /// [`Table::resolve`] over several segments (or one, with a memtable cell): the
+    /// filters first, then the segments they leave. Returns `f`'s result if it ran on a
+    /// segment cell; otherwise `best`, the memtables' cell, won.
+    ///
+    /// A segment cell that leads but may lose to a later segment's is copied into this
+    /// thread's lead buffer ([`Lead`]), not into a new allocation: a warm `get_with`
+    /// allocates nothing even where segments overlap in time (a compaction's output of
+    /// old segments, cells written with old timestamps).
+    #[inline]
+    fn resolve_segments<R, F: FnOnce(Option<Winner<'_>>) -> R>(
+        view: &View,
+        key: &[u8],
+        h: u64,
+        best: &Option<SharedCell>,
+        f: &mut Option<F>,
+    ) -> Result<Option<R>> {
+        let segments = &view.segments;
+        if key.len() > MAX_KEY_LEN {
+            return Ok(None);
+        }
+        for s in segments {
+            s.prefetch_filter(h);
+        }
+        // Bit i: segment i may hold the key. Segments past the 64th are always searched.
+        let mut maybe = u64::MAX;
+        for (i, s) in segments.iter().enumerate().take(64) {
+            if !s.may_contain_hash(h) {
+                maybe &= !(1 << i);
+            }
+        }
+        let may_hold = |i: usize| i >= 64 || maybe >> i & 1 == 1;
+        let mut lead = Lead::default();
+        for (i, s) in segments.iter().enumerate() {
+            let best_ts = lead.cell.map(|c| c.0).or(best.as_ref().map(|b| b.ts));
+            if !may_hold(i) || best_ts.is_some_and(|t| s.stats().max_ts < t) {
+                continue;
+            }
+            let mut later = segments.iter().enumerate().skip(i + 1);
+            let done = s.get_hashed(key, h, |r| {
+                let so_far = match lead.cell {
+                    Some((ts, tombstone)) => Some((ts, tombstone, &lead.buf[..])),
+                    None => best.as_ref().map(|b| (b.ts, b.tombstone, &b.value[..])),
+                };
+                if let Some((ts, tombstone, value)) = so_far {
+                    if !cmp_versions(r.ts, r.tombstone, r.value, ts, tombstone, value).is_gt() {
+                        return None;
+                    }
+                }
+                if later.all(|(j, o)| !may_hold(j) || o.stats().max_ts < r.ts) {
+                    if let Some(f) = f.take() {
+                        return Some(f(Some(Winner {
+                            value: r.value,
+                            ts: r.ts,
+                            tombstone: r.tombstone,
+                            origin: Origin::Segment(i),
+                        })));
+                    }
+                }
+                lead.set(r.value, r.ts, r.tombstone);
+                None
+            })?;
+            if let Some(Some(r)) = done {
+                return Ok(Some(r));
+            }
+        }
+        let Some((ts, tombstone)) = lead.cell else {
+            return Ok(None);
+        };
+        let Some(f) = f.take() else {
+            unreachable!("`f` is taken only by a segment read that then returns its result");
+        };
+        Ok(Some(f(Some(Winner {
+            value: &lead.buf,
+            ts,
+            tombstone,
+            origin: Origin::Copied,
+        }))))
+    }
+}
+
+thread_local! {
+    static LEAD: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Lead buffers larger than this are freed after use rather than kept by the thread.
+const LEAD_KEEP: usize = 1 << 20;
+
+/// A point read's leading segment cell, copied into this thread's lead buffer (taken
+/// at the first copy, given back on drop, so a warm read allocates nothing; a read
+/// nested inside `f` gets a buffer of its own).
+#[derive(Default)]
+struct Lead {
+    buf: Vec<u8>,
+    /// `(ts, tombstone)` of the cell whose value is `buf`.
+    cell: Option<(u64, bool)>,
+    taken: bool,
+}
+
+impl Lead {
+    fn set(&mut self, value: &[u8], ts: u64, tombstone: bool) {
+        if !self.taken {
+            self.buf = LEAD.with(|c| c.take());
+            self.taken = true;
+        }
+        self.buf.clear();
+        self.buf.extend_from_slice(value);
+        self.cell = Some((ts, tombstone));
+    }
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        if self.taken && self.buf.capacity() <= LEAD_KEEP {
+            let buf = std::mem::take(&mut self.buf);
+            LEAD.with(|c| c.set(buf));
+        }
     }
 }
 
@@ -259,24 +364,17 @@ impl Winner<'_> {
         (!self.tombstone).then(|| match self.origin {
             Origin::Shared(b) => Place::Shared(Arc::clone(b)),
             Origin::Segment(i) => Value::place(view, i, self.value),
+            Origin::Copied => Place::Shared(Arc::from(self.value)),
         })
     }
 }
 
 /// Where a point read's winning value lives.
 enum Origin<'a> {
-    /// Memtable bytes, or a copy of a segment's.
+    /// Memtable bytes.
     Shared(&'a Arc<[u8]>),
     /// Segment `i` of the view read, in place (mapped, or the reader's scratch buffer).
     Segment(usize),
-}
-
-/// One segment's answer during a point read.
-enum Step<R> {
-    /// Its cell loses to the best so far.
-    Lost,
-    /// Its cell wins so far, but a later segment may hold a newer one.
-    Leads(SharedCell),
-    /// Its cell is the winner; `f` ran on it.
-    Done(R),
+    /// A segment's cell copied into the thread's lead buffer ([`Lead`]).
+    Copied,
 }

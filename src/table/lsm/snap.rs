@@ -7,6 +7,7 @@ use super::scan::{sole_segment, Merged};
 use super::ScanSource;
 use super::Table;
 use crate::error::Result;
+use crate::format::key_hash;
 use crate::lifecycle::{SegmentSet, View};
 use crate::range::KeyBounds;
 use crate::segment::SegmentIter;
@@ -63,13 +64,14 @@ impl TableSnap {
         }
     }
 
-    fn best(&self, key: &[u8], at: u64) -> Option<SharedCell> {
-        Table::best_of(self.mems.iter().map(|m| &**m), key, ReadAt::Seq(at))
+    fn best(&self, key: &[u8], h: u64, at: u64) -> Option<SharedCell> {
+        Table::best_of(self.mems.iter().map(|m| &**m), key, h, ReadAt::Seq(at))
     }
 
     pub(crate) fn get(&self, at: u64, key: &[u8]) -> Result<Option<Value>> {
         let view = &self.view;
-        let place = Table::resolve(view, key, self.best(key, at), |w| {
+        let h = key_hash(key);
+        let place = Table::resolve(view, key, h, self.best(key, h, at), |w| {
             w.and_then(|w| w.place(view))
         })?;
         Ok(place.map(|p| Value::at(view, p)))
@@ -81,13 +83,15 @@ impl TableSnap {
         key: &[u8],
         f: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<R> {
-        Table::resolve(&self.view, key, self.best(key, at), |w| {
+        let h = key_hash(key);
+        Table::resolve(&self.view, key, h, self.best(key, h, at), |w| {
             f(w.and_then(|w| (!w.tombstone).then_some(w.value)))
         })
     }
 
     pub(crate) fn contains_key(&self, at: u64, key: &[u8]) -> Result<bool> {
-        Table::resolve(&self.view, key, self.best(key, at), |w| {
+        let h = key_hash(key);
+        Table::resolve(&self.view, key, h, self.best(key, h, at), |w| {
             w.is_some_and(|w| !w.tombstone)
         })
     }
@@ -100,21 +104,43 @@ impl TableSnap {
         keys.into_iter().map(|k| self.get(at, k.as_ref())).collect()
     }
 
-    /// The merge of a cursor per memtable (read at `at`) and per segment over `bounds`.
     /// The live rows in `bounds` for a read at `at`: the segment's own iterator when the
-    /// table is one segment and no memtable holds a cell (none can hold one the read
-    /// sees later: it was registered before the memtables were taken), else the merge.
+    /// table is one segment and no memtable holds a key in `bounds`, else the merge.
+    ///
+    /// A memtable with no key in `bounds` now never holds a row of this read there:
+    /// every write the read sees (numbered at or below `at`) was applied before the read
+    /// was registered, and a key written later is numbered above `at` (as for an empty
+    /// memtable, [`Table::snap`]). So the range probe decides for the scan's lifetime
+    /// (its seeks stay within `bounds`), and a table whose memtables hold nothing in a
+    /// scan's range scans as one at rest (issue 19).
     pub(crate) fn scan(&self, at: u64, bounds: KeyBounds) -> ScanSource {
+        let mems = self.mems_in(&bounds);
         match &self.view.segments[..] {
-            [h] if self.mems.iter().all(|m| m.is_empty()) => sole_segment(h.clone(), bounds),
-            _ => ScanSource::Merged(self.merged(at, bounds, TombstonePolicy::Hide)),
+            [h] if mems.is_empty() => sole_segment(h.clone(), bounds),
+            _ => ScanSource::Merged(self.merge_of(mems, at, bounds, TombstonePolicy::Hide)),
         }
     }
 
+    /// The memtables holding a key in `bounds` (see [`TableSnap::scan`]).
+    fn mems_in(&self, bounds: &KeyBounds) -> Vec<&Arc<Memtable>> {
+        self.mems.iter().filter(|m| m.has_key_in(bounds)).collect()
+    }
+
+    /// The merge of a cursor per memtable holding a key in `bounds` (read at `at`) and
+    /// per segment over `bounds`.
     pub(crate) fn merged(&self, at: u64, bounds: KeyBounds, policy: TombstonePolicy) -> Merged {
+        self.merge_of(self.mems_in(&bounds), at, bounds, policy)
+    }
+
+    fn merge_of(
+        &self,
+        mems: Vec<&Arc<Memtable>>,
+        at: u64,
+        bounds: KeyBounds,
+        policy: TombstonePolicy,
+    ) -> Merged {
         let mut sources: Vec<BoxedCursor<'static>> = Vec::new();
-        // An empty memtable holds nothing this read may see (see `scan`).
-        for m in self.mems.iter().filter(|m| !m.is_empty()) {
+        for m in mems {
             sources.push(Box::new(MemtableCursor(m.range_at(bounds.clone(), at))));
         }
         for h in &self.view.segments {

@@ -48,6 +48,17 @@ impl Memtable {
     }
 }
 
+impl Memtable {
+    /// Whether a key lies in `bounds` (a node, whatever its versions): one skiplist
+    /// search. A scan leaves out a memtable with none: it cannot hold a row of the
+    /// scan's range, whatever seeks follow (they stay within the range).
+    pub(crate) fn has_key_in(&self, bounds: &crate::range::KeyBounds) -> bool {
+        self.map
+            .lower_bound(range::as_ref(&bounds.0))
+            .is_some_and(|e| range::below(e.key(), &bounds.1))
+    }
+}
+
 fn owned_bounds<K: AsRef<[u8]> + ?Sized>(
     r: &impl RangeBounds<K>,
 ) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {

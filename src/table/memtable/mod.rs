@@ -44,6 +44,8 @@
 //! - `mod.rs`: [`Memtable`] (inserts, applying commit log records, point reads, sizes),
 //!   [`SharedCell`], `ReadAt`.
 //! - `versions.rs`: a key's versions and the insert that keeps invariant 1.
+//! - `filter.rs`: the key filter point reads test before searching the skiplist (a key's
+//!   bits are set before its node is created: no false negative).
 //! - `iter.rs`: [`MemtableIter`] and [`OwnedMemtableIter`] (double-ended, seekable).
 //! - `tests.rs`: unit and property tests.
 
@@ -53,15 +55,19 @@ use std::sync::Arc;
 use crossbeam_skiplist::SkipMap;
 use parking_lot::RwLock;
 
+use crate::format::key_hash;
 use crate::format::record::RecordRef;
 use crate::segment::Entry;
 use crate::table::visibility::Visibility;
 
+mod filter;
 mod iter;
 #[cfg(test)]
 mod tests;
 mod versions;
 
+use filter::KeyFilter;
+pub use filter::BITS_PER_KEY as FILTER_BITS_PER_KEY;
 pub use iter::{MemtableIter, OwnedMemtableIter};
 use versions::{Cell, Versions};
 
@@ -71,6 +77,10 @@ const THIN_AT: usize = 8;
 
 /// Bytes charged per stored cell on top of key and value (skiplist node, vectors).
 pub const CELL_OVERHEAD: usize = 64;
+
+/// The flush threshold [`Memtable::new`] sizes its key filter for (4 MiB: a filter of
+/// 80 KiB); a table's memtables are sized from its `memtable_flush_bytes`.
+pub const DEFAULT_FILTER_FLUSH_BYTES: usize = 4 << 20;
 
 /// A memtable cell handed out without copying its value ([`Memtable::get_shared`]).
 #[derive(Debug, Clone)]
@@ -88,6 +98,8 @@ pub struct SharedCell {
 pub struct Memtable {
     /// Nodes are never removed; versions change in place (invariant 4).
     map: SkipMap<Vec<u8>, RwLock<Versions>>,
+    /// Every key of `map`, set before its node is created (`filter.rs`).
+    filter: KeyFilter,
     bytes: AtomicUsize,
     min_seq: AtomicU64,
     max_seq: AtomicU64,
@@ -101,10 +113,27 @@ impl Default for Memtable {
 }
 
 impl Memtable {
-    /// An empty memtable.
+    /// An empty memtable, its key filter sized for [`DEFAULT_FILTER_FLUSH_BYTES`].
     pub fn new() -> Memtable {
+        Memtable::for_flush_bytes(DEFAULT_FILTER_FLUSH_BYTES)
+    }
+
+    /// An empty memtable whose key filter is sized for a flush at `flush_bytes`
+    /// ([`crate::table::TableConfig::memtable_flush_bytes`]).
+    pub fn for_flush_bytes(flush_bytes: usize) -> Memtable {
+        Memtable::with_filter(KeyFilter::for_flush_bytes(flush_bytes))
+    }
+
+    /// An empty memtable with a key filter of the size of `self`'s (the memtable that
+    /// replaces a frozen one).
+    pub(crate) fn empty_like(&self) -> Memtable {
+        Memtable::with_filter(KeyFilter::with_bits(self.filter.num_bits()))
+    }
+
+    fn with_filter(filter: KeyFilter) -> Memtable {
         Memtable {
             map: SkipMap::new(),
+            filter,
             bytes: AtomicUsize::new(0),
             min_seq: AtomicU64::new(u64::MAX),
             max_seq: AtomicU64::new(0),
@@ -137,13 +166,19 @@ impl Memtable {
         // An overwrite finds the node without allocating the key again.
         let e = match self.map.get(c.key) {
             Some(e) => e,
-            None => self.map.get_or_insert_with(c.key.to_vec(), || {
+            None => {
+                // The key's bits before its node: a reader that can find the node sees
+                // them (no false negative, `filter.rs`). A node found above had them set
+                // before it was linked.
+                self.filter.insert(key_hash(c.key));
+                self.map.get_or_insert_with(c.key.to_vec(), || {
                 RwLock::new(Versions {
                     head_seq: seq.unwrap_or(0),
                     head: Cell::from(c),
                     older: Vec::new(),
+                    })
                 })
-            }),
+            }
         };
         let stored = e.value().write().insert(seq, c, floor, visibility);
         if stored {
@@ -223,7 +258,19 @@ impl Memtable {
     /// The cell of `key` a read at `at` sees, its value shared: no allocation.
     #[inline]
     pub(crate) fn get_shared_at(&self, key: &[u8], at: ReadAt<'_>) -> Option<SharedCell> {
-        if self.map.is_empty() {
+        self.get_shared_hashed(key, key_hash(key), at)
+    }
+
+    /// [`Memtable::get_shared_at`] for a key whose [`key_hash`] is `h`: the key filter
+    /// first, so a memtable that cannot hold the key is not searched.
+    #[inline]
+    pub(crate) fn get_shared_hashed(
+        &self,
+        key: &[u8],
+        h: u64,
+        at: ReadAt<'_>,
+    ) -> Option<SharedCell> {
+        if self.map.is_empty() || !self.filter.may_contain(h) {
             return None;
         }
         let e = self.map.get(key)?;
@@ -241,6 +288,25 @@ impl Memtable {
     /// True when no key is present.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
+    }
+
+    /// Could `key`, whose `key_hash` (xxh3-64) is `h`, be present? False answers come from the
+    /// key filter alone and are never wrong for a key inserted before (filter.rs).
+    #[inline]
+    pub fn may_contain_hashed(&self, h: u64) -> bool {
+        self.filter.may_contain(h)
+    }
+
+    /// Start loading the key filter's line for hash `h` (a read about to test several
+    /// memtables' filters starts every load first).
+    #[inline]
+    pub(crate) fn prefetch_filter(&self, h: u64) {
+        self.filter.prefetch(h);
+    }
+
+    /// Bytes of the key filter.
+    pub fn filter_bytes(&self) -> usize {
+        self.filter.num_bits() / 8
     }
 
     /// Bytes stored, for the flush threshold (invariant 2).

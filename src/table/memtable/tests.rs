@@ -382,3 +382,52 @@ proptest! {
         prop_assert_eq!(fill(&fwd), fill(&shuffled));
     }
 }
+
+#[test]
+fn key_filter_holds_every_key_and_rules_out_most_others() {
+    let m = Memtable::for_flush_bytes(1 << 20);
+    for i in 0..10_000u32 {
+        put(&m, &i.to_be_bytes(), b"v", 1);
+    }
+    assert!((0..10_000u32).all(|i| m.may_contain_hashed(key_hash(&i.to_be_bytes()))));
+    let fp = (10_000..110_000u32)
+        .filter(|i| m.may_contain_hashed(key_hash(&i.to_be_bytes())))
+        .count();
+    // 1 MiB / 64 B per cell * 10 bits = 160 Kbit for 10,000 keys: about 0.01%.
+    assert!(fp < 1_000, "false positives {fp} / 100000");
+    // A filtered-out key is not looked for, and the answer is the skiplist's anyway.
+    assert!(m.get_shared(&20_000u32.to_be_bytes()).is_none());
+    assert_eq!(&*m.get_shared(&7u32.to_be_bytes()).unwrap().value, b"v");
+    // The memtable replacing a frozen one gets a filter of the same size.
+    assert_eq!(m.empty_like().filter_bytes(), m.filter_bytes());
+    assert_eq!(m.filter_bytes(), (1 << 20) / CELL_OVERHEAD * 10 / 8);
+}
+
+/// A reader that learns (acquire) how many keys a writer has inserted finds each of
+/// them through the key filter while the writer goes on inserting: no false negative.
+#[test]
+fn key_filter_has_no_false_negative_under_concurrent_inserts() {
+    const KEYS: u32 = 20_000;
+    let m = Memtable::for_flush_bytes(1 << 20);
+    let inserted = std::sync::atomic::AtomicU32::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..KEYS {
+                put(&m, &i.to_be_bytes(), b"v", 1);
+                inserted.store(i + 1, Ordering::Release);
+            }
+        });
+        s.spawn(|| {
+            let mut checked = 0;
+            while checked < KEYS {
+                let n = inserted.load(Ordering::Acquire);
+                for i in checked..n {
+                    let k = i.to_be_bytes();
+                    assert!(m.get_shared(&k).is_some(), "key {i} missing");
+                }
+                checked = n;
+                std::hint::spin_loop();
+            }
+        });
+    });
+}
