@@ -136,6 +136,10 @@ pub(crate) struct Context {
     /// Held shared while a `Table` is created, exclusively by `Tables::flush_then`, so
     /// the tables it quiesces are all the tables there are until its closure returns.
     pub(crate) opening: RwLock<()>,
+    /// Held shared by every write from before its timestamp until it is visible,
+    /// exclusively by a transaction's commit across its conflict check and its write
+    /// (`lsm::write_tables_checked`, [`crate::table::txn`]).
+    pub(crate) commit: RwLock<()>,
 }
 
 impl Context {
@@ -405,6 +409,7 @@ impl Tables {
             visibility: Visibility::new(log_next_seq - 1),
             install: RwLock::new(()),
             opening: RwLock::new(()),
+            commit: RwLock::new(()),
         });
         // From here on an error drops `out`, whose drop clears the tables (each holds
         // the context: a cycle that would otherwise keep their segments mapped).
