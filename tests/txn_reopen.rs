@@ -70,8 +70,16 @@ fn committed_transactions_are_whole_after_a_reopen_and_others_left_nothing() {
         for i in 0..200u32 {
             let k = format!("k{i:04}");
             let want = (i % 3 != 2).then(|| format!("v{i}").into_bytes());
-            assert_eq!(a.get(&k).unwrap().map(|v| v.to_vec()), want, "{sync:?}: a {k}");
-            assert_eq!(b.get(&k).unwrap().map(|v| v.to_vec()), want, "{sync:?}: b {k}");
+            assert_eq!(
+                a.get(&k).unwrap().map(|v| v.to_vec()),
+                want,
+                "{sync:?}: a {k}"
+            );
+            assert_eq!(
+                b.get(&k).unwrap().map(|v| v.to_vec()),
+                want,
+                "{sync:?}: b {k}"
+            );
         }
         for k in ["uncommitted", "conflicted"] {
             assert_eq!(a.get(k).unwrap(), None, "{sync:?}: {k}");

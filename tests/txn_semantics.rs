@@ -66,7 +66,10 @@ fn reads_see_the_view_and_the_transactions_own_writes() {
     assert_eq!(back, want);
     assert_eq!(rows(tx.scan(&t, "b"..="g").unwrap()), want[1..4].to_vec());
     assert_eq!(rows(tx.scan_prefix(&t, "h").unwrap()), vec![kv("h", "8")]);
-    assert!(rows(tx.scan(&t, "x".."b").unwrap()).is_empty(), "an inverted range is empty");
+    assert!(
+        rows(tx.scan(&t, "x".."b").unwrap()).is_empty(),
+        "an inverted range is empty"
+    );
     // Both ends mixed meet in the middle, each key once.
     let mut s = tx.scan(&t, ..).unwrap();
     let mut seen = vec![s.next().unwrap().unwrap(), s.next_back().unwrap().unwrap()];
@@ -190,7 +193,11 @@ fn blind_writes_and_unchanged_reads_do_not_conflict() {
     let s1 = t1.commit().unwrap();
     let s2 = t2.commit().unwrap();
     assert!(s2 > s1);
-    assert_eq!(t.get("a").unwrap().as_deref(), Some(&b"from t2"[..]), "the later commit wins");
+    assert_eq!(
+        t.get("a").unwrap().as_deref(),
+        Some(&b"from t2"[..]),
+        "the later commit wins"
+    );
     // A key read, then written again with the value it had: the read still holds.
     let mut tx = store.transaction().unwrap();
     assert_eq!(tx.get(&t, "c").unwrap().as_deref(), Some(&b"3"[..]));
@@ -232,7 +239,10 @@ fn a_commit_is_one_record_across_tables_and_returns_its_number() {
     tx.put(&b, "k", "1").unwrap();
     tx.sync(true);
     let seq = tx.commit().unwrap();
-    assert!(store.durable_seq().unwrap() >= seq, "synced through the commit");
+    assert!(
+        store.durable_seq().unwrap() >= seq,
+        "synced through the commit"
+    );
     let next = a.write(segstore::WriteBatch::new().put("n", "n")).unwrap();
     assert_eq!(next, seq + 1, "one sequence number for both tables");
 }
@@ -243,7 +253,16 @@ fn tables_of_another_store_are_refused() {
     let (_d2, other) = open();
     let foreign = other.table("t").unwrap();
     let mut tx = store.transaction().unwrap();
-    assert!(matches!(tx.put(&foreign, "k", "v"), Err(Error::InvalidArgument(_))));
-    assert!(matches!(tx.get(&foreign, "k"), Err(Error::InvalidArgument(_))));
-    assert!(matches!(tx.scan(&foreign, ..), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        tx.put(&foreign, "k", "v"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        tx.get(&foreign, "k"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        tx.scan(&foreign, ..),
+        Err(Error::InvalidArgument(_))
+    ));
 }
