@@ -143,6 +143,11 @@ pub(crate) struct Context {
 }
 
 impl Context {
+    /// Pass pause point `point` (`testing` feature; a branch on `None` otherwise).
+    pub(crate) fn point(&self, point: &str, path: &Path) {
+        self.fs.rules().point(point, path);
+    }
+
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.is_closed() {
             Err(Error::Closed)

@@ -4,6 +4,7 @@
 //! table.
 
 use std::sync::atomic::Ordering;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -175,10 +176,18 @@ fn write_tables_inner(
     loop {
         // The commit lock: shared for a plain write, exclusive for a checked one.
         let commit = match check.as_mut() {
-            None => (Some(ctx.commit.read()), None),
+            None => match ctx.commit.try_read() {
+                Some(g) => (Some(g), None),
+                None => {
+                    // A commit holds it (or waits for it): tests see this write wait.
+                    ctx.point("write waits for the commit lock", Path::new(&first.name));
+                    (Some(ctx.commit.read()), None)
+                }
+            },
             Some(check) => {
                 let g = ctx.commit.write();
                 check()?;
+                ctx.point("commit checked", Path::new(&first.name));
                 (None, Some(g))
             }
         };
