@@ -25,7 +25,7 @@ fn committed_transactions_are_whole_after_a_reopen_and_others_left_nothing() {
         },
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), config(sync.clone())).unwrap();
+        let store = Store::open(dir.path(), config(sync)).unwrap();
         let (a, b) = (store.table("a").unwrap(), store.table("b").unwrap());
         let mut last = 0;
         for i in 0..200u32 {
@@ -64,7 +64,7 @@ fn committed_transactions_are_whole_after_a_reopen_and_others_left_nothing() {
         drop((a, b));
         drop(store);
 
-        let store = Store::open(dir.path(), config(sync.clone())).unwrap();
+        let store = Store::open(dir.path(), config(sync)).unwrap();
         let (a, b) = (store.table("a").unwrap(), store.table("b").unwrap());
         assert_eq!(a.get("counter").unwrap().as_deref(), Some(&b"201"[..]));
         for i in 0..200u32 {

@@ -8,6 +8,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::range::KeyBounds;
 use crate::table::lsm::Table;
 use crate::table::view::ReadView;
 
@@ -156,7 +157,7 @@ impl ReadSet {
 
 impl Coverage {
     /// The intervals read: at most two, possibly overlapping.
-    fn intervals(&self) -> Vec<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+    fn intervals(&self) -> Vec<KeyBounds> {
         if self.front == Reach::All || self.back == Reach::All {
             return vec![(self.lo.clone(), self.hi.clone())];
         }
