@@ -7,7 +7,9 @@
 //!   check);
 //! - `txn_get_put`: a transaction that reads one key, puts it and commits (the commit
 //!   reads it again through the view and at the latest state);
-//! - `get_then_put`: the same read and put as plain calls, without the transaction.
+//! - `get_then_put`: the same read and put as plain calls, without the transaction;
+//! - `begin`: a transaction begun and dropped (its read view taken and released), the
+//!   fixed cost of each.
 //!
 //! Elements are operations (commits, or puts). `cargo bench --bench txn`; the issue's
 //! target is `txn_get_put` at 0.8x the throughput of `put` or better.
@@ -25,7 +27,7 @@ fn txn(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3))
         .throughput(Throughput::Elements(1));
-    for name in ["put", "txn_put", "txn_get_put", "get_then_put"] {
+    for name in ["put", "txn_put", "txn_get_put", "get_then_put", "begin"] {
         let tmp = tempfile::tempdir().unwrap();
         let mut config = Config::default();
         config.track_leaks = false;
@@ -50,6 +52,7 @@ fn txn(c: &mut Criterion) {
                         tx.put(&t, &key, VALUE).unwrap();
                         tx.commit().unwrap();
                     }
+                    "begin" => drop(store.transaction().unwrap()),
                     _ => {
                         assert!(t.get(&key).unwrap().is_none());
                         t.put(&key, VALUE).unwrap();

@@ -1,15 +1,17 @@
 //! A transaction's read set and the commit's check of it (the module docs of
-//! [`super`]): every key it read from the store and every interval it scanned, each
-//! read again at commit through the view and at the latest state; any difference is a
-//! conflict.
+//! [`super`]): every key it read from the store, with the value it read (a [`Value`]
+//! shares the bytes, it copies nothing), and every interval it scanned; at commit each
+//! key is read again at the latest state and compared with that value, each interval
+//! scanned through the view and at the latest state; any difference is a conflict.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::range::KeyBounds;
 use crate::table::lsm::Table;
+use crate::table::value::Value;
 use crate::table::view::ReadView;
 
 /// What the transaction read from the store, per table (in the order first read).
@@ -21,7 +23,8 @@ pub(super) struct ReadSet {
 #[derive(Debug)]
 struct TableReads {
     table: Arc<Table>,
-    keys: BTreeSet<Vec<u8>>,
+    /// Each key read, and what the view gave (the same at every read of it).
+    keys: BTreeMap<Vec<u8>, Option<Value>>,
     scans: Vec<Coverage>,
 }
 
@@ -70,7 +73,7 @@ impl ReadSet {
             None => {
                 self.tables.push(TableReads {
                     table: Arc::clone(table),
-                    keys: BTreeSet::new(),
+                    keys: BTreeMap::new(),
                     scans: Vec::new(),
                 });
                 self.tables.len() - 1
@@ -78,12 +81,12 @@ impl ReadSet {
         }
     }
 
-    /// `key` of `table` was read from the store.
-    pub(super) fn key(&mut self, table: &Arc<Table>, key: &[u8]) {
+    /// `key` of `table` was read from the store (through the view), giving `value`.
+    pub(super) fn key(&mut self, table: &Arc<Table>, key: &[u8], value: &Option<Value>) {
         let i = self.reads_of(table);
         let keys = &mut self.tables[i].keys;
-        if !keys.contains(key) {
-            keys.insert(key.to_vec());
+        if !keys.contains_key(key) {
+            keys.insert(key.to_vec(), value.clone());
         }
     }
 
@@ -130,16 +133,17 @@ impl ReadSet {
     }
 
     /// The commit's check, under the store's commit lock held exclusively (every write
-    /// before is visible, none runs): every key and scanned interval read through
-    /// `view` and at the latest state must give the same answer. The first that does
-    /// not (tables in name order, keys in order) is the [`Error::Conflict`].
+    /// before is visible, none runs): every key read must read the same at the latest
+    /// state, and every scanned interval the same through `view` and at the latest
+    /// state. The first that does not (tables in name order, keys in order, then
+    /// intervals) is the [`Error::Conflict`].
     pub(super) fn check(&self, view: &ReadView) -> Result<()> {
         let mut order: Vec<&TableReads> = self.tables.iter().collect();
         order.sort_by(|a, b| a.table.name().cmp(b.table.name()));
         for r in order {
             let t = &*r.table;
-            for k in &r.keys {
-                if !view.get_with(t, k, |then| t.get_with(k, |now| then == now))?? {
+            for (k, then) in &r.keys {
+                if !t.get_with(k, |now| then.as_deref() == now)? {
                     return Err(conflict(t, k.clone()));
                 }
             }

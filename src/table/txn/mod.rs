@@ -25,7 +25,9 @@
 //!   end has returned `None`. Rows past where a scan stopped were not read.
 //! - Under the store's commit lock, held exclusively (no other write is in flight, every
 //!   write numbered before is applied and visible), each key is read again at the
-//!   latest state and through the view, and each scanned interval scanned both ways. If
+//!   latest state and compared with the value the view gave (kept in the read set as a
+//!   [`Value`](crate::Value), sharing its bytes), and each scanned interval is scanned
+//!   through the view and at the latest state. If
 //!   any answer differs the commit fails with [`Error::Conflict`] naming the table and
 //!   the first key that differs (for an interval, the key written inside it). Else the
 //!   buffered cells are timestamped (after every earlier write: the clock is strictly
@@ -66,9 +68,10 @@
 //!
 //! # Costs
 //! Every plain write takes the commit lock shared (a read of an uncontended
-//! `RwLock`). A commit re-reads its read set twice (view and latest) under the
-//! exclusive lock, so a transaction that scanned much holds off every write for as long
-//! as the scans take; keep transactions' reads small. The view's memtable versions are
+//! `RwLock`). A commit reads each key it read once more, and scans each interval it
+//! scanned twice (view and latest), under the exclusive lock, so a transaction that
+//! scanned much holds off every write for as long as the scans take; keep transactions'
+//! reads small. The view's memtable versions are
 //! kept while the transaction lives ([`ReadView`]).
 //!
 //! # Not yet

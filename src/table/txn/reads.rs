@@ -35,14 +35,15 @@ impl Transaction {
             Some(v) => Ok(v.map(|v| Value::shared(Arc::from(v)))),
             None => {
                 let v = self.view.get(table, key)?;
-                self.reads.borrow_mut().key(table, key);
+                self.reads.borrow_mut().key(table, key, &v);
                 Ok(v)
             }
         }
     }
 
-    /// Run `f` on the value of `key` in `table` without copying it (see
-    /// [`Table::get_with`]); like [`Transaction::get`] otherwise.
+    /// Run `f` on the value of `key` in `table` without copying it; like
+    /// [`Transaction::get`] otherwise (the value is held, shared, for the commit's
+    /// check).
     pub fn get_with<R>(
         &self,
         table: &Arc<Table>,
@@ -54,8 +55,10 @@ impl Transaction {
         match self.own(table, key) {
             Some(v) => Ok(f(v)),
             None => {
-                let r = self.view.get_with(table, key, f)?;
-                self.reads.borrow_mut().key(table, key);
+                // The value is kept for the commit's check (shared, not copied).
+                let v = self.view.get(table, key)?;
+                let r = f(v.as_deref());
+                self.reads.borrow_mut().key(table, key, &v);
                 Ok(r)
             }
         }
