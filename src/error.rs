@@ -198,6 +198,19 @@ pub enum Error {
         reason: String,
     },
 
+    /// A transaction's commit found that something it read was changed by a write
+    /// numbered after its view began ([`crate::Transaction::commit`]): `key` of
+    /// `table` (for a scanned range, the key written inside it; the first such, tables
+    /// in name order, keys in order). Nothing of the transaction was written; run it
+    /// again.
+    #[error("transaction conflict: table {table:?}, key \"{}\" was written after the transaction's view", .key.escape_ascii())]
+    Conflict {
+        /// The table.
+        table: String,
+        /// The key.
+        key: Vec<u8>,
+    },
+
     /// Replicas cannot be repaired against each other.
     #[error("repair refused: {0}")]
     RepairMismatch(String),

@@ -109,7 +109,7 @@ pub use store::{
 pub use table::compaction_filter::{CompactionFilter, FilterDecision};
 pub use table::{
     newer_wins, Batch, Cells, CommitLogConfig, CommitLogSync, CompactionConfig, ReadView, Scan,
-    Table, TableConfig, TableStats, TableView, Value, WriteBatch,
+    Table, TableConfig, TableStats, TableView, Transaction, TransactionScan, Value, WriteBatch,
 };
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.

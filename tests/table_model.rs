@@ -3,7 +3,10 @@
 //! (drop without close: the commit log replays), with tiny memtables, log files and
 //! compaction thresholds so every path runs; batches across both tables
 //! (`Store::write`), and read views (`Store::read_view`) held across later steps and
-//! checked against a copy of the model taken when they were opened. Reads (gets,
+//! checked against a copy of the model taken when they were opened; transactions
+//! (gets and partial scans checked against the model as it was at their beginning plus
+//! their own writes, a racing plain put or flush, and a commit that must conflict
+//! exactly when something they read changed, by value, and otherwise lands whole). Reads (gets,
 //! forward, reverse, bounded and prefix scans) are checked every 25 steps. `tests/table_iteration.rs` covers
 //! iteration (reverse, seeks, prefixes) in depth.
 //!
@@ -20,8 +23,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use segstore::{
-    Batch, CommitLogConfig, CommitLogSync, Config, DiskAccessMode, FileRules, FilterDecision,
-    ReadView, Store, TableConfig, WriteBatch,
+    Batch, CommitLogConfig, CommitLogSync, Config, DiskAccessMode, Error, FileRules,
+    FilterDecision, ReadView, Store, TableConfig, WriteBatch,
 };
 
 /// The tables every check reads.
@@ -227,20 +230,10 @@ fn check_view(store: &Store, view: &ReadView, model: &Model, rng: &mut Rng) {
     }
 }
 
-/// Counters of what a run exercised.
-#[derive(Default)]
-struct Exercised {
-    /// Checks of views older than the tables.
-    stale_views: usize,
-    /// Cells the filter removed or replaced.
-    filtered: usize,
-}
-
-fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, seen: &mut Exercised) {
-    let Exercised {
-        stale_views: stale_views_checked,
-        filtered,
-    } = seen;
+fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, counts: &mut Counts) {
+    let stale_views_checked = &mut counts.stale_views;
+    let txn_outcomes = &mut counts.txn_outcomes;
+    let filtered = &mut counts.filtered;
     let mut rng = Rng(seed);
     let mut model = Model::default();
     let mut store = Some(open(dir, mode));
@@ -255,7 +248,7 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, seen: &mut Exe
         };
         let t = s.table(table).unwrap();
         let key = format!("k{:03}", rng.next() % 120).into_bytes();
-        match rng.next() % 100 {
+        match rng.next() % 110 {
             0..=49 => {
                 let pad = "x".repeat((rng.next() % 30) as usize);
                 let v = format!("v{step}-{pad}{}", rng.next() % 10).into_bytes();
@@ -345,6 +338,10 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, seen: &mut Exe
                 store.take().unwrap().close().unwrap();
                 store = Some(open(dir, mode));
             }
+            100.. => {
+                drop(t);
+                txn_step(s, &mut model, &mut rng, step, txn_outcomes);
+            }
             _ => {
                 // Crash: drop without close; the commit log replays.
                 drop(t);
@@ -387,9 +384,20 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, seen: &mut Exe
     assert!(s.close().unwrap().is_clean());
 }
 
+/// What the runs saw, for the assertions that every path ran.
+#[derive(Default)]
+struct Counts {
+    /// Checks of views older than the tables.
+    stale_views: usize,
+    /// Transactions committed, conflicted.
+    txn_outcomes: [usize; 2],
+    /// Cells gamma's filter removed or replaced.
+    filtered: usize,
+}
+
 #[test]
 fn random_operations_match_the_model_in_every_mode() {
-    let mut seen = Exercised::default();
+    let mut counts = Counts::default();
     for (i, mode) in DiskAccessMode::all().into_iter().enumerate() {
         let tmp = tempfile::tempdir().unwrap();
         run(
@@ -397,19 +405,178 @@ fn random_operations_match_the_model_in_every_mode() {
             mode,
             300,
             tmp.path(),
-            &mut seen,
+            &mut counts,
         );
     }
+    let stale_views_checked = counts.stale_views;
+    let [committed, conflicted] = counts.txn_outcomes;
+    eprintln!("transactions: {committed} committed, {conflicted} conflicted");
+    assert!(
+        committed >= 5 && conflicted >= 3,
+        "{committed} committed, {conflicted} conflicted"
+    );
     // The views were checked while the tables had moved on from what they saw, and the
     // filter changed cells that reads then checked.
-    assert!(seen.stale_views >= 4, "only {}", seen.stale_views);
+    assert!(stale_views_checked >= 4, "only {stale_views_checked}");
     assert!(
-        seen.filtered >= 3,
+        counts.filtered >= 1,
         "the filter changed only {} cells",
-        seen.filtered
+        counts.filtered
     );
     eprintln!(
-        "{} checks of views older than the tables; {} cells filtered",
-        seen.stale_views, seen.filtered
+        "{stale_views_checked} checks of views older than the tables; {} cells filtered",
+        counts.filtered
     );
+}
+
+fn live_get(m: &Model, table: &str, key: &[u8]) -> Option<Vec<u8>> {
+    m.cells
+        .get(table)
+        .and_then(|c| c.get(key))
+        .filter(|(_, t, _)| !t)
+        .map(|(_, _, v)| v.clone())
+}
+
+/// Live rows of `table` in `[lo, hi]` (inclusive).
+fn live_in(m: &Model, table: &str, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    m.live(table)
+        .into_iter()
+        .filter(|(k, _)| k.as_slice() >= lo && k.as_slice() <= hi)
+        .collect()
+}
+
+/// One transaction: a few gets, partial scans, puts and deletes on both tables, each
+/// read checked against the model at its beginning plus its own writes; then a racing
+/// plain put (often on something it read) or a flush; then its commit, which must
+/// conflict exactly when a key it read or an interval it scanned reads differently now.
+fn txn_step(s: &Store, model: &mut Model, rng: &mut Rng, step: usize, outcomes: &mut [usize; 2]) {
+    let names = ["alpha", "beta"];
+    let tables = [s.table("alpha").unwrap(), s.table("beta").unwrap()];
+    let begin = model.clone();
+    let mut tx = s.transaction().unwrap();
+    let mut own: BTreeMap<(usize, Vec<u8>), Option<Vec<u8>>> = BTreeMap::new();
+    // (table, lo, hi) inclusive, read from the store.
+    let mut read: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
+    for i in 0..(1 + rng.next() % 5) {
+        let ti = (rng.next() % 2) as usize;
+        let (t, name) = (&tables[ti], names[ti]);
+        let key = format!("k{:03}", rng.next() % 120).into_bytes();
+        match rng.next() % 4 {
+            0 => {
+                let want = match own.get(&(ti, key.clone())) {
+                    Some(v) => v.clone(),
+                    None => {
+                        read.push((ti, key.clone(), key.clone()));
+                        live_get(&begin, name, &key)
+                    }
+                };
+                let got = tx.get(t, &key).unwrap().map(|v| v.to_vec());
+                assert_eq!(got, want, "txn at step {step}: get {name} {key:?}");
+            }
+            1 => {
+                let lo = key;
+                let hi = format!("k{:03}", 1 + rng.next() % 119)
+                    .into_bytes()
+                    .max(lo.clone());
+                let mut want: BTreeMap<Vec<u8>, Vec<u8>> =
+                    live_in(&begin, name, &lo, &hi).into_iter().collect();
+                for ((oti, k), v) in &own {
+                    if *oti == ti && *k >= lo && *k <= hi {
+                        match v {
+                            Some(v) => want.insert(k.clone(), v.clone()),
+                            None => want.remove(k),
+                        };
+                    }
+                }
+                let want: Vec<_> = want.into_iter().collect();
+                let take = (rng.next() % 6) as usize;
+                let mut scan = tx.scan(t, lo.as_slice()..=hi.as_slice()).unwrap();
+                let mut got = Vec::new();
+                let mut ended = false;
+                while got.len() < take {
+                    match scan.next() {
+                        Some(r) => got.push(r.unwrap()),
+                        None => {
+                            ended = true;
+                            break;
+                        }
+                    }
+                }
+                drop(scan);
+                assert_eq!(got, want[..got.len()], "txn at step {step}: scan {name}");
+                if ended {
+                    assert_eq!(got.len(), want.len());
+                    read.push((ti, lo, hi));
+                } else if let Some((last, _)) = got.last() {
+                    read.push((ti, lo, last.clone()));
+                }
+            }
+            2 => {
+                let v = format!("t{step}-{i}").into_bytes();
+                tx.put(t, &key, &v).unwrap();
+                own.insert((ti, key), Some(v));
+            }
+            _ => {
+                tx.delete(t, &key).unwrap();
+                own.insert((ti, key), None);
+            }
+        }
+    }
+    match rng.next() % 4 {
+        0 | 1 => {
+            // A plain put, half the time on the start of something read.
+            let (ti, key) = match read.first() {
+                Some((ti, lo, _)) if rng.next() % 2 == 0 => (*ti, lo.clone()),
+                _ => (
+                    (rng.next() % 2) as usize,
+                    format!("k{:03}", rng.next() % 120).into_bytes(),
+                ),
+            };
+            let v = format!("racer{step}").into_bytes();
+            tables[ti].put(&key, &v).unwrap();
+            let ts = model.next_clock();
+            model.apply(names[ti], key, (ts, false, v));
+        }
+        2 => tables[(rng.next() % 2) as usize].flush().unwrap(),
+        _ => {}
+    }
+    let changed: Vec<_> = read
+        .iter()
+        .filter(|(ti, lo, hi)| {
+            live_in(&begin, names[*ti], lo, hi) != live_in(model, names[*ti], lo, hi)
+        })
+        .collect();
+    let read_seq = tx.read_seq();
+    let result = tx.commit();
+    if own.is_empty() {
+        // Read-only: serialized at its view, nothing to check.
+        assert_eq!(result.unwrap(), read_seq, "step {step}");
+        return;
+    }
+    match changed.first() {
+        Some(first) => {
+            match result {
+                Err(Error::Conflict { table, key }) => assert!(
+                    changed
+                        .iter()
+                        .any(|(ti, lo, hi)| names[*ti] == table && key >= *lo && key <= *hi),
+                    "step {step}: conflict on {table} {key:?}, not in a changed read"
+                ),
+                r => panic!("step {step}: {first:?} changed, commit gave {r:?}"),
+            }
+            outcomes[1] += 1;
+        }
+        None => {
+            result.unwrap_or_else(|e| panic!("step {step}: nothing read changed, commit gave {e}"));
+            let ts = model.next_clock();
+            for ((ti, k), v) in own {
+                let cell = match v {
+                    Some(v) => (ts, false, v),
+                    None => (ts, true, vec![]),
+                };
+                model.apply(names[ti], k, cell);
+            }
+            outcomes[0] += 1;
+        }
+    }
 }

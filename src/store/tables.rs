@@ -10,7 +10,7 @@ use crate::lifecycle::{Deleter, Manifest, SegmentSet};
 use crate::segment::{validate_name, Component, SegmentName};
 use crate::table::registry::Registered;
 use crate::table::settings;
-use crate::table::{Batch, ReadView, Table, TableConfig, WriteBatch};
+use crate::table::{Batch, ReadView, Table, TableConfig, Transaction, WriteBatch};
 
 use super::{SetOpener, Store};
 
@@ -123,6 +123,17 @@ impl Store {
     pub fn read_view(&self) -> Result<ReadView> {
         self.lsm.ctx().check_open()?;
         Ok(ReadView::capture(self.lsm.ctx()))
+    }
+
+    /// Begin an optimistic, serializable transaction across the tables of this store:
+    /// it reads a [`ReadView`] taken now plus its own writes, buffers puts and
+    /// deletes, and its [`commit`](Transaction::commit) writes them as one record if
+    /// nothing it read was written meanwhile, else fails with [`Error::Conflict`]
+    /// having written nothing. See [`Transaction`] (its module docs state the isolation
+    /// level exactly).
+    pub fn transaction(&self) -> Result<Transaction> {
+        let _op = self.check_open()?;
+        Transaction::begin(self.lsm.ctx())
     }
 
     /// Write a batch across tables of this store atomically: one commit log record, so

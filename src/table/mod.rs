@@ -29,6 +29,9 @@
 //! - [`positions`]: the file recording how far each table's segments reach into the log.
 //! - [`settings`]: a table's own settings file (`Store::table_with`).
 //! - [`batch`]: write batches ([`WriteBatch`]).
+//! - [`txn`]: [`Transaction`]: optimistic, serializable transactions across tables
+//!   (reads through a read view plus their own writes; a commit checked under the
+//!   store's commit lock, written as one record).
 //! - [`value`]: [`Value`], what [`Table::get`] returns: memtable bytes shared, or a
 //!   segment's mapped bytes borrowed while the value holds the view.
 
@@ -44,6 +47,7 @@ pub mod positions;
 pub(crate) mod registry;
 pub mod settings;
 pub mod tables;
+pub mod txn;
 pub mod value;
 pub mod view;
 pub(crate) mod visibility;
@@ -57,5 +61,6 @@ pub use lsm::{Cells, Scan, Table, TableConfig, TableStats};
 pub use memtable::{Memtable, SharedCell};
 pub use merge::{Cursor, MergeIter, TombstonePolicy};
 pub use tables::Tables;
+pub use txn::{Transaction, TransactionScan};
 pub use value::Value;
 pub use view::{ReadView, TableView};

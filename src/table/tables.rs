@@ -139,9 +139,18 @@ pub(crate) struct Context {
     /// Held shared while a `Table` is created, exclusively by `Tables::flush_then`, so
     /// the tables it quiesces are all the tables there are until its closure returns.
     pub(crate) opening: RwLock<()>,
+    /// Held shared by every write from before its timestamp until it is visible,
+    /// exclusively by a transaction's commit across its conflict check and its write
+    /// (`lsm::write_tables_checked`, [`crate::table::txn`]).
+    pub(crate) commit: RwLock<()>,
 }
 
 impl Context {
+    /// Pass pause point `point` (`testing` feature; a branch on `None` otherwise).
+    pub(crate) fn point(&self, point: &str, path: &Path) {
+        self.fs.rules().point(point, path);
+    }
+
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.is_closed() {
             Err(Error::Closed)
@@ -424,6 +433,7 @@ impl Tables {
             visibility: Visibility::new(log_next_seq - 1),
             install: RwLock::new(()),
             opening: RwLock::new(()),
+            commit: RwLock::new(()),
         });
         // From here on an error drops `out`, whose drop clears the tables (each holds
         // the context: a cycle that would otherwise keep their segments mapped).

@@ -105,7 +105,7 @@ pub use config::TableConfig;
 pub(crate) use scan::ScanSource;
 pub use scan::{Cells, Scan};
 pub(crate) use snap::TableSnap;
-pub(crate) use write::{write_nothing, write_tables};
+pub(crate) use write::{write_nothing, write_tables, write_tables_checked};
 
 /// Counters of one table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -4,6 +4,7 @@
 //! table.
 
 use std::sync::atomic::Ordering;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -116,7 +117,33 @@ impl Table {
 /// Each table's memtable read lock is taken in name order (so two batches never wait
 /// for each other) and held across the log append and the apply (invariant 1); a table
 /// with too many frozen memtables makes the write release everything and wait first.
+///
+/// Every write holds the store's commit lock shared from before its timestamp is taken
+/// until it is visible ([`write_tables_checked`] holds it exclusively).
 pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Result<u64> {
+    write_tables_inner(parts, sync, None)
+}
+
+/// [`write_tables`] for a transaction's commit ([`crate::table::txn`]): under the
+/// store's commit lock held exclusively, so no other write is in flight (every write
+/// numbered before this one is applied and visible), `check` runs first, and only if
+/// it passes is the batch numbered, timestamped (after every write before it: the
+/// clock is strictly increasing), logged and applied, all before any other write may
+/// start. If `check` fails nothing is written and its error is returned. After a wait
+/// for flushes (backpressure) the lock is taken and `check` run again.
+pub(crate) fn write_tables_checked(
+    parts: &[(&Table, &WriteBatch)],
+    sync: bool,
+    check: &mut dyn FnMut() -> Result<()>,
+) -> Result<u64> {
+    write_tables_inner(parts, sync, Some(check))
+}
+
+fn write_tables_inner(
+    parts: &[(&Table, &WriteBatch)],
+    sync: bool,
+    mut check: Option<&mut dyn FnMut() -> Result<()>>,
+) -> Result<u64> {
     let Some((first, _)) = parts.first() else {
         return Err(Error::InvalidArgument("a write names no table".into()));
     };
@@ -133,6 +160,10 @@ pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Resul
     let mut parts: Vec<&(&Table, &WriteBatch)> =
         parts.iter().filter(|(_, b)| !b.is_empty()).collect();
     if parts.is_empty() {
+        if let Some(check) = check.as_mut() {
+            let _exclusive = ctx.commit.write();
+            check()?;
+        }
         return write_nothing(ctx, sync);
     }
     parts.sort_by(|a, b| a.0.name.cmp(&b.0.name));
@@ -143,6 +174,23 @@ pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Resul
         )));
     }
     loop {
+        // The commit lock: shared for a plain write, exclusive for a checked one.
+        let commit = match check.as_mut() {
+            None => match ctx.commit.try_read() {
+                Some(g) => (Some(g), None),
+                None => {
+                    // A commit holds it (or waits for it): tests see this write wait.
+                    ctx.point("write waits for the commit lock", Path::new(&first.name));
+                    (Some(ctx.commit.read()), None)
+                }
+            },
+            Some(check) => {
+                let g = ctx.commit.write();
+                check()?;
+                ctx.point("commit checked", Path::new(&first.name));
+                (None, Some(g))
+            }
+        };
         // One timestamp for the whole batch, taken again after a wait.
         let ts = ctx.clock.now();
         let mut guards = Vec::with_capacity(parts.len());
@@ -162,6 +210,7 @@ pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Resul
         }
         if let Some(t) = stalled {
             drop(guards);
+            drop(commit);
             t.wait_for_flushes()?;
             continue;
         }
@@ -194,6 +243,8 @@ pub(crate) fn write_tables(parts: &[(&Table, &WriteBatch)], sync: bool) -> Resul
         // Visible once every earlier number is too; acknowledged only then.
         drop(finish);
         ctx.visibility.wait_visible(seq);
+        // Visible: the check of a commit that takes the lock next sees this write.
+        drop(commit);
         for t in full {
             ctx.schedule_flush(t);
         }

@@ -1,0 +1,282 @@
+//! Optimistic, serializable transactions across the tables of one store
+//! ([`crate::Store::transaction`]).
+//!
+//! A [`Transaction`] reads a [`ReadView`] taken when it began, merged with its own
+//! buffered writes (read-your-writes: `reads.rs`), and buffers puts and deletes on any
+//! table of the store. [`Transaction::commit`] checks what it read (`conflict.rs`) and
+//! writes its buffered cells as one commit log record, or returns
+//! [`Error::Conflict`] having written nothing. Dropping a transaction without
+//! committing it writes nothing.
+//!
+//! # Isolation
+//! *Committed transactions and plain writes are serializable, in commit log sequence
+//! order*: a committed transaction that wrote something behaves as if all its reads and
+//! writes happened at once at its commit's sequence number; a read-only one as if at
+//! its view's number ([`Transaction::read_seq`]). Plain writes ([`Table::put`],
+//! [`Table::write`], [`crate::Store::write`]) are one-operation transactions at their
+//! own numbers. This is what the commit checks:
+//!
+//! - The *read set*: every key read from the store by [`Transaction::get`],
+//!   [`Transaction::get_with`], [`Transaction::contains_key`] or
+//!   [`Transaction::multi_get`] (a key answered from the transaction's own writes was
+//!   not read from the store and is not in it), and every *scanned interval*: for a
+//!   scan over `range`, from the range's start to the last row its front yielded, from
+//!   the last row its back yielded to the range's end, and the whole range once either
+//!   end has returned `None`. Rows past where a scan stopped were not read.
+//! - Under the store's commit lock, held exclusively (no other write is in flight, every
+//!   write numbered before is applied and visible), each key is read again at the
+//!   latest state and compared with the value the view gave (kept in the read set as a
+//!   [`Value`](crate::Value), sharing its bytes), and each scanned interval is scanned
+//!   through the view and at the latest state. If
+//!   any answer differs the commit fails with [`Error::Conflict`] naming the table and
+//!   the first key that differs (for an interval, the key written inside it). Else the
+//!   buffered cells are timestamped (after every earlier write: the clock is strictly
+//!   increasing), logged as one record and applied before the lock is released.
+//!
+//! So the check is by value: a write after the view that did not change what the
+//! transaction read (the same value written again, a delete of a key that was absent,
+//! a write with an older explicit timestamp that lost) is no conflict, and the
+//! transaction is still serializable at its commit (its reads give the same answers
+//! there). A scanned interval covers keys the transaction itself wrote too: a change to
+//! such a key by someone else inside a scanned interval is a conflict.
+//!
+//! *Blind writes do not conflict*: two transactions that both write a key neither read
+//! both commit, and the later commit (higher sequence number, later timestamp) wins,
+//! as two plain puts would. Snapshot isolation would abort one of them (first committer
+//! wins); serializability does not need it, and this is not snapshot isolation either:
+//! write skew (each reads what the other writes) is prevented, since the reads are
+//! checked.
+//!
+//! *A plain write racing a transaction* is never refused or delayed by the check's
+//! outcome: it waits only while a commit holds the lock (its check, append and apply).
+//! If it is numbered after the transaction's view and before its commit and changes
+//! something the transaction read, the commit fails with [`Error::Conflict`]; numbered
+//! after the commit, it simply comes later.
+//!
+//! *Every read of a transaction, committed or not, sees one consistent picture*: the
+//! view of its beginning plus its own writes. A transaction that will fail its commit
+//! never reads half of another write.
+//!
+//! *Explicit timestamps* ([`WriteBatch::put_at`]) are outside the guarantee: cells are
+//! reconciled by timestamp, so a plain write with a timestamp ahead of the clock beats
+//! a later commit's cells.
+//!
+//! *Durability* is the commit log's sync mode, as for any write, or an fsync before
+//! `commit` returns with [`Transaction::sync`]; the returned number goes to
+//! [`crate::Store::wait_durable`]. Under `batch` and `group` the commit holds the lock
+//! across its own fsync, so commits do not share fsyncs with writes running meanwhile.
+//!
+//! # Costs
+//! Every plain write takes the commit lock shared (a read of an uncontended
+//! `RwLock`). A commit reads each key it read once more, and scans each interval it
+//! scanned twice (view and latest), under the exclusive lock, so a transaction that
+//! scanned much holds off every write for as long as the scans take; keep transactions'
+//! reads small. The view's memtable versions are
+//! kept while the transaction lives ([`ReadView`]).
+//!
+//! # Not yet
+//! `delete_range`: a range deletion would be buffered per table beside the point
+//! writes (a list of ranges, which `reads.rs` would apply to the view's rows before
+//! merging the point writes, and which the commit would write as range tombstones);
+//! it waits for range tombstones in the table layer. A transaction's scan does not
+//! seek.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::batch::WriteBatch;
+use super::lsm::{write_tables_checked, Table};
+use super::tables::Context;
+use super::view::ReadView;
+use crate::error::{Error, Result};
+
+mod conflict;
+mod reads;
+
+pub use reads::TransactionScan;
+
+/// A table's buffered writes: the last operation per key, `None` for a delete.
+type Writes = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// An optimistic transaction over the tables of one store: see the module docs.
+/// Created by [`crate::Store::transaction`]. Reads take `&self`; puts and deletes
+/// `&mut self`. Not shareable across threads (its read set is recorded as it reads),
+/// but it can be sent to another.
+///
+/// ```
+/// # fn main() -> segstore::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let store = segstore::Store::open(dir.path(), segstore::Config::default())?;
+/// let accounts = store.table("accounts")?;
+/// accounts.put(b"alice", b"100")?;
+/// loop {
+///     let mut tx = store.transaction()?;
+///     let alice: u64 = match tx.get(&accounts, b"alice")? {
+///         Some(v) => std::str::from_utf8(&v).unwrap().parse().unwrap(),
+///         None => 0,
+///     };
+///     tx.put(&accounts, b"alice", (alice - 10).to_string())?;
+///     tx.put(&accounts, b"bob", b"10")?;
+///     match tx.commit() {
+///         Ok(_seq) => break,
+///         Err(segstore::Error::Conflict { .. }) => continue, // someone wrote alice: retry
+///         Err(e) => return Err(e),
+///     }
+/// }
+/// assert_eq!(accounts.get(b"alice")?.as_deref(), Some(&b"90"[..]));
+/// # drop(accounts);
+/// # store.close()?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Transaction {
+    ctx: Arc<Context>,
+    view: ReadView,
+    /// Per table (in the order first written), its buffered writes.
+    writes: Vec<(Arc<Table>, Writes)>,
+    reads: RefCell<conflict::ReadSet>,
+    sync: bool,
+}
+
+impl std::fmt::Debug for Transaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction")
+            .field("read_seq", &self.view.seq())
+            .field(
+                "writes",
+                &self
+                    .writes
+                    .iter()
+                    .map(|(t, w)| (t.name(), w.len()))
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transaction {
+    /// Begin: take the view every read goes through.
+    pub(crate) fn begin(ctx: &Arc<Context>) -> Result<Transaction> {
+        ctx.check_open()?;
+        Ok(Transaction {
+            ctx: Arc::clone(ctx),
+            view: ReadView::capture(ctx),
+            writes: Vec::new(),
+            reads: RefCell::new(conflict::ReadSet::default()),
+            sync: false,
+        })
+    }
+
+    /// The sequence number of the view it reads: every write numbered at or below it,
+    /// nothing above, plus its own writes.
+    pub fn read_seq(&self) -> u64 {
+        self.view.seq()
+    }
+
+    /// Set `key` to `value` in `table` when the transaction commits. Reads of the
+    /// transaction see it at once.
+    pub fn put(
+        &mut self,
+        table: &Arc<Table>,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        self.buffer(table, key.as_ref(), Some(value.as_ref().to_vec()))
+    }
+
+    /// Delete `key` from `table` when the transaction commits.
+    pub fn delete(&mut self, table: &Arc<Table>, key: impl AsRef<[u8]>) -> Result<()> {
+        self.buffer(table, key.as_ref(), None)
+    }
+
+    /// With `true`, [`Transaction::commit`] returns only once the commit log is fsynced
+    /// through the commit ([`WriteBatch::sync`]). Default `false`.
+    pub fn sync(&mut self, sync: bool) -> &mut Self {
+        self.sync = sync;
+        self
+    }
+
+    /// Number of buffered writes (the last operation per key), over every table.
+    pub fn len(&self) -> usize {
+        self.writes.iter().map(|(_, w)| w.len()).sum()
+    }
+
+    /// True when nothing is buffered: a commit would write nothing, check nothing and
+    /// return the view's number.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn buffer(&mut self, table: &Arc<Table>, key: &[u8], value: Option<Vec<u8>>) -> Result<()> {
+        self.same_store(table)?;
+        let i = match self.writes.iter().position(|(t, _)| Arc::ptr_eq(t, table)) {
+            Some(i) => i,
+            None => {
+                if let Some((t, _)) = self.writes.iter().find(|(t, _)| t.name() == table.name()) {
+                    return Err(Error::InvalidArgument(format!(
+                        "table {} was dropped and created again during the transaction",
+                        t.name()
+                    )));
+                }
+                self.writes.push((Arc::clone(table), Writes::new()));
+                self.writes.len() - 1
+            }
+        };
+        self.writes[i].1.insert(key.to_vec(), value);
+        Ok(())
+    }
+
+    fn same_store(&self, table: &Table) -> Result<()> {
+        if Arc::ptr_eq(table.ctx(), &self.ctx) {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "table {} belongs to another store than this transaction",
+                table.name()
+            )))
+        }
+    }
+
+    /// The buffered writes of `table`, if any.
+    fn writes_of(&self, table: &Arc<Table>) -> Option<&Writes> {
+        self.writes
+            .iter()
+            .find(|(t, _)| Arc::ptr_eq(t, table))
+            .map(|(_, w)| w)
+    }
+
+    /// Check what the transaction read and write what it buffered, as one commit log
+    /// record (all of it or none at replay and to readers; see the module docs).
+    /// Returns the record's sequence number, or, for a transaction that wrote nothing,
+    /// its view's number ([`Transaction::read_seq`]) without any check: it read one
+    /// consistent picture, and is serialized there.
+    ///
+    /// [`Error::Conflict`] if something it read was changed by a write numbered after
+    /// its view: nothing is written, and the caller may run the transaction again. The
+    /// errors of [`crate::Store::write`] otherwise (a dropped table, a closed or
+    /// poisoned store, a failed flush under backpressure), also with nothing written.
+    pub fn commit(self) -> Result<u64> {
+        if self.is_empty() {
+            return Ok(self.view.seq());
+        }
+        let batches: Vec<(&Table, WriteBatch)> = self
+            .writes
+            .iter()
+            .map(|(t, w)| {
+                let mut b = WriteBatch::new();
+                for (k, v) in w {
+                    match v {
+                        Some(v) => b.put(k, v),
+                        None => b.delete(k),
+                    };
+                }
+                (&**t, b)
+            })
+            .collect();
+        let parts: Vec<(&Table, &WriteBatch)> = batches.iter().map(|(t, b)| (*t, b)).collect();
+        let reads = self.reads.borrow();
+        let view = &self.view;
+        write_tables_checked(&parts, self.sync, &mut || reads.check(view))
+    }
+}
