@@ -536,7 +536,9 @@ impl Tables {
             name,
             set,
             Arc::clone(&self.ctx),
-            Memtable::for_flush_bytes(self.ctx.config.memtable_flush_bytes),
+            // The table's own flush size (its key filter is sized for it; later memtables
+            // take this one's size).
+            Memtable::for_flush_bytes(config.memtable_flush_bytes),
             flushed,
             config,
         ));
