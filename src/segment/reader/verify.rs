@@ -1,0 +1,121 @@
+//! [`SegmentReader::verify`]: every index block and every record read and checked, and
+//! the meta's statistics and filter against the cells (Cassandra's `sstableverify`).
+
+use super::*;
+
+impl SegmentReader {
+    /// Read every index block and every record, checking checksums, key order, that
+    /// index and data agree, and that the meta's statistics and filter match the cells
+    /// (like Cassandra's `sstableverify`). Returns the cell count. Errors name the file
+    /// that holds the bad bytes.
+    pub fn verify(&self) -> Result<u64> {
+        let mut count = 0u64;
+        let mut prev: Option<Vec<u8>> = None;
+        let mut expect_off = 0u64;
+        let mut seen = SegmentStats {
+            min_ts: u64::MAX,
+            ..SegmentStats::default()
+        };
+        let ipath = self.index.path();
+        for b in 0..self.meta.summary.len() {
+            let block_off = self.meta.summary.block(b).0;
+            let entries: Vec<(Vec<u8>, Located)> = self.with_index_block_from_file(b, |blk| {
+                blk.check_table()?;
+                (0..blk.len())
+                    .map(|i| {
+                        let e = blk.entry(i)?;
+                        Ok((
+                            e.key.to_vec(),
+                            Located::new(&e, block_off, blk.entry_start(i)?),
+                        ))
+                    })
+                    .collect()
+            })?;
+            if entries.first().map(|e| e.0.as_slice()) != Some(self.meta.summary.first_key(b)) {
+                return Err(Error::corrupt(
+                    ipath,
+                    block_off,
+                    "index block's first key differs from the summary",
+                ));
+            }
+            for (key, loc) in entries {
+                if prev
+                    .as_ref()
+                    .is_some_and(|p| p.as_slice() >= key.as_slice())
+                {
+                    return Err(self.index_error(loc, "index keys out of order".into()));
+                }
+                if loc.data_offset != expect_off {
+                    return Err(self.index_error(
+                        loc,
+                        format!(
+                            "index entry points at {}, expected {expect_off} (the end of the previous record)",
+                            loc.data_offset
+                        ),
+                    ));
+                }
+                let (ts, tombstone) =
+                    self.read_record(loc, Some(&key), true, |r| (r.ts, r.tombstone))?;
+                if !self.meta.filter.may_contain(key_hash(&key)) {
+                    return Err(Error::corrupt(
+                        self.meta_path(),
+                        0,
+                        format!(
+                            "filter does not contain the key at data offset {}",
+                            loc.data_offset
+                        ),
+                    ));
+                }
+                seen.tombstone_count += tombstone as u64;
+                seen.min_ts = seen.min_ts.min(ts);
+                seen.max_ts = seen.max_ts.max(ts);
+                if count == 0 {
+                    seen.min_key = key.clone();
+                }
+                expect_off = loc.data_offset + loc.record_len;
+                count += 1;
+                prev = Some(key);
+            }
+        }
+        let s = &self.meta.stats;
+        if count != s.entry_count {
+            return Err(Error::corrupt(
+                ipath,
+                s.index_len - FOOTER_LEN as u64,
+                format!(
+                    "index holds {count} entries; its footer and the meta say {}",
+                    s.entry_count
+                ),
+            ));
+        }
+        if expect_off != self.data_body_len() {
+            return Err(Error::corrupt(
+                self.data.path(),
+                expect_off,
+                format!(
+                    "records end at {expect_off}; the data body is {} bytes",
+                    self.data_body_len()
+                ),
+            ));
+        }
+        if count == 0 {
+            seen.min_ts = 0;
+        }
+        seen.max_key = prev.unwrap_or_default();
+        let stat_fields = [
+            ("tombstone count", seen.tombstone_count == s.tombstone_count),
+            ("min timestamp", seen.min_ts == s.min_ts),
+            ("max timestamp", seen.max_ts == s.max_ts),
+            ("min key", seen.min_key == s.min_key),
+            ("max key", seen.max_key == s.max_key),
+        ];
+        if let Some((field, _)) = stat_fields.iter().find(|(_, ok)| !ok) {
+            return Err(Error::corrupt(
+                self.meta_path(),
+                0,
+                format!("meta statistics: {field} differs from the cells"),
+            ));
+        }
+        Ok(count)
+    }
+}
