@@ -600,8 +600,8 @@ impl Tables {
             let _quiet: Vec<_> = tables.iter().map(|t| t.quiesce()).collect();
             {
                 let mut mems: Vec<_> = tables.iter().map(|t| t.memtables_write()).collect();
-                for m in &mut mems {
-                    Table::freeze_locked(m);
+                for (m, t) in mems.iter_mut().zip(&tables) {
+                    Table::freeze_locked(m, t.config().memtable_flush_bytes);
                 }
             }
             for t in &tables {

@@ -15,6 +15,7 @@ use crate::lifecycle::SegmentHandle;
 use crate::segment::SegmentIter;
 use crate::table::compaction::{choose, Choice, SegmentSummary};
 use crate::table::compaction_filter::{decide, FilterDecision};
+use crate::table::memtable::Memtable;
 use crate::table::merge::{BoxedSource, MergeIter, TombstonePolicy};
 
 impl Table {
@@ -39,9 +40,10 @@ impl Table {
         let _one_at_a_time = self.flush_lock.lock();
         {
             let mut m = self.mem.write();
-            let full = m.active.approx_bytes() >= self.config.load().memtable_flush_bytes;
+            let flush_bytes = self.config.load().memtable_flush_bytes;
+            let full = m.active.approx_bytes() >= flush_bytes;
             if force || full {
-                Self::freeze_locked(&mut m);
+                Self::freeze_locked(&mut m, flush_bytes);
             }
         }
         self.flush_frozen_locked()
@@ -65,9 +67,11 @@ impl Table {
     }
 
     /// Freeze the active memtable if it holds anything (the caller holds the write lock).
-    pub(crate) fn freeze_locked(m: &mut Memtables) {
+    /// The new active memtable's key filter is sized for `flush_bytes`, the table's
+    /// flush size now (it may have changed since the last one was made).
+    pub(crate) fn freeze_locked(m: &mut Memtables, flush_bytes: usize) {
         if !m.active.is_empty() {
-            let next = Arc::new(m.active.empty_like());
+            let next = Arc::new(Memtable::for_flush_bytes(flush_bytes));
             let old = std::mem::replace(&mut m.active, next);
             m.frozen.push(old);
         }
@@ -132,7 +136,8 @@ impl Table {
     /// over several memtables (`testing` feature only).
     #[cfg(feature = "testing")]
     pub fn freeze_memtable(&self) {
-        Self::freeze_locked(&mut self.mem.write());
+        let flush_bytes = self.config.load().memtable_flush_bytes;
+        Self::freeze_locked(&mut self.mem.write(), flush_bytes);
     }
 
     /// Every record of this table numbered at or below this is in a segment.

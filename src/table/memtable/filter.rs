@@ -57,16 +57,13 @@ pub(super) struct KeyFilter {
 impl KeyFilter {
     /// A filter for a memtable flushed at `flush_bytes`.
     pub(super) fn for_flush_bytes(flush_bytes: usize) -> KeyFilter {
-        KeyFilter::with_bits(
-            (flush_bytes / super::CELL_OVERHEAD).saturating_mul(BITS_PER_KEY),
-        )
+        KeyFilter::with_bits((flush_bytes / super::CELL_OVERHEAD).saturating_mul(BITS_PER_KEY))
     }
 
     /// A filter of about `bits` bits (clamped to `MIN_BITS..=MAX_BITS`).
     pub(super) fn with_bits(bits: usize) -> KeyFilter {
         KeyFilter {
-            bloom: AtomicBloomFilter::with_num_bits(bits.clamp(MIN_BITS, MAX_BITS))
-                .hashes(HASHES),
+            bloom: AtomicBloomFilter::with_num_bits(bits.clamp(MIN_BITS, MAX_BITS)).hashes(HASHES),
         }
     }
 

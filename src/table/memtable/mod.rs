@@ -124,12 +124,6 @@ impl Memtable {
         Memtable::with_filter(KeyFilter::for_flush_bytes(flush_bytes))
     }
 
-    /// An empty memtable with a key filter of the size of `self`'s (the memtable that
-    /// replaces a frozen one).
-    pub(crate) fn empty_like(&self) -> Memtable {
-        Memtable::with_filter(KeyFilter::with_bits(self.filter.num_bits()))
-    }
-
     fn with_filter(filter: KeyFilter) -> Memtable {
         Memtable {
             map: SkipMap::new(),
@@ -172,10 +166,10 @@ impl Memtable {
                 // before it was linked.
                 self.filter.insert(key_hash(c.key));
                 self.map.get_or_insert_with(c.key.to_vec(), || {
-                RwLock::new(Versions {
-                    head_seq: seq.unwrap_or(0),
-                    head: Cell::from(c),
-                    older: Vec::new(),
+                    RwLock::new(Versions {
+                        head_seq: seq.unwrap_or(0),
+                        head: Cell::from(c),
+                        older: Vec::new(),
                     })
                 })
             }
