@@ -28,13 +28,9 @@ fn cfg(mode: DiskAccessMode) -> segstore::Config {
 #[test]
 #[ignore = "spawned by kill_points_leave_a_consistent_store"]
 fn child_workload() {
-    let Ok(dir) = std::env::var("SEGSTORE_CHILD_DIR") else {
+    let Some((dir, seed)) = common::kill::child_dir_and_seed() else {
         return;
     };
-    let seed: u64 = std::env::var("SEGSTORE_CHILD_SEED")
-        .unwrap()
-        .parse()
-        .unwrap();
     let mode = ["mmap", "standard", "auto"][seed as usize % 3]
         .parse()
         .unwrap();

@@ -53,13 +53,9 @@ fn cfg(seed: u64) -> segstore::Config {
 #[test]
 #[ignore = "spawned by kill_points_keep_every_promised_write"]
 fn child_writer() {
-    let Ok(dir) = std::env::var("SEGSTORE_CHILD_DIR") else {
+    let Some((dir, seed)) = common::kill::child_dir_and_seed() else {
         return;
     };
-    let seed: u64 = std::env::var("SEGSTORE_CHILD_SEED")
-        .unwrap()
-        .parse()
-        .unwrap();
     let mut counter: u64 = std::env::var("SEGSTORE_CHILD_COUNTER")
         .unwrap()
         .parse()

@@ -67,13 +67,9 @@ fn total(store: &Store, t: &[Arc<Table>; 2]) -> u64 {
 #[test]
 #[ignore = "spawned by kill_points_keep_every_acknowledged_commit"]
 fn child_bank() {
-    let Ok(dir) = std::env::var("SEGSTORE_CHILD_DIR") else {
+    let Some((dir, seed)) = common::kill::child_dir_and_seed() else {
         return;
     };
-    let seed: u64 = std::env::var("SEGSTORE_CHILD_SEED")
-        .unwrap()
-        .parse()
-        .unwrap();
     println!("\nSTART");
     let store = Store::open(&dir, cfg(seed)).unwrap();
     let t = tables(&store);

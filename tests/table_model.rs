@@ -17,6 +17,8 @@
 
 mod common;
 
+use common::Rng;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -127,16 +129,6 @@ impl Model {
                     .collect()
             })
             .unwrap_or_default()
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
     }
 }
 

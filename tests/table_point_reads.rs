@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::Rng;
+
 use std::collections::BTreeMap;
 
 use segstore::io::registry;
@@ -28,16 +30,6 @@ fn cfg(mode: DiskAccessMode, rules: FileRules) -> Config {
     // Explicit timestamps here are tiny: keep every tombstone.
     c.table.gc_grace_secs = u64::MAX / 2_000_000;
     c
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// (ts, tombstone, value): ordered as the cell rule orders versions.

@@ -13,6 +13,10 @@
 //! the write numbered just before its own (no update lost between its view and its
 //! commit): checked over the whole history, sorted by sequence number.
 
+mod common;
+
+use common::Rng;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
@@ -29,16 +33,6 @@ fn config() -> Config {
     c.table.compaction.min_threshold = 2;
     c.table.compaction.max_threshold = 4;
     c
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 fn key(i: u64) -> Vec<u8> {

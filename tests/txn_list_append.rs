@@ -14,6 +14,10 @@
 //! last element a read saw to the reader, `rw` from a reader to the appender of the
 //! first element its read did not see. Serializable histories have an acyclic graph.
 
+mod common;
+
+use common::Rng;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -32,16 +36,6 @@ fn config() -> Config {
     c.table.compaction.min_threshold = 2;
     c.table.compaction.max_threshold = 4;
     c
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// A key: (table index, key index).

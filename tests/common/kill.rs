@@ -40,3 +40,14 @@ pub fn run_and_kill(mut cmd: Command, is_anchor: fn(&str) -> bool, delay: Durati
     let _ = child.wait();
     reader.join().unwrap()
 }
+
+/// In a child the parent spawned: its store directory and seed (`SEGSTORE_CHILD_DIR`,
+/// `SEGSTORE_CHILD_SEED`); `None` when the ignored child test runs on its own.
+pub fn child_dir_and_seed() -> Option<(String, u64)> {
+    let dir = std::env::var("SEGSTORE_CHILD_DIR").ok()?;
+    let seed = std::env::var("SEGSTORE_CHILD_SEED")
+        .expect("SEGSTORE_CHILD_SEED is set beside SEGSTORE_CHILD_DIR")
+        .parse()
+        .expect("SEGSTORE_CHILD_SEED is a number");
+    Some((dir, seed))
+}

@@ -19,6 +19,20 @@ use segstore::segment::{
 };
 use segstore::{Config, DeletePolicy, DiskAccessMode, FileRules, SegmentOptions};
 
+/// A seeded xorshift64 generator: reproducible workloads without a dependency (the
+/// seed must not be 0).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
 /// A config for tests: tiny blocks, leak tracking, deferral, the given rules and mode.
 pub fn test_config(mode: DiskAccessMode, rules: FileRules) -> Config {
     let mut c = Config::default();
