@@ -5,20 +5,24 @@ use crate::io::FileRules;
 use crate::table::batch::WriteBatch;
 use crate::{Config, Store};
 
+/// Plain file rules and `table` without background compaction: only the test compacts.
+fn quiet_config(table: TableConfig) -> Config {
+    Config {
+        file_rules: FileRules::posix(),
+        table: TableConfig {
+            background_compaction: false,
+            ..table
+        },
+        ..Config::default()
+    }
+}
+
 /// Zero-copy point reads see every source: a segment, a frozen memtable (waiting for
 /// its flush) and the active one, newest timestamp winning wherever it is.
 #[test]
 fn point_reads_see_frozen_memtables() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        file_rules: FileRules::posix(),
-        table: TableConfig {
-            background_compaction: false,
-            ..TableConfig::default()
-        },
-        ..Config::default()
-    };
-    let store = Store::open(dir.path(), config).unwrap();
+    let store = Store::open(dir.path(), quiet_config(TableConfig::default())).unwrap();
     let t = store.table("t").unwrap();
     let put = |k: &[u8], v: &[u8], ts| t.write(WriteBatch::new().put_at(k, v, ts)).unwrap();
     for k in [b"a", b"b", b"c", b"d"] {
@@ -75,16 +79,11 @@ fn point_reads_see_frozen_memtables() {
 #[test]
 fn flush_between_the_cutoff_reads_never_drops_a_needed_tombstone() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        file_rules: FileRules::posix(),
-        table: TableConfig {
-            gc_grace_secs: 0,
-            background_compaction: false,
-            ..TableConfig::default()
-        },
-        ..Config::default()
+    let table = TableConfig {
+        gc_grace_secs: 0,
+        ..TableConfig::default()
     };
-    let store = Store::open(dir.path(), config).unwrap();
+    let store = Store::open(dir.path(), quiet_config(table)).unwrap();
     let t = store.table("t").unwrap();
     // A tombstone in a segment of its own, then an older value of the same key (a
     // repair, say) still in the memtable.
@@ -121,15 +120,7 @@ fn flush_between_the_cutoff_reads_never_drops_a_needed_tombstone() {
 fn a_filters_removal_never_resurrects_an_older_version_outside_the_merge() {
     use crate::table::compaction_filter::FilterDecision;
     let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        file_rules: FileRules::posix(),
-        table: TableConfig {
-            background_compaction: false,
-            ..TableConfig::default()
-        },
-        ..Config::default()
-    };
-    let store = Store::open(dir.path(), config).unwrap();
+    let store = Store::open(dir.path(), quiet_config(TableConfig::default())).unwrap();
     let t = store.table("t").unwrap();
     let put = |k: &[u8], v: &[u8], ts| t.write(WriteBatch::new().put_at(k, v, ts)).unwrap();
     put(b"k", b"old", 10);
