@@ -88,3 +88,32 @@ fn explicit_timestamps_in_a_batch_keep_newest_wins() {
     drop(t);
     store.close().unwrap();
 }
+
+/// Large batches (past the linear look-back) keep the same rule: the last operation
+/// on each key wins.
+#[test]
+fn in_a_large_batch_too_the_last_operation_on_a_key_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Config::default()).unwrap();
+    let t = store.table("t").unwrap();
+    for n in [3usize, 8, 9, 40] {
+        let mut b = WriteBatch::new();
+        for i in 0..n {
+            let k = format!("n{n}-k{}", i % 3);
+            if i % 5 == 4 {
+                b.delete(&k);
+            } else {
+                b.put(&k, format!("v{i}"));
+            }
+        }
+        t.write(&b).unwrap();
+        for j in 0..3.min(n) {
+            let last = (0..n).filter(|i| i % 3 == j).max().unwrap();
+            let want = (last % 5 != 4).then(|| format!("v{last}").into_bytes());
+            let got = t.get(format!("n{n}-k{j}")).unwrap().map(|v| v.to_vec());
+            assert_eq!(got, want, "batch of {n}, key {j}");
+        }
+    }
+    drop(t);
+    store.close().unwrap();
+}

@@ -6,6 +6,9 @@ use crate::format::ranges::RangeTombstone;
 use crate::format::record::RecordRef;
 use crate::range::KeyRange;
 
+/// Batches of at most this many cells find a key's later operations by a linear look-back.
+const SMALL_BATCH: usize = 8;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct BatchCell {
     key: Vec<u8>,
@@ -130,10 +133,26 @@ impl WriteBatch {
     }
 
     fn push(&mut self, key: &[u8], value: &[u8], ts: Option<u64>, tombstone: bool) -> &mut Self {
+        self.push_owned(key.to_vec(), value.to_vec(), tombstone)
+            .cells
+            .last_mut()
+            .expect("just pushed")
+            .ts = ts;
+        self
+    }
+
+    /// Add an untimestamped put (`tombstone` false) or delete of owned bytes, without
+    /// copying them (a transaction's commit moves its buffered writes in).
+    pub(crate) fn push_owned(
+        &mut self,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        tombstone: bool,
+    ) -> &mut Self {
         self.cells.push(BatchCell {
-            key: key.to_vec(),
-            value: value.to_vec(),
-            ts,
+            key,
+            value,
+            ts: None,
             tombstone,
         });
         self
@@ -177,6 +196,9 @@ impl WriteBatch {
     /// A cell given after `n` range deletes without explicit timestamps is written at
     /// `ts + n` ([`WriteBatch::ts_span`]).
     pub(crate) fn cells(&self, ts: u64) -> Vec<RecordRef<'_>> {
+        // Of one key only the last untimestamped cell is kept: a linear look-back for
+        // small batches (a put is a batch of one: no set to allocate), a set past that.
+        let small = self.cells.len() <= SMALL_BATCH;
         let mut later: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
         let mut out: Vec<RecordRef<'_>> = Vec::with_capacity(self.cells.len());
         // Range deletes without a timestamp, by the number of cells given before each.
@@ -187,7 +209,15 @@ impl WriteBatch {
             .map(|r| r.after)
             .collect();
         for (i, c) in self.cells.iter().enumerate().rev() {
-            if c.ts.is_none() && !later.insert(&c.key) {
+            let overridden = c.ts.is_none()
+                && if small {
+                    self.cells[i + 1..]
+                        .iter()
+                        .any(|d| d.ts.is_none() && d.key == c.key)
+                } else {
+                    !later.insert(&c.key)
+                };
+            if overridden {
                 continue; // a later operation on this key overrides it
             }
             let phase = marks.partition_point(|&after| after <= i) as u64;

@@ -304,30 +304,38 @@ impl Transaction {
     /// poisoned store, a failed flush under backpressure), also with nothing written.
     pub fn commit(self) -> Result<u64> {
         if self.is_empty() {
-            return Ok(self.view.seq());
+            return Ok(self.read_seq());
         }
-        let batches: Vec<(&Table, WriteBatch)> = self
-            .writes
-            .iter()
+        let Transaction {
+            writes,
+            ranges,
+            reads,
+            view,
+            sync,
+            ..
+        } = self;
+        // The buffered bytes move into the batches, uncopied.
+        let batches: Vec<(Arc<Table>, WriteBatch)> = writes
+            .into_iter()
             .map(|(t, w)| {
                 let mut b = WriteBatch::new();
                 // Ranges first: the point writes kept are later than them.
-                for r in self.ranges_of(t).map_or(&[][..], |r| r.fragments()) {
+                let mine = ranges.iter().find(|(r, _)| Arc::ptr_eq(r, &t));
+                for r in mine.map_or(&[][..], |(_, r)| r.fragments()) {
                     let end = r.end.clone().map_or(Bound::Unbounded, Bound::Excluded);
                     b.delete_range((Bound::Included(r.start.clone()), end));
                 }
                 for (k, v) in w {
                     match v {
-                        Some(v) => b.put(k, v),
-                        None => b.delete(k),
+                        Some(v) => b.push_owned(k, v, false),
+                        None => b.push_owned(k, Vec::new(), true),
                     };
                 }
-                (&**t, b)
+                (t, b)
             })
             .collect();
-        let parts: Vec<(&Table, &WriteBatch)> = batches.iter().map(|(t, b)| (*t, b)).collect();
-        let reads = self.reads.borrow();
-        let view = &self.view;
-        write_tables_checked(&parts, self.sync, &mut || reads.check(view))
+        let parts: Vec<(&Table, &WriteBatch)> = batches.iter().map(|(t, b)| (&**t, b)).collect();
+        let reads = reads.into_inner();
+        write_tables_checked(&parts, sync, &mut || reads.check(&view))
     }
 }
