@@ -612,6 +612,19 @@ fn txn_step(s: &Store, model: &mut Model, rng: &mut Rng, step: usize, outcomes: 
                 tx.put(t, &key, &v).unwrap();
                 own.insert((ti, key), Some(v));
             }
+            3 if rng.next() % 3 == 0 => {
+                // A range delete: to the model a delete of every key of the universe in
+                // it, overridden by the transaction's later writes.
+                let a = rng.next() % 120;
+                let b = (a + 1 + rng.next() % 20).min(120);
+                let (lo, hi) = (format!("k{a:03}"), format!("k{b:03}"));
+                tx.delete_range(t, lo.as_bytes()..hi.as_bytes()).unwrap();
+                for k in universe()
+                    .filter(|k| k.as_slice() >= lo.as_bytes() && k.as_slice() < hi.as_bytes())
+                {
+                    own.insert((ti, k), None);
+                }
+            }
             _ => {
                 tx.delete(t, &key).unwrap();
                 own.insert((ti, key), None);
