@@ -208,3 +208,28 @@ fn empty_and_inverted_ranges_are_refused_and_write_nothing() {
     drop(t);
     store.close().unwrap();
 }
+
+/// Many disjoint range deletes between flushes: a memtable holding 2,048 fragments
+/// counts as full and is flushed (each range delete copies them), and every range still
+/// deletes its keys afterwards.
+#[test]
+fn a_memtable_full_of_range_tombstones_is_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let t = store.table("t").unwrap();
+    for i in 0..3000 {
+        t.put(key(2 * i), b"v").unwrap();
+    }
+    t.flush().unwrap();
+    let segments = t.stats().segments;
+    for i in 0..2100 {
+        t.delete_range(key(2 * i)..=key(2 * i)).unwrap();
+    }
+    store.tables().wait_idle();
+    assert!(t.stats().segments > segments, "{:?}", t.stats());
+    assert_eq!(live_keys(&t).len(), 900);
+    assert_eq!(t.get(key(0)).unwrap(), None);
+    assert!(t.get(key(2 * 2100)).unwrap().is_some());
+    drop(t);
+    store.close().unwrap();
+}

@@ -208,11 +208,19 @@ impl RangeTombstones {
         self.cover_ts(key).is_some_and(|t| t >= ts)
     }
 
-    /// Add every fragment of `other`.
+    /// Add every fragment of `other`: one sweep over both sets' bounds
+    /// (`O(n log n)` in their fragments, where inserting them one by one would cost a
+    /// pass over this set each).
     pub fn extend(&mut self, other: &RangeTombstones) {
-        for f in &other.frags {
-            self.insert(f);
+        if other.is_empty() {
+            return;
         }
+        if self.is_empty() {
+            *self = other.clone();
+            return;
+        }
+        self.frags = union(&self.frags, &other.frags);
+        self.reindex();
     }
 
     /// The fragments meeting `[lo, hi)`, whole.
@@ -225,6 +233,17 @@ impl RangeTombstones {
         self.frags[first..]
             .iter()
             .take_while(move |f| hi.is_none_or(|h| f.start.as_slice() < h))
+    }
+
+    /// The fragments meeting `[lo, hi)`, whole, as a set of their own.
+    pub fn overlapping_set(&self, lo: &[u8], hi: Option<&[u8]>) -> RangeTombstones {
+        let mut set = RangeTombstones {
+            frags: self.overlapping(lo, hi).cloned().collect(),
+            prefixes: Vec::new(),
+            common: 0,
+        };
+        set.reindex(); // a run of a canonical set is canonical
+        set
     }
 
     /// Keep only the fragments `keep` accepts (compaction's purge).
@@ -397,6 +416,40 @@ impl RangeTombstones {
     }
 }
 
+/// The fragments of two canonical sets together, each key at the newer of its two
+/// covering timestamps: between two consecutive bounds of either set, coverage is the
+/// same everywhere.
+fn union(a: &[RangeTombstone], b: &[RangeTombstone]) -> Vec<RangeTombstone> {
+    let mut points: Vec<&[u8]> = a
+        .iter()
+        .chain(b)
+        .flat_map(|f| std::iter::once(&f.start[..]).chain(f.end.as_deref()))
+        .collect();
+    points.sort_unstable();
+    points.dedup();
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    for (k, &lo) in points.iter().enumerate() {
+        let hi = points.get(k + 1).map(|h| h.to_vec());
+        let covering = |list: &[RangeTombstone], at: &mut usize| {
+            while *at < list.len() && end_at_or_below(&list[*at].end, lo) {
+                *at += 1;
+            }
+            list.get(*at)
+                .filter(|f| f.start.as_slice() <= lo)
+                .map(|f| f.ts)
+        };
+        if let Some(ts) = covering(a, &mut i).max(covering(b, &mut j)) {
+            out.push(RangeTombstone {
+                start: lo.to_vec(),
+                end: hi,
+                ts,
+            });
+        }
+    }
+    coalesce(out)
+}
+
 /// Drop empty fragments and join adjacent ones of equal timestamp (invariant 1).
 fn coalesce(frags: Vec<RangeTombstone>) -> Vec<RangeTombstone> {
     let mut out: Vec<RangeTombstone> = Vec::with_capacity(frags.len());
@@ -470,6 +523,17 @@ mod tests {
                 let want = list.iter().filter(|t| t.contains(k)).map(|t| t.ts).max();
                 prop_assert_eq!(set.cover_ts(k), want, "key {:?} in {:?}", k, set);
             }
+        }
+
+        #[test]
+        fn a_union_is_the_inserts_of_both(
+            a in proptest::collection::vec(tombstone(), 0..10),
+            b in proptest::collection::vec(tombstone(), 0..10),
+        ) {
+            let mut u = RangeTombstones::from_list(&a);
+            u.extend(&RangeTombstones::from_list(&b));
+            let all: Vec<_> = a.iter().chain(&b).cloned().collect();
+            prop_assert_eq!(u, RangeTombstones::from_list(&all));
         }
 
         #[test]

@@ -16,7 +16,7 @@ use crate::lifecycle::SegmentHandle;
 use crate::segment::SegmentIter;
 use crate::table::compaction::{choose, Choice, SegmentSummary};
 use crate::table::compaction_filter::{decide, FilterDecision};
-use crate::table::memtable::Memtable;
+use crate::table::memtable::{Memtable, RANGE_FRAGMENTS_FULL};
 use crate::table::merge::{BoxedSource, MergeIter, RangeFilter, TombstonePolicy};
 
 impl Table {
@@ -42,7 +42,8 @@ impl Table {
         {
             let mut m = self.mem.write();
             let flush_bytes = self.config.load().memtable_flush_bytes;
-            let full = m.active.approx_bytes() >= flush_bytes;
+            let full = m.active.approx_bytes() >= flush_bytes
+                || m.active.range_fragments() >= RANGE_FRAGMENTS_FULL;
             if force || full {
                 Self::freeze_locked(&mut m, flush_bytes);
             }

@@ -125,13 +125,12 @@ pub(super) fn range_filter(
     for m in mems.iter().filter(|m| m.has_ranges()) {
         let mut mine = RangeTombstones::new();
         m.add_ranges_at(at, &mut mine);
-        for f in mine.overlapping(&lo, hi.as_deref()) {
-            all.insert(f);
-        }
+        all.extend(&mine.overlapping_set(&lo, hi.as_deref()));
     }
     for s in &view.segments {
-        for f in s.range_tombstones().overlapping(&lo, hi.as_deref()) {
-            all.insert(f);
+        let r = s.range_tombstones();
+        if !r.is_empty() {
+            all.extend(&r.overlapping_set(&lo, hi.as_deref()));
         }
     }
     if all.is_empty() {

@@ -12,6 +12,7 @@ use super::Table;
 use crate::error::{Error, Result};
 use crate::table::batch::WriteBatch;
 use crate::table::commitlog::format::PartRef;
+use crate::table::memtable::RANGE_FRAGMENTS_FULL;
 use crate::table::tables::Context;
 use crate::table::visibility::Visibility;
 
@@ -246,7 +247,9 @@ fn write_tables_inner(
             if !t.maybe_cells.load(Ordering::Relaxed) {
                 t.maybe_cells.store(true, Ordering::Release);
             }
-            if m.active.approx_bytes() >= t.config.load().memtable_flush_bytes {
+            if m.active.approx_bytes() >= t.config.load().memtable_flush_bytes
+                || m.active.range_fragments() >= RANGE_FRAGMENTS_FULL
+            {
                 full.push(*t);
             }
         }

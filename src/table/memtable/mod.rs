@@ -95,6 +95,11 @@ pub struct SharedCell {
     pub tombstone: bool,
 }
 
+/// A memtable with this many range tombstone fragments counts as full: each range
+/// delete copies them, so many disjoint range deletes between two flushes would cost
+/// quadratic time (about a millisecond per delete at this size).
+pub const RANGE_FRAGMENTS_FULL: usize = 2048;
+
 /// A concurrent sorted memtable. See the module docs.
 #[derive(Debug)]
 pub struct Memtable {
@@ -247,6 +252,12 @@ impl Memtable {
         }
         self.min_seq.fetch_min(seq, Ordering::AcqRel);
         self.max_seq.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Fragments of its range tombstones: an insert copies them (copy-on-write), so a
+    /// memtable holding [`RANGE_FRAGMENTS_FULL`] of them is flushed as if full.
+    pub fn range_fragments(&self) -> usize {
+        self.ranges.fragments()
     }
 
     /// Whether any range tombstone was applied.

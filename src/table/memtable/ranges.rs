@@ -114,6 +114,11 @@ impl MemRanges {
         }
     }
 
+    /// Number of fragments of every range tombstone.
+    pub(super) fn fragments(&self) -> usize {
+        self.current.load().as_deref().map_or(0, |s| s.all.len())
+    }
+
     /// Every range tombstone, as fragments (a flush writes them).
     pub(super) fn all(&self) -> RangeTombstones {
         self.current
