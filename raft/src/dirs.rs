@@ -250,9 +250,11 @@ impl Drop for SnapDir {
     }
 }
 
-/// One state machine store. Closed when dropped; once retired (replaced by an
-/// installed snapshot's) its directory is also removed then, if the close found
-/// nothing still open in it (otherwise the next open removes it).
+/// One state machine store. Once retired (replaced by an installed snapshot's) it is
+/// closed when the last holder drops it, and its directory removed if the close found
+/// nothing still open in it (otherwise the next open removes it). The current one is
+/// closed by [`crate::StateMachine::close`]; dropped without, it is as a crash leaves
+/// it (segstore fsyncs its commit log at drop).
 #[derive(Debug)]
 pub(crate) struct Generation {
     pub(crate) store: Store,
@@ -280,17 +282,17 @@ impl Generation {
 
 impl Drop for Generation {
     fn drop(&mut self) {
+        if !self.retired.load(Ordering::Acquire) {
+            return; // the current store: closed by `StateMachine::close`, or not at all
+        }
         let dir = self.store.dir().to_path_buf();
         let clean = match self.store.close() {
             Ok(report) => report.is_clean(),
             Err(e) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "state machine store did not close cleanly");
+                tracing::warn!(dir = %dir.display(), error = %e, "retired state machine store did not close cleanly");
                 false
             }
         };
-        if !self.retired.load(Ordering::Acquire) {
-            return;
-        }
         if !clean {
             tracing::info!(dir = %dir.display(), "retired state machine store still had files open at close; the next open removes it");
             return;

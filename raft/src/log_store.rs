@@ -72,16 +72,10 @@ struct Inner {
     last_purged: Mutex<Option<Vec<u8>>>,
 }
 
-impl Drop for Inner {
-    fn drop(&mut self) {
-        if let Err(e) = self.store.close() {
-            tracing::warn!(dir = %self.store.dir().display(), error = %e, "raft log store did not close cleanly");
-        }
-    }
-}
-
 /// The Raft log of one node in a segstore store. Cheap to clone: clones share the store
-/// (openraft's log readers are clones). The store closes when the last clone drops.
+/// (openraft's log readers are clones). [`LogStore::close`] closes it; dropped without
+/// a close it is as a crashed process leaves it, with the commit log fsynced (segstore's
+/// drop), and the next open replays it.
 pub struct LogStore<C> {
     inner: Arc<Inner>,
     _c: PhantomData<fn() -> C>,
@@ -131,6 +125,13 @@ where
             }),
             _c: PhantomData,
         })
+    }
+
+    /// Close the store underneath (after `Raft::shutdown`): every clone refuses later
+    /// calls with `Closed`.
+    pub fn close(&self) -> Result<()> {
+        self.inner.store.close()?;
+        Ok(())
     }
 
     /// The store underneath (for stats; writing into it is not supported).

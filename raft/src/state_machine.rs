@@ -177,6 +177,14 @@ where
         })
     }
 
+    /// Close the current store (after `Raft::shutdown`). Without a close, a drop leaves
+    /// the store as a crash would (its commit log fsynced), and the next open replays it.
+    pub fn close(&self) -> Result<()> {
+        let _one = self.shared.snapshot_lock.lock();
+        self.current().store.close()?;
+        Ok(())
+    }
+
     /// A reader of the current store.
     pub fn reader(&self) -> StateMachineReader {
         StateMachineReader {
