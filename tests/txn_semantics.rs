@@ -266,3 +266,50 @@ fn tables_of_another_store_are_refused() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+#[test]
+fn delete_range_in_a_transaction_hides_the_range_and_keeps_later_writes() {
+    let (_d, store) = open();
+    let t = store.table("t").unwrap();
+    fill(&t); // a c e g
+    t.flush().unwrap();
+    let other = store.table("o").unwrap();
+    other.put("c", "x").unwrap();
+    let mut tx = store.transaction().unwrap();
+    tx.put(&t, "d", "4").unwrap(); // dropped by the range delete after it
+    tx.delete_range(&t, "b".."f").unwrap();
+    tx.put(&t, "e", "new").unwrap(); // after it: kept
+                                     // Read-your-writes: gets and scans both ways apply the buffered range delete.
+    assert_eq!(tx.get(&t, "c").unwrap(), None);
+    assert_eq!(tx.get(&t, "d").unwrap(), None);
+    assert_eq!(tx.get(&t, "e").unwrap().as_deref(), Some(&b"new"[..]));
+    let want = vec![kv("a", "1"), kv("e", "new"), kv("g", "7")];
+    assert_eq!(rows(tx.scan(&t, ..).unwrap()), want);
+    let mut back = rows(tx.scan(&t, ..).unwrap().rev());
+    back.reverse();
+    assert_eq!(back, want);
+    // Another table's keys are untouched.
+    assert_eq!(tx.get(&other, "c").unwrap().as_deref(), Some(&b"x"[..]));
+    // Bad ranges buffer nothing.
+    assert!(matches!(
+        tx.delete_range(&t, "z".."a"),
+        Err(Error::InvalidArgument(_))
+    ));
+    tx.commit().unwrap();
+    assert_eq!(rows(t.scan(..).unwrap()), want);
+    assert_eq!(rows(other.scan(..).unwrap()), vec![kv("c", "x")]);
+}
+
+#[test]
+fn a_key_read_under_a_range_another_commit_deleted_conflicts() {
+    let (_d, store) = open();
+    let t = store.table("t").unwrap();
+    fill(&t);
+    let mut tx = store.transaction().unwrap();
+    assert!(tx.get(&t, "c").unwrap().is_some());
+    tx.put(&t, "z", "1").unwrap();
+    t.delete_range("b".."d").unwrap(); // a plain range delete after the view
+    let (table, key) = conflict_key(tx.commit().unwrap_err());
+    assert_eq!((table.as_str(), key.as_slice()), ("t", &b"c"[..]));
+    assert_eq!(t.get("z").unwrap(), None, "a failed commit writes nothing");
+}

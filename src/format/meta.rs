@@ -7,6 +7,7 @@
 //!   min_key, max_key                                                    varint len + bytes
 //!   block_count varint; per block: first_key (varint len + bytes), offset varint, len varint
 //!   filter_len varint, filter bytes (see filter.rs)
+//!   [range tombstones (see ranges.rs), present only when the segment holds any]
 //!   crc u32 LE of the body above
 //! footer (kind 3, count 0)
 //! ```
@@ -17,6 +18,7 @@
 //! `max_ts` and both keys are zero or empty and there are no blocks.
 
 use super::filter::Filter;
+use super::ranges::RangeTombstones;
 use super::{checksum, key_prefix, read_u32, varint, Malformed};
 
 /// Statistics of one segment.
@@ -220,6 +222,10 @@ pub struct Meta {
     pub summary: Summary,
     /// Key filter.
     pub filter: Filter,
+    /// Range tombstones (an optional block after the filter: a meta without it, as
+    /// written before range deletes, has none; a build older than range deletes
+    /// refuses a meta holding it as "trailing bytes", never misreads it).
+    pub ranges: RangeTombstones,
 }
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -254,6 +260,9 @@ impl Meta {
         let mut fb = Vec::new();
         self.filter.encode(&mut fb);
         put_bytes(out, &fb);
+        if !self.ranges.is_empty() {
+            self.ranges.encode(out);
+        }
         let crc = checksum(&out[start..]);
         out.extend_from_slice(&crc.to_le_bytes());
     }
@@ -319,6 +328,13 @@ impl Meta {
         summary.build_radix();
         let at = c.pos as u64;
         let filter = Filter::decode(c.bytes("filter")?).map_err(|m| m.at(at))?;
+        let mut ranges = RangeTombstones::new();
+        if c.pos < body {
+            let at = c.pos;
+            let (r, n) = RangeTombstones::decode(&c.b[at..]).map_err(|m| m.at(at as u64))?;
+            ranges = r;
+            c.pos += n;
+        }
         if c.pos != body {
             return Err(Malformed::new(c.pos as u64, "trailing bytes in meta body"));
         }
@@ -335,6 +351,7 @@ impl Meta {
             },
             summary,
             filter,
+            ranges,
         })
     }
 }

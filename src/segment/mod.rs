@@ -15,6 +15,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use crate::format::meta::SegmentStats;
+pub use crate::format::ranges::{RangeTombstone, RangeTombstones};
 pub use crate::format::record::RecordRef;
 pub use index_cache::{IndexCache, IndexCacheStats};
 pub use iter::{Entry, SegmentIter};

@@ -319,6 +319,12 @@ impl SegmentReader {
         &self.meta.stats
     }
 
+    /// The segment's range tombstones (empty for most segments: a cheap check).
+    #[inline]
+    pub fn range_tombstones(&self) -> &crate::format::ranges::RangeTombstones {
+        &self.meta.ranges
+    }
+
     /// Effective (data, index) access modes.
     pub fn modes(&self) -> (AccessMode, AccessMode) {
         (self.data.mode(), self.index.mode())

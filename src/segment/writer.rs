@@ -13,6 +13,7 @@ use crate::format::filter::Filter;
 use crate::format::footer::{Footer, Kind};
 use crate::format::index_block::IndexBlockBuilder;
 use crate::format::meta::{Meta, SegmentStats, Summary};
+use crate::format::ranges::{RangeTombstone, RangeTombstones};
 use crate::format::record::{self, RecordRef};
 use crate::format::{key_hash, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::io::{fs, FileRules, FsFile, StoreFs};
@@ -36,6 +37,7 @@ pub struct SegmentWriter {
     hashes: Vec<u64>,
     stats: SegmentStats,
     last_key: Option<Vec<u8>>,
+    ranges: RangeTombstones,
     done: bool,
 }
 
@@ -89,6 +91,7 @@ impl SegmentWriter {
                 ..SegmentStats::default()
             },
             last_key: None,
+            ranges: RangeTombstones::new(),
             done: false,
         })
     }
@@ -203,6 +206,32 @@ impl SegmentWriter {
         Ok(())
     }
 
+    /// Add a range tombstone (kept in the meta's range tombstone block, in any order
+    /// with the cells). An empty range adds nothing.
+    pub fn add_range_tombstone(&mut self, t: &RangeTombstone) -> Result<()> {
+        let long = |k: &[u8]| k.len() > MAX_KEY_LEN + 1;
+        if t.start.is_empty() || long(&t.start) || t.end.as_deref().is_some_and(long) {
+            return Err(Error::InvalidArgument(
+                "range tombstone bound empty or longer than a key".into(),
+            ));
+        }
+        self.ranges.insert(t);
+        Ok(())
+    }
+
+    /// Add every range tombstone of `set`.
+    pub fn add_range_tombstones(&mut self, set: &RangeTombstones) -> Result<()> {
+        for t in set.fragments() {
+            self.add_range_tombstone(t)?;
+        }
+        Ok(())
+    }
+
+    /// The range tombstones added so far.
+    pub fn range_tombstones(&self) -> &RangeTombstones {
+        &self.ranges
+    }
+
     /// Write footers and metadata, fsync, and publish. Returns the segment's statistics.
     pub fn finish(mut self) -> Result<SegmentStats> {
         self.flush_block()?;
@@ -230,6 +259,7 @@ impl SegmentWriter {
             stats,
             summary: std::mem::take(&mut self.summary),
             filter: Filter::build(&self.hashes, self.opts.filter_bits_per_key),
+            ranges: std::mem::take(&mut self.ranges),
         };
         let mut body = Vec::new();
         meta.encode(&mut body);

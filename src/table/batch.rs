@@ -1,7 +1,10 @@
 //! Write batches: cells for one table, logged as one commit log record and so applied
 //! atomically at replay.
 
+use crate::error::{Error, Result};
+use crate::format::ranges::RangeTombstone;
 use crate::format::record::RecordRef;
+use crate::range::KeyRange;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct BatchCell {
@@ -21,7 +24,19 @@ struct BatchCell {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
     cells: Vec<BatchCell>,
+    ranges: Vec<BatchRange>,
+    /// Why a range given to the batch was refused (reported by the write).
+    invalid: Option<String>,
     sync: bool,
+}
+
+/// A range delete of a batch: its tombstone (timestamp set at write unless explicit)
+/// and how many cells were given before it (its place in the batch's order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct BatchRange {
+    tombstone: RangeTombstone,
+    ts: Option<u64>,
+    after: usize,
 }
 
 impl WriteBatch {
@@ -51,6 +66,69 @@ impl WriteBatch {
         self.push(key.as_ref(), b"", Some(ts), true)
     }
 
+    /// Delete every key in `range` (any [`KeyRange`]: `b"a"..b"m"`, `"log/"..`, a
+    /// prefix range...) with one range tombstone, not a tombstone per key: it shadows
+    /// every cell of those keys written before it, and operations on keys of the range
+    /// given to the batch after it survive it (the last operation wins). An empty or
+    /// inverted range makes the write fail with [`Error::InvalidArgument`], writing
+    /// nothing.
+    pub fn delete_range(&mut self, range: impl KeyRange) -> &mut Self {
+        self.push_range(range, None)
+    }
+
+    /// [`WriteBatch::delete_range`] with an explicit timestamp: it shadows the cells of
+    /// the range at or below `ts` (replication, repair, tests).
+    pub fn delete_range_at(&mut self, range: impl KeyRange, ts: u64) -> &mut Self {
+        self.push_range(range, Some(ts))
+    }
+
+    fn push_range(&mut self, range: impl KeyRange, ts: Option<u64>) -> &mut Self {
+        match RangeTombstone::from_bounds(&range.into_key_bounds(), ts.unwrap_or(0)) {
+            Ok(tombstone) => self.ranges.push(BatchRange {
+                tombstone,
+                ts,
+                after: self.cells.len(),
+            }),
+            Err(e) => {
+                self.invalid.get_or_insert_with(|| e.to_string());
+            }
+        }
+        self
+    }
+
+    /// A range given to the batch was refused: the write fails with this.
+    pub(crate) fn check(&self) -> Result<()> {
+        match &self.invalid {
+            Some(why) => Err(Error::InvalidArgument(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// How many timestamps the batch takes: one, plus one per range delete without an
+    /// explicit timestamp (the operations after such a range delete are written one
+    /// microsecond later than it, so they survive it; those before it share its
+    /// timestamp and lose to it, as a tie between a deletion and a write does).
+    pub(crate) fn ts_span(&self) -> u64 {
+        1 + self.ranges.iter().filter(|r| r.ts.is_none()).count() as u64
+    }
+
+    /// The range tombstones, with timestamps from `ts` for those without an explicit
+    /// one (see [`WriteBatch::ts_span`]).
+    pub(crate) fn ranges(&self, ts: u64) -> Vec<RangeTombstone> {
+        let mut k = 0;
+        self.ranges
+            .iter()
+            .map(|r| {
+                let mut t = r.tombstone.clone();
+                t.ts = r.ts.unwrap_or_else(|| {
+                    k += 1;
+                    ts + k - 1
+                });
+                t
+            })
+            .collect()
+    }
+
     fn push(&mut self, key: &[u8], value: &[u8], ts: Option<u64>, tombstone: bool) -> &mut Self {
         self.cells.push(BatchCell {
             key: key.to_vec(),
@@ -78,14 +156,15 @@ impl WriteBatch {
         self.sync
     }
 
-    /// Number of cells.
+    /// Number of operations (cells and range deletes).
     pub fn len(&self) -> usize {
-        self.cells.len()
+        self.cells.len() + self.ranges.len()
     }
 
-    /// True when the batch holds no cell.
+    /// True when the batch holds no operation (a refused range counts as one: its
+    /// write reports it).
     pub fn is_empty(&self) -> bool {
-        self.cells.is_empty()
+        self.cells.is_empty() && self.ranges.is_empty() && self.invalid.is_none()
     }
 
     /// The cells, with `ts` for those without an explicit timestamp. Of the cells of one
@@ -94,17 +173,28 @@ impl WriteBatch {
     /// and not their order would decide, so `put k; delete k; put k` would end deleted.
     /// The last operation on a key wins, at write and so at read and at replay (the log
     /// holds only it). Cells with explicit timestamps are all kept: the newest wins.
+    ///
+    /// A cell given after `n` range deletes without explicit timestamps is written at
+    /// `ts + n` ([`WriteBatch::ts_span`]).
     pub(crate) fn cells(&self, ts: u64) -> Vec<RecordRef<'_>> {
         let mut later: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
         let mut out: Vec<RecordRef<'_>> = Vec::with_capacity(self.cells.len());
-        for c in self.cells.iter().rev() {
+        // Range deletes without a timestamp, by the number of cells given before each.
+        let marks: Vec<usize> = self
+            .ranges
+            .iter()
+            .filter(|r| r.ts.is_none())
+            .map(|r| r.after)
+            .collect();
+        for (i, c) in self.cells.iter().enumerate().rev() {
             if c.ts.is_none() && !later.insert(&c.key) {
                 continue; // a later operation on this key overrides it
             }
+            let phase = marks.partition_point(|&after| after <= i) as u64;
             out.push(RecordRef {
                 key: &c.key,
                 value: &c.value,
-                ts: c.ts.unwrap_or(ts),
+                ts: c.ts.unwrap_or(ts + phase),
                 tombstone: c.tombstone,
             });
         }
@@ -187,6 +277,28 @@ impl Batch {
         self
     }
 
+    /// Delete every key of `range` in `table` with one range tombstone
+    /// ([`WriteBatch::delete_range`]).
+    pub fn delete_range(
+        &mut self,
+        table: &std::sync::Arc<crate::table::Table>,
+        range: impl KeyRange,
+    ) -> &mut Self {
+        self.part(table).delete_range(range);
+        self
+    }
+
+    /// [`Batch::delete_range`] with an explicit timestamp.
+    pub fn delete_range_at(
+        &mut self,
+        table: &std::sync::Arc<crate::table::Table>,
+        range: impl KeyRange,
+        ts: u64,
+    ) -> &mut Self {
+        self.part(table).delete_range_at(range, ts);
+        self
+    }
+
     /// Set `key` to `value` in `table` with an explicit timestamp (microseconds).
     pub fn put_at(
         &mut self,
@@ -216,14 +328,14 @@ impl Batch {
         self
     }
 
-    /// Number of cells, over every table.
+    /// Number of operations, over every table.
     pub fn len(&self) -> usize {
         self.parts.iter().map(|(_, b)| b.len()).sum()
     }
 
-    /// True when the batch holds no cell.
+    /// True when the batch holds no operation.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.parts.iter().all(|(_, b)| b.is_empty())
     }
 
     /// Each table's cells.

@@ -15,6 +15,7 @@
 use std::cmp::Ordering;
 
 use crate::error::{Error, Result};
+use crate::format::ranges::RangeTombstone;
 use crate::format::record::RecordRef;
 use crate::format::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
@@ -62,6 +63,21 @@ pub fn validate_cell(c: &RecordRef<'_>) -> Result<()> {
     }
     if c.tombstone && !c.value.is_empty() {
         return Err(Error::InvalidArgument("a tombstone has no value".into()));
+    }
+    Ok(())
+}
+
+/// Check a range tombstone against the limits of the formats: a non-empty range whose
+/// bounds are at most one byte longer than the largest key.
+pub fn validate_range(r: &RangeTombstone) -> Result<()> {
+    let long = |k: &[u8]| k.len() > MAX_KEY_LEN + 1;
+    if r.start.is_empty() || long(&r.start) || r.end.as_deref().is_some_and(long) {
+        return Err(Error::InvalidArgument(
+            "range tombstone bound empty or longer than a key".into(),
+        ));
+    }
+    if r.is_empty() {
+        return Err(Error::InvalidArgument("empty or inverted key range".into()));
     }
     Ok(())
 }

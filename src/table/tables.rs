@@ -78,11 +78,18 @@ impl Clock {
 
     /// A timestamp above every one handed out or observed.
     pub(crate) fn now(&self) -> u64 {
+        self.now_span(1)
+    }
+
+    /// `n` (at least 1) consecutive timestamps above every one handed out or observed:
+    /// returns the first; the next call hands out timestamps above the last of them.
+    pub(crate) fn now_span(&self, n: u64) -> u64 {
+        let n = n.max(1);
         let wall = self.wall_micros();
         let prev = self
             .last
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
-                Some(wall.max(l.saturating_add(1)))
+                Some(wall.max(l.saturating_add(1)).saturating_add(n - 1))
             })
             .unwrap_or(0);
         wall.max(prev.saturating_add(1))
@@ -382,10 +389,14 @@ impl Tables {
                     for c in &part.cells {
                         clock.observe(c.ts);
                     }
-                    replayed
+                    for r in &part.ranges {
+                        clock.observe(r.ts);
+                    }
+                    let m = replayed
                         .entry(part.table.clone())
-                        .or_insert_with(|| Memtable::for_flush_bytes(config.memtable_flush_bytes))
-                        .apply_entries(rec.seq, &part.cells);
+                        .or_insert_with(|| Memtable::for_flush_bytes(config.memtable_flush_bytes));
+                    m.apply_entries(rec.seq, &part.cells);
+                    m.apply_ranges(rec.seq, &part.ranges);
                 }
             }
             Ok(())

@@ -185,7 +185,11 @@ impl TableView<'_> {
     }
 
     /// Run `f` on the value of `key` without copying it (see [`Table::get_with`]).
-    pub fn get_with<R>(&self, key: impl AsRef<[u8]>, f: impl FnOnce(Option<&[u8]>) -> R) -> Result<R> {
+    pub fn get_with<R>(
+        &self,
+        key: impl AsRef<[u8]>,
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<R> {
         self.snap.get_with(self.seq, key.as_ref(), f)
     }
 
@@ -195,7 +199,10 @@ impl TableView<'_> {
     }
 
     /// The values of `keys`, in order.
-    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: impl IntoIterator<Item = K>) -> Result<Vec<Option<Value>>> {
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Value>>> {
         self.snap.multi_get(self.seq, keys)
     }
 
@@ -214,7 +221,9 @@ impl TableView<'_> {
 
     /// Winning cells in `range`, tombstones included (see [`Table::scan_cells`]).
     pub fn scan_cells(&self, range: impl KeyRange) -> Result<Cells> {
-        let inner = self.snap.merged(self.seq, range.into_key_bounds(), TombstonePolicy::Keep);
+        let inner = self
+            .snap
+            .merged(self.seq, range.into_key_bounds(), TombstonePolicy::Keep);
         Ok(Cells::new(inner, Arc::clone(self.pin)))
     }
 }

@@ -14,10 +14,19 @@
 //!        | 0 (varint) | count varint (>= 2) | part * count  (a batch across tables:
 //!          table names are never empty, so the 0 marks it)
 //! part   = table (varint len + bytes) | count varint (>= 1) | cell * count
-//! cell   = flags u8 (bit 0 tombstone, other bits zero) | ts u64 LE
+//! cell   = flags u8 (bit 0 tombstone, bit 1 range, bit 2 open end; others zero)
+//!          | ts u64 LE
 //!          | key_len varint (1..=MAX_KEY_LEN) | val_len varint (0 for tombstones)
 //!          | key | value
 //! ```
+//!
+//! A cell with bit 1 set is a range tombstone (`Table::delete_range`): its key is the
+//! range's start and its value the range's end, both at most `MAX_KEY_LEN + 1` bytes
+//! (an inclusive end is stored as its successor); with bit 2 set the range has no end
+//! and the value is empty. Bit 0 is clear on a range cell. A part lists its point cells
+//! first, then its range tombstones (the order carries no meaning: a part's cells are
+//! reconciled by timestamp). Builds before range deletes refuse such a record as
+//! "unknown cell flags".
 //!
 //! `first_seq` is the sequence number the file's first record carries (or would carry,
 //! for an empty file); records in a file carry consecutive sequence numbers.
@@ -32,6 +41,7 @@
 //! file), so a store written by this build cannot be opened by a build that reads only
 //! version 1.
 
+use crate::format::ranges::RangeTombstone;
 use crate::format::record::{RecordRef, TOMBSTONE};
 use crate::format::{checksum, read_u32, read_u64, varint, Malformed, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::segment::{validate_name, Entry};
@@ -64,7 +74,17 @@ pub struct LogPart {
     pub table: String,
     /// The cells, in the order they were given.
     pub cells: Vec<Entry>,
+    /// The range tombstones, in the order they were given.
+    pub ranges: Vec<RangeTombstone>,
 }
+
+/// Cell flag: a range tombstone (key = start, value = end).
+const RANGE: u8 = 2;
+/// Cell flag, with [`RANGE`]: the range has no end.
+const OPEN_END: u8 = 4;
+
+/// One table's part of a record to encode: its point cells and range tombstones.
+pub type PartRef<'a> = (&'a str, &'a [RecordRef<'a>], &'a [RangeTombstone]);
 
 /// Where a record's body holds its sequence number: the file's format version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,14 +169,25 @@ impl PreparedRecord {
     /// Encode a record of several tables' cells (one part per table, each table once,
     /// at least one part), checked by the caller as for [`PreparedRecord::encode`].
     pub fn encode_parts(parts: &[(&str, &[RecordRef<'_>])]) -> PreparedRecord {
+        let parts: Vec<PartRef<'_>> = parts.iter().map(|(t, c)| (*t, *c, &[][..])).collect();
+        PreparedRecord::encode_ranged(&parts)
+    }
+
+    /// Encode a record of several tables' cells and range tombstones (each table once,
+    /// at least one part, none empty).
+    pub fn encode_ranged(parts: &[PartRef<'_>]) -> PreparedRecord {
         let size: usize = parts
             .iter()
-            .map(|(t, cells)| {
+            .map(|(t, cells, ranges)| {
                 10 + t.len()
                     + 10
                     + cells
                         .iter()
                         .map(|c| 29 + c.key.len() + c.value.len())
+                        .sum::<usize>()
+                    + ranges
+                        .iter()
+                        .map(|r| 29 + r.start.len() + r.end.as_ref().map_or(0, Vec::len))
                         .sum::<usize>()
             })
             .sum();
@@ -195,22 +226,33 @@ impl PreparedRecord {
 }
 
 /// The parts of a body (everything but the sequence number), appended to `out`.
-fn encode_body_parts(out: &mut Vec<u8>, parts: &[(&str, &[RecordRef<'_>])]) {
+fn encode_body_parts(out: &mut Vec<u8>, parts: &[PartRef<'_>]) {
     if parts.len() != 1 {
         varint::put(out, 0);
         varint::put(out, parts.len() as u64);
     }
-    for (table, cells) in parts {
+    let cell = |out: &mut Vec<u8>, flags: u8, ts: u64, key: &[u8], value: &[u8]| {
+        out.push(flags);
+        out.extend_from_slice(&ts.to_le_bytes());
+        varint::put(out, key.len() as u64);
+        varint::put(out, value.len() as u64);
+        out.extend_from_slice(key);
+        out.extend_from_slice(value);
+    };
+    for (table, cells, ranges) in parts {
         varint::put(out, table.len() as u64);
         out.extend_from_slice(table.as_bytes());
-        varint::put(out, cells.len() as u64);
+        varint::put(out, (cells.len() + ranges.len()) as u64);
         for c in *cells {
-            out.push(if c.tombstone { TOMBSTONE } else { 0 });
-            out.extend_from_slice(&c.ts.to_le_bytes());
-            varint::put(out, c.key.len() as u64);
-            varint::put(out, c.value.len() as u64);
-            out.extend_from_slice(c.key);
-            out.extend_from_slice(c.value);
+            let flags = if c.tombstone { TOMBSTONE } else { 0 };
+            cell(out, flags, c.ts, c.key, c.value);
+        }
+        for r in *ranges {
+            let (flags, end) = match &r.end {
+                Some(e) => (RANGE, &e[..]),
+                None => (RANGE | OPEN_END, &[][..]),
+            };
+            cell(out, flags, r.ts, &r.start, end);
         }
     }
 }
@@ -220,7 +262,8 @@ fn encode_body_parts(out: &mut Vec<u8>, parts: &[(&str, &[RecordRef<'_>])]) {
 pub fn encode_v1_frame(seq: u64, parts: &[(&str, &[RecordRef<'_>])]) -> Vec<u8> {
     let mut frame = vec![0u8; FRAME_HEADER_LEN];
     frame.extend_from_slice(&seq.to_le_bytes());
-    encode_body_parts(&mut frame, parts);
+    let parts: Vec<PartRef<'_>> = parts.iter().map(|(t, c)| (*t, *c, &[][..])).collect();
+    encode_body_parts(&mut frame, &parts);
     let body_len = (frame.len() - FRAME_HEADER_LEN) as u32;
     frame[..4].copy_from_slice(&body_len.to_le_bytes());
     let crc = crc32c::crc32c_append(checksum(&frame[..4]), &frame[FRAME_HEADER_LEN..]);
@@ -334,38 +377,61 @@ fn decode_part(
         ));
     }
     let mut cells = Vec::with_capacity(count as usize);
+    let mut ranges = Vec::new();
     for _ in 0..count {
         let at = *p as u64;
         let flags = *b
             .get(*p)
             .ok_or_else(|| Malformed::new(at, "truncated cell"))?;
-        if flags & !TOMBSTONE != 0 {
+        let range = flags & RANGE != 0;
+        let known = if range { RANGE | OPEN_END } else { TOMBSTONE };
+        if flags & !known != 0 {
             return Err(Malformed::new(at, format!("unknown cell flags {flags:#x}")));
         }
         let ts = read_u64(b, *p + 1).ok_or_else(|| Malformed::new(at, "truncated cell"))?;
         *p += 9;
         let klen = take_varint(p, "key length")?;
         let vlen = take_varint(p, "value length")?;
-        if klen == 0 || klen > MAX_KEY_LEN as u64 || vlen > MAX_VALUE_LEN as u64 {
+        let (max_k, max_v) = match range {
+            true => (MAX_KEY_LEN as u64 + 1, MAX_KEY_LEN as u64 + 1),
+            false => (MAX_KEY_LEN as u64, MAX_VALUE_LEN as u64),
+        };
+        if klen == 0 || klen > max_k || vlen > max_v {
             return Err(Malformed::new(at, "cell key or value length out of range"));
         }
         let tombstone = flags & TOMBSTONE != 0;
-        if tombstone && vlen != 0 {
+        if (tombstone || flags & OPEN_END != 0) && vlen != 0 {
             return Err(Malformed::new(at, "tombstone carries a value"));
         }
         let (klen, vlen) = (klen as usize, vlen as usize);
         let kv = b
             .get(*p..*p + klen + vlen)
             .ok_or_else(|| Malformed::new(at, "cell passes the end of the record"))?;
+        *p += klen + vlen;
+        if range {
+            let r = RangeTombstone {
+                start: kv[..klen].to_vec(),
+                end: (flags & OPEN_END == 0).then(|| kv[klen..].to_vec()),
+                ts,
+            };
+            if r.is_empty() {
+                return Err(Malformed::new(at, "empty range tombstone"));
+            }
+            ranges.push(r);
+            continue;
+        }
         cells.push(Entry {
             key: kv[..klen].to_vec(),
             value: kv[klen..].to_vec(),
             ts,
             tombstone,
         });
-        *p += klen + vlen;
     }
-    Ok(LogPart { table, cells })
+    Ok(LogPart {
+        table,
+        cells,
+        ranges,
+    })
 }
 
 #[cfg(test)]

@@ -68,7 +68,7 @@ use crate::io::timer::FineTimer;
 use crate::io::FileRules;
 use crate::io::{FsFile, StoreFs};
 use crate::segment::validate_name;
-use crate::table::cell::validate_cell;
+use crate::table::cell::{validate_cell, validate_range};
 use crate::table::visibility::Visibility;
 use format::{PreparedRecord, MAX_BODY_LEN};
 
@@ -290,7 +290,7 @@ impl CommitLog {
     /// Append one batch of cells for `table`, atomically at replay. Returns its sequence
     /// number once the sync mode allows acknowledging it (invariant 2).
     pub fn append(&self, table: &str, cells: &[RecordRef<'_>]) -> Result<u64> {
-        self.append_parts(&[(table, cells)], None)
+        self.append_parts(&[(table, cells, &[])], None)
     }
 
     /// Append one record holding the cells of one table or several (each table once),
@@ -298,15 +298,15 @@ impl CommitLog {
     /// log's lock, so in order), and finished there if the append then fails.
     pub(crate) fn append_parts(
         &self,
-        parts: &[(&str, &[RecordRef<'_>])],
+        parts: &[format::PartRef<'_>],
         visibility: Option<&Visibility>,
     ) -> Result<u64> {
-        if parts.is_empty() || parts.iter().any(|(_, cells)| cells.is_empty()) {
+        if parts.is_empty() || parts.iter().any(|(_, c, r)| c.is_empty() && r.is_empty()) {
             return Err(Error::InvalidArgument("empty write batch".into()));
         }
-        for (i, (table, cells)) in parts.iter().enumerate() {
+        for (i, (table, cells, ranges)) in parts.iter().enumerate() {
             validate_name("table", table)?;
-            if parts[..i].iter().any(|(t, _)| t == table) {
+            if parts[..i].iter().any(|(t, _, _)| t == table) {
                 return Err(Error::InvalidArgument(format!(
                     "table {table} appears twice in one commit log record"
                 )));
@@ -314,8 +314,11 @@ impl CommitLog {
             for c in *cells {
                 validate_cell(c)?;
             }
+            for r in *ranges {
+                validate_range(r)?;
+            }
         }
-        let mut rec = PreparedRecord::encode_parts(parts);
+        let mut rec = PreparedRecord::encode_ranged(parts);
         if rec.body_len() > MAX_BODY_LEN {
             return Err(Error::InvalidArgument(format!(
                 "write batch of {} bytes exceeds the commit log's limit of {MAX_BODY_LEN}",
@@ -636,7 +639,9 @@ impl Shared {
                 return Ok(());
             }
             if st.leader {
-                self.fs.rules().point("commitlog waits for leader", &st.active.path);
+                self.fs
+                    .rules()
+                    .point("commitlog waits for leader", &st.active.path);
                 self.synced.wait(st);
                 continue;
             }

@@ -425,7 +425,8 @@ fn read_frame(c: &mut Cursor) -> std::result::Result<(LogRecord, u64), Frame> {
     c.reader
         .read_exact(&mut body)
         .map_err(|e| Frame::Io(Error::io("read", &c.path, e)))?;
-    let rec = format::decode_record(&h, &body, c.layout).map_err(|m| Frame::Bad(pos + m.offset, m.reason))?;
+    let rec = format::decode_record(&h, &body, c.layout)
+        .map_err(|m| Frame::Bad(pos + m.offset, m.reason))?;
     Ok((rec, (FRAME_HEADER_LEN + len) as u64))
 }
 

@@ -11,12 +11,13 @@ use parking_lot::{MutexGuard, RwLockWriteGuard};
 
 use super::{Memtables, Table};
 use crate::error::{Error, Result};
+use crate::format::ranges::RangeTombstones;
 use crate::lifecycle::SegmentHandle;
 use crate::segment::SegmentIter;
 use crate::table::compaction::{choose, Choice, SegmentSummary};
 use crate::table::compaction_filter::{decide, FilterDecision};
 use crate::table::memtable::Memtable;
-use crate::table::merge::{BoxedSource, MergeIter, TombstonePolicy};
+use crate::table::merge::{BoxedSource, MergeIter, RangeFilter, TombstonePolicy};
 
 impl Table {
     /// Flush every memtable (the active one included) into segments, then release the
@@ -104,6 +105,7 @@ impl Table {
                 for e in mt.iter() {
                     w.add(&e.key, &e.value, e.ts, e.tombstone)?;
                 }
+                w.add_range_tombstones(&mt.range_tombstones())?;
                 let stats = w.finish()?;
                 self.set
                     .add_guarded(std::slice::from_ref(&name), || self.ctx.install.write())?;
@@ -213,7 +215,7 @@ impl Table {
                 .view()
                 .segments
                 .iter()
-                .any(|h| h.stats().tombstone_count > 0)
+                .any(|h| h.stats().tombstone_count > 0 || !h.range_tombstones().is_empty())
         {
             self.merge_segments(&ids)?;
         }
@@ -263,8 +265,25 @@ impl Table {
             })
             .collect::<Result<_>>()?;
         let filter = self.compaction_filter.read().clone();
+        // The inputs' range tombstones: the cells they delete are dropped; they stay
+        // unless under the cutoff, as point tombstones (invariant 5).
+        let mut ranges = RangeTombstones::new();
+        for h in &chosen {
+            ranges.extend(h.range_tombstones());
+        }
+        let range_filter = RangeFilter {
+            ranges: Arc::new(ranges.clone()),
+            newest: vec![u64::MAX; sources.len()],
+        };
+        ranges.retain(|r| r.ts >= cutoff);
         let mut writer = None;
-        for e in MergeIter::new(sources, TombstonePolicy::DropOlderThan(cutoff)) {
+        if !ranges.is_empty() {
+            writer
+                .insert(self.set.writer()?)
+                .add_range_tombstones(&ranges)?;
+        }
+        let policy = TombstonePolicy::DropOlderThan(cutoff);
+        for e in MergeIter::with_ranges(sources, policy, range_filter) {
             let e = e?;
             // A failing filter returns here: the unfinished writer discards its files.
             let (value, tombstone) = match (&filter, e.tombstone) {

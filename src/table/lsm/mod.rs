@@ -94,6 +94,7 @@ use crate::lifecycle::SegmentSet;
 
 mod config;
 mod maintenance;
+mod ranges;
 mod read;
 mod scan;
 mod snap;

@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::ranges::{shadow, view_cover};
 use super::snap::TableSnap;
 use super::Table;
 use crate::error::Result;
@@ -29,7 +30,9 @@ impl Table {
         // mapped hit clones the view for the value to hold.
         self.set.with_view_arc(|view| {
             if let ([s], None) = (&view.segments[..], &best) {
-                return Self::sole_value(view, s, key, h);
+                if s.range_tombstones().is_empty() {
+                    return Self::sole_value(view, s, key, h);
+                }
             }
             let place = Self::resolve(view, key, h, best, |w| w.and_then(|w| w.place(view)))?;
             Ok(place.map(|p| Value::at(view, p)))
@@ -47,8 +50,9 @@ impl Table {
         key: &[u8],
         h: u64,
     ) -> Result<Option<Value>> {
-        let place =
-            s.get_hashed(key, h, |r| (!r.tombstone).then(|| Value::place(view, 0, r.value)))?;
+        let place = s.get_hashed(key, h, |r| {
+            (!r.tombstone).then(|| Value::place(view, 0, r.value))
+        })?;
         Ok(place.flatten().map(|p| Value::at(view, p)))
     }
 
@@ -87,8 +91,9 @@ impl Table {
         self.ctx.check_open()?;
         let h = key_hash(key);
         let best = self.memtable_best(key, h);
-        self.set
-            .with_view(|view| Self::resolve(view, key, h, best, |w| w.is_some_and(|w| !w.tombstone)))
+        self.set.with_view(|view| {
+            Self::resolve(view, key, h, best, |w| w.is_some_and(|w| !w.tombstone))
+        })
     }
 
     /// The values of `keys`, in order, like [`Table::get`] for each. The memtables and
@@ -163,7 +168,11 @@ impl Table {
         at: ReadAt<'_>,
     ) -> Option<SharedCell> {
         let mut best: Option<SharedCell> = None;
+        let mut cover = None;
         for m in memtables {
+            if m.has_ranges() {
+                cover = cover.max(m.range_cover(key, at));
+            }
             if let Some(c) = m.get_shared_hashed(key, h, at) {
                 if best.as_ref().is_none_or(|b| {
                     cmp_versions(c.ts, c.tombstone, &c.value, b.ts, b.tombstone, &b.value).is_gt()
@@ -172,7 +181,7 @@ impl Table {
                 }
             }
         }
-        best
+        shadow(best, cover)
     }
 
     /// The point read (invariant 4): the winner of `best` (from the memtables, read
@@ -197,6 +206,8 @@ impl Table {
         f: impl FnOnce(Option<Winner<'_>>) -> R,
     ) -> Result<R> {
         let mut f = Some(f);
+        // Range tombstones of the segments, as a point tombstone (`ranges.rs`).
+        let best = shadow(best, view_cover(view, key));
         if let ([s], None) = (&view.segments[..], &best) {
             // The common case, a fully compacted table whose memtables hold nothing of
             // the key: the one segment's cell, if any, wins. (A path of its own: through

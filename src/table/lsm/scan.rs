@@ -32,9 +32,10 @@ impl Table {
         if !self.maybe_cells.load(Ordering::Acquire) {
             // A table at rest, one segment: its handle alone (one reference count; the
             // view is not cloned).
-            let sole = self
-                .set
-                .with_view(|v| (v.segments.len() == 1).then(|| v.segments[0].clone()));
+            let sole = self.set.with_view(|v| match &v.segments[..] {
+                [s] if s.range_tombstones().is_empty() => Some(s.clone()),
+                _ => None,
+            });
             if let Some(h) = sole {
                 return Ok(Scan::new(sole_segment(h, bounds), None));
             }
@@ -154,7 +155,11 @@ impl Scan {
     ) -> Option<Result<T>> {
         match &mut self.inner {
             ScanSource::Merged(m) => {
-                let r = if FWD { m.next() } else { m.next_back() };
+                let r = if FWD {
+                    m.next_skipping()
+                } else {
+                    m.next_back_skipping()
+                };
                 r.map(|r| r.map(|e| f(&e.key, &e.value)))
             }
             ScanSource::Segment(it) => {
@@ -188,7 +193,7 @@ impl Iterator for Scan {
 
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.inner {
-            ScanSource::Merged(m) => m.next().map(|r| r.map(|e| (e.key, e.value))),
+            ScanSource::Merged(m) => m.next_skipping().map(|r| r.map(|e| (e.key, e.value))),
             ScanSource::Segment(_) => self.next_with(|k, v| (k.to_vec(), v.to_vec())),
         }
     }
@@ -197,7 +202,7 @@ impl Iterator for Scan {
 impl DoubleEndedIterator for Scan {
     fn next_back(&mut self) -> Option<Self::Item> {
         match &mut self.inner {
-            ScanSource::Merged(m) => m.next_back().map(|r| r.map(|e| (e.key, e.value))),
+            ScanSource::Merged(m) => m.next_back_skipping().map(|r| r.map(|e| (e.key, e.value))),
             ScanSource::Segment(_) => self.next_back_with(|k, v| (k.to_vec(), v.to_vec())),
         }
     }
@@ -231,12 +236,12 @@ impl Iterator for Cells {
     type Item = Result<Entry>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.inner.next()
+        self.inner.next_skipping()
     }
 }
 
 impl DoubleEndedIterator for Cells {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.inner.next_back()
+        self.inner.next_back_skipping()
     }
 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::ranges::range_filter;
 use super::scan::{sole_segment, Merged};
 use super::ScanSource;
 use super::Table;
@@ -116,14 +117,20 @@ impl TableSnap {
     pub(crate) fn scan(&self, at: u64, bounds: KeyBounds) -> ScanSource {
         let mems = self.mems_in(&bounds);
         match &self.view.segments[..] {
-            [h] if mems.is_empty() => sole_segment(h.clone(), bounds),
+            [h] if mems.is_empty() && h.range_tombstones().is_empty() => {
+                sole_segment(h.clone(), bounds)
+            }
             _ => ScanSource::Merged(self.merge_of(mems, at, bounds, TombstonePolicy::Hide)),
         }
     }
 
-    /// The memtables holding a key in `bounds` (see [`TableSnap::scan`]).
+    /// The memtables holding a key in `bounds` or a range tombstone (see
+    /// [`TableSnap::scan`]).
     fn mems_in(&self, bounds: &KeyBounds) -> Vec<&Arc<Memtable>> {
-        self.mems.iter().filter(|m| m.has_key_in(bounds)).collect()
+        self.mems
+            .iter()
+            .filter(|m| m.has_ranges() || m.has_key_in(bounds))
+            .collect()
     }
 
     /// The merge of a cursor per memtable holding a key in `bounds` (read at `at`) and
@@ -140,6 +147,7 @@ impl TableSnap {
         policy: TombstonePolicy,
     ) -> Merged {
         let mut sources: Vec<BoxedCursor<'static>> = Vec::new();
+        let ranges = range_filter(&mems, &self.view, at, &bounds);
         for m in mems {
             sources.push(Box::new(MemtableCursor(m.range_at(bounds.clone(), at))));
         }
@@ -150,6 +158,9 @@ impl TableSnap {
                 bounds.1.clone(),
             )));
         }
-        MergeIter::new(sources, policy)
+        match ranges {
+            Some(r) => MergeIter::with_ranges(sources, policy, r),
+            None => MergeIter::new(sources, policy),
+        }
     }
 }

@@ -3,14 +3,15 @@
 //! backpressure that makes writers wait for flushes, and refusing writes to a dropped
 //! table.
 
-use std::sync::atomic::Ordering;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::Table;
 use crate::error::{Error, Result};
 use crate::table::batch::WriteBatch;
+use crate::table::commitlog::format::PartRef;
 use crate::table::tables::Context;
 use crate::table::visibility::Visibility;
 
@@ -157,6 +158,9 @@ fn write_tables_inner(
         }
     }
     ctx.check_writable()?;
+    for (_, b) in parts {
+        b.check()?;
+    }
     let mut parts: Vec<&(&Table, &WriteBatch)> =
         parts.iter().filter(|(_, b)| !b.is_empty()).collect();
     if parts.is_empty() {
@@ -191,8 +195,10 @@ fn write_tables_inner(
                 (None, Some(g))
             }
         };
-        // One timestamp for the whole batch, taken again after a wait.
-        let ts = ctx.clock.now();
+        // One timestamp for the whole batch (one more per range delete:
+        // `WriteBatch::ts_span`), taken again after a wait.
+        let span = parts.iter().map(|(_, b)| b.ts_span()).max().unwrap_or(1);
+        let ts = ctx.clock.now_span(span);
         let mut guards = Vec::with_capacity(parts.len());
         let mut stalled = None;
         for (t, _) in &parts {
@@ -215,10 +221,12 @@ fn write_tables_inner(
             continue;
         }
         let cells: Vec<_> = parts.iter().map(|(_, b)| b.cells(ts)).collect();
-        let records: Vec<(&str, &[_])> = parts
+        let ranges: Vec<_> = parts.iter().map(|(_, b)| b.ranges(ts)).collect();
+        let records: Vec<PartRef<'_>> = parts
             .iter()
             .zip(&cells)
-            .map(|((t, _), c)| (t.name.as_str(), &c[..]))
+            .zip(&ranges)
+            .map(|(((t, _), c), r)| (t.name.as_str(), &c[..], &r[..]))
             .collect();
         // A `sync` write under `periodic` is fsynced after it is applied, so other
         // writers' visibility never waits for its fsync (under `batch` and `group` the
@@ -229,8 +237,11 @@ fn write_tables_inner(
         // would be a bug; it can leave part of the batch visible.)
         let finish = Finish(&ctx.visibility, seq);
         let mut full = Vec::new();
-        for (((t, _), m), c) in parts.iter().zip(&guards).zip(&cells) {
+        for ((((t, _), m), c), r) in parts.iter().zip(&guards).zip(&cells).zip(&ranges) {
             m.active.apply_visible(seq, c, &ctx.visibility);
+            if !r.is_empty() {
+                m.active.apply_ranges(seq, r);
+            }
             // Invariant 6: before the write is acknowledged, inside the read lock.
             if !t.maybe_cells.load(Ordering::Relaxed) {
                 t.maybe_cells.store(true, Ordering::Release);

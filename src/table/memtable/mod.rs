@@ -56,12 +56,14 @@ use crossbeam_skiplist::SkipMap;
 use parking_lot::RwLock;
 
 use crate::format::key_hash;
+use crate::format::ranges::{RangeTombstone, RangeTombstones};
 use crate::format::record::RecordRef;
 use crate::segment::Entry;
 use crate::table::visibility::Visibility;
 
 mod filter;
 mod iter;
+mod ranges;
 #[cfg(test)]
 mod tests;
 mod versions;
@@ -100,10 +102,14 @@ pub struct Memtable {
     map: SkipMap<Vec<u8>, RwLock<Versions>>,
     /// Every key of `map`, set before its node is created (`filter.rs`).
     filter: KeyFilter,
+    /// Range tombstones, numbered (`ranges.rs`).
+    ranges: ranges::MemRanges,
     bytes: AtomicUsize,
     min_seq: AtomicU64,
     max_seq: AtomicU64,
     min_ts: AtomicU64,
+    /// The largest timestamp of a point cell stored (0: none).
+    max_ts: AtomicU64,
 }
 
 impl Default for Memtable {
@@ -128,10 +134,12 @@ impl Memtable {
         Memtable {
             map: SkipMap::new(),
             filter,
+            ranges: ranges::MemRanges::default(),
             bytes: AtomicUsize::new(0),
             min_seq: AtomicU64::new(u64::MAX),
             max_seq: AtomicU64::new(0),
             min_ts: AtomicU64::new(u64::MAX),
+            max_ts: AtomicU64::new(0),
         }
     }
 
@@ -177,6 +185,7 @@ impl Memtable {
         let stored = e.value().write().insert(seq, c, floor, visibility);
         if stored {
             self.min_ts.fetch_min(c.ts, Ordering::AcqRel);
+            self.max_ts.fetch_max(c.ts, Ordering::AcqRel);
             self.bytes.fetch_add(
                 c.key.len() + c.value.len() + CELL_OVERHEAD,
                 Ordering::Relaxed,
@@ -224,6 +233,53 @@ impl Memtable {
         self.max_seq.fetch_max(seq, Ordering::AcqRel);
     }
 
+    /// Apply the range tombstones of commit log record `seq` (its point cells go
+    /// through [`Memtable::apply`] and the like).
+    pub fn apply_ranges(&self, seq: u64, ranges: &[RangeTombstone]) {
+        if ranges.is_empty() {
+            return;
+        }
+        let bytes = self.ranges.insert(seq, ranges);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        if let Some(t) = ranges.iter().map(|r| r.ts).min() {
+            self.min_ts.fetch_min(t, Ordering::AcqRel);
+        }
+        self.min_seq.fetch_min(seq, Ordering::AcqRel);
+        self.max_seq.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Whether any range tombstone was applied.
+    #[inline]
+    pub fn has_ranges(&self) -> bool {
+        !self.ranges.is_empty()
+    }
+
+    /// The newest timestamp of a range tombstone covering `key` that a read at `at`
+    /// sees.
+    #[inline]
+    pub(crate) fn range_cover(&self, key: &[u8], at: ReadAt<'_>) -> Option<u64> {
+        if self.ranges.is_empty() {
+            return None;
+        }
+        self.ranges.cover_ts(key, at.seq())
+    }
+
+    /// Add the range tombstones a read at `seq` sees to `into`.
+    pub(crate) fn add_ranges_at(&self, seq: u64, into: &mut RangeTombstones) {
+        self.ranges.add_to(seq, into);
+    }
+
+    /// Every range tombstone, as fragments (what a flush writes).
+    pub fn range_tombstones(&self) -> RangeTombstones {
+        self.ranges.all()
+    }
+
+    /// The largest timestamp of a point cell stored (0 with none): a scan skips a
+    /// deleted range in one seek when no source holds a cell newer than its tombstone.
+    pub fn max_ts(&self) -> u64 {
+        self.max_ts.load(Ordering::Acquire)
+    }
+
     /// Lowest and highest commit log sequence numbers applied, if any.
     pub fn seq_range(&self) -> Option<(u64, u64)> {
         let max = self.max_seq.load(Ordering::Acquire);
@@ -234,6 +290,7 @@ impl Memtable {
     /// tombstone only if no memtable holds anything older; see `merge`).
     pub fn min_ts(&self) -> Option<u64> {
         let t = self.min_ts.load(Ordering::Acquire);
+        let t = self.ranges.min_ts().map_or(t, |r| r.min(t));
         (t != u64::MAX || !self.is_empty()).then_some(t)
     }
 
@@ -279,9 +336,9 @@ impl Memtable {
         self.map.len()
     }
 
-    /// True when no key is present.
+    /// True when nothing is stored: no key and no range tombstone.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.is_empty() && self.ranges.is_empty()
     }
 
     /// Could `key`, whose `key_hash` (xxh3-64) is `h`, be present? False answers come from the

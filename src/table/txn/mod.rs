@@ -74,15 +74,23 @@
 //! reads small. The view's memtable versions are
 //! kept while the transaction lives ([`ReadView`]).
 //!
+//! # Range deletes
+//! [`Transaction::delete_range`] buffers a range per table beside the point writes and
+//! drops the point writes it covers (the last operation wins, as in a batch); a point
+//! write after it is kept. Reads apply it: a key it covers and the transaction did not
+//! write again reads as deleted without reading the store (so it joins no read set),
+//! and a scan leaves out the view's rows in it (they were read, as far as the scan
+//! got: its intervals still join the read set). The commit writes each range as one
+//! range tombstone, before the point writes, which so survive it
+//! ([`WriteBatch::delete_range`]). Deleting a range reads nothing: it is a blind
+//! write and conflicts with nothing.
+//!
 //! # Not yet
-//! `delete_range`: a range deletion would be buffered per table beside the point
-//! writes (a list of ranges, which `reads.rs` would apply to the view's rows before
-//! merging the point writes, and which the commit would write as range tombstones);
-//! it waits for range tombstones in the table layer. A transaction's scan does not
-//! seek.
+//! A transaction's scan does not seek.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::Arc;
 
 use super::batch::WriteBatch;
@@ -90,6 +98,8 @@ use super::lsm::{write_tables_checked, Table};
 use super::tables::Context;
 use super::view::ReadView;
 use crate::error::{Error, Result};
+use crate::format::ranges::{RangeTombstone, RangeTombstones};
+use crate::range::KeyRange;
 
 mod conflict;
 mod reads;
@@ -135,6 +145,8 @@ pub struct Transaction {
     view: ReadView,
     /// Per table (in the order first written), its buffered writes.
     writes: Vec<(Arc<Table>, Writes)>,
+    /// Per table, its buffered range deletes (timestamps unused).
+    ranges: Vec<(Arc<Table>, RangeTombstones)>,
     reads: RefCell<conflict::ReadSet>,
     sync: bool,
 }
@@ -163,6 +175,7 @@ impl Transaction {
             ctx: Arc::clone(ctx),
             view: ReadView::capture(ctx),
             writes: Vec::new(),
+            ranges: Vec::new(),
             reads: RefCell::new(conflict::ReadSet::default()),
             sync: false,
         })
@@ -190,6 +203,23 @@ impl Transaction {
         self.buffer(table, key.as_ref(), None)
     }
 
+    /// Delete every key of `range` in `table` when the transaction commits, as one
+    /// range tombstone ([`Table::delete_range`]); the transaction's earlier writes in
+    /// the range are dropped, later ones kept (module docs). An empty or inverted range
+    /// is [`Error::InvalidArgument`] and buffers nothing.
+    pub fn delete_range(&mut self, table: &Arc<Table>, range: impl KeyRange) -> Result<()> {
+        let r = RangeTombstone::from_bounds(&range.into_key_bounds(), 0)?;
+        let i = self.slot(table)?;
+        self.writes[i].1.retain(|k, _| !r.contains(k));
+        match self.ranges.iter_mut().find(|(t, _)| Arc::ptr_eq(t, table)) {
+            Some((_, set)) => set.insert(&r),
+            None => self
+                .ranges
+                .push((Arc::clone(table), RangeTombstones::from_list([&r]))),
+        }
+        Ok(())
+    }
+
     /// With `true`, [`Transaction::commit`] returns only once the commit log is fsynced
     /// through the commit ([`WriteBatch::sync`]). Default `false`.
     pub fn sync(&mut self, sync: bool) -> &mut Self {
@@ -197,9 +227,11 @@ impl Transaction {
         self
     }
 
-    /// Number of buffered writes (the last operation per key), over every table.
+    /// Number of buffered writes (the last operation per key, and each range
+    /// delete's fragments), over every table.
     pub fn len(&self) -> usize {
-        self.writes.iter().map(|(_, w)| w.len()).sum()
+        let ranges: usize = self.ranges.iter().map(|(_, r)| r.len()).sum();
+        self.writes.iter().map(|(_, w)| w.len()).sum::<usize>() + ranges
     }
 
     /// True when nothing is buffered: a commit would write nothing, check nothing and
@@ -209,6 +241,13 @@ impl Transaction {
     }
 
     fn buffer(&mut self, table: &Arc<Table>, key: &[u8], value: Option<Vec<u8>>) -> Result<()> {
+        let i = self.slot(table)?;
+        self.writes[i].1.insert(key.to_vec(), value);
+        Ok(())
+    }
+
+    /// The index of `table`'s buffered writes, made if needed.
+    fn slot(&mut self, table: &Arc<Table>) -> Result<usize> {
         self.same_store(table)?;
         let i = match self.writes.iter().position(|(t, _)| Arc::ptr_eq(t, table)) {
             Some(i) => i,
@@ -223,8 +262,7 @@ impl Transaction {
                 self.writes.len() - 1
             }
         };
-        self.writes[i].1.insert(key.to_vec(), value);
-        Ok(())
+        Ok(i)
     }
 
     fn same_store(&self, table: &Table) -> Result<()> {
@@ -236,6 +274,14 @@ impl Transaction {
                 table.name()
             )))
         }
+    }
+
+    /// The buffered range deletes of `table`, if any.
+    fn ranges_of(&self, table: &Arc<Table>) -> Option<&RangeTombstones> {
+        self.ranges
+            .iter()
+            .find(|(t, _)| Arc::ptr_eq(t, table))
+            .map(|(_, r)| r)
     }
 
     /// The buffered writes of `table`, if any.
@@ -265,6 +311,11 @@ impl Transaction {
             .iter()
             .map(|(t, w)| {
                 let mut b = WriteBatch::new();
+                // Ranges first: the point writes kept are later than them.
+                for r in self.ranges_of(t).map_or(&[][..], |r| r.fragments()) {
+                    let end = r.end.clone().map_or(Bound::Unbounded, Bound::Excluded);
+                    b.delete_range((Bound::Included(r.start.clone()), end));
+                }
                 for (k, v) in w {
                     match v {
                         Some(v) => b.put(k, v),

@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 use super::conflict::{End, ReadSet, ScanSlot};
 use super::{Transaction, Writes};
 use crate::error::Result;
+use crate::format::ranges::RangeTombstones;
 use crate::range::{as_ref, prefix_range, KeyRange};
 use crate::table::lsm::{Scan, Table};
 use crate::table::value::Value;
@@ -21,9 +22,16 @@ type Own<'a> = Option<Option<&'a [u8]>>;
 
 impl Transaction {
     fn own<'a>(&'a self, table: &Arc<Table>, key: &[u8]) -> Own<'a> {
-        self.writes_of(table)
+        let written = self
+            .writes_of(table)
             .and_then(|w| w.get(key))
-            .map(|v| v.as_deref())
+            .map(|v| v.as_deref());
+        // A key under a buffered range delete and not written since is deleted.
+        written.or_else(|| {
+            self.ranges_of(table)
+                .is_some_and(|r| r.cover(key).is_some())
+                .then_some(None)
+        })
     }
 
     /// The value of `key` in `table`: the transaction's own write of it, else the
@@ -90,6 +98,7 @@ impl Transaction {
             return Ok(TransactionScan::new(
                 None,
                 empty().range::<[u8], _>(..),
+                None,
                 &self.reads,
                 None,
             ));
@@ -101,6 +110,7 @@ impl Transaction {
         Ok(TransactionScan::new(
             Some(view),
             buffered,
+            self.ranges_of(table),
             &self.reads,
             Some(slot),
         ))
@@ -145,6 +155,8 @@ pub struct TransactionScan<'t> {
     /// `None` for an empty range.
     view: Option<Scan>,
     buffered: btree_map::Range<'t, Vec<u8>, Option<Vec<u8>>>,
+    /// The transaction's range deletes: the view's rows in them are left out.
+    ranges: Option<&'t RangeTombstones>,
     /// A row taken from the view's front (or, once the front is exhausted, its back)
     /// and not yet yielded; likewise for the other slots.
     view_front: Option<Row>,
@@ -166,12 +178,14 @@ impl<'t> TransactionScan<'t> {
     fn new(
         view: Option<Scan>,
         buffered: btree_map::Range<'t, Vec<u8>, Option<Vec<u8>>>,
+        ranges: Option<&'t RangeTombstones>,
         reads: &'t RefCell<ReadSet>,
         slot: Option<ScanSlot>,
     ) -> TransactionScan<'t> {
         TransactionScan {
             view,
             buffered,
+            ranges,
             view_front: None,
             view_back: None,
             own_front: None,
@@ -255,6 +269,9 @@ impl<'t> TransactionScan<'t> {
             if view_first {
                 let row = view_slot.take()?;
                 self.reached(end, Some(&row.0));
+                if self.ranges.is_some_and(|r| r.cover(&row.0).is_some()) {
+                    continue; // deleted by the transaction's range delete
+                }
                 return Some(Ok(row));
             }
             let (k, value) = own_slot.take()?;

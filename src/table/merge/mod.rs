@@ -19,6 +19,14 @@
 //!    keep this: after `seek(k)` the front yields the merge's output from `k` up to
 //!    where the back stands.
 //!
+//! 5. With range tombstones ([`MergeIter::with_ranges`]) a winner they delete (its
+//!    timestamp at or below the newest range tombstone covering its key) is not
+//!    yielded, whatever the policy: the range tombstones are carried beside the cells
+//!    (flushes and compactions write them, repair sends them). A [`Cursor`] merge read
+//!    through [`MergeIter::next_skipping`] / [`MergeIter::next_back_skipping`] jumps
+//!    over a deleted fragment in one seek when no source may hold a cell newer than
+//!    the fragment's tombstone there, rather than reading each cell it covers.
+//!
 //! # Dropping tombstones in compaction
 //! [`TombstonePolicy::DropOlderThan`] removes a tombstone for good, so older versions of
 //! the key anywhere outside this merge would come back to life. A caller may pass a
@@ -32,6 +40,7 @@ use std::collections::BinaryHeap;
 use std::ops::{Bound, Deref};
 
 use crate::error::{Error, Result};
+use crate::format::ranges::RangeTombstones;
 use crate::range;
 use crate::segment::{Entry, SegmentIter, SegmentReader};
 use crate::table::cell::cmp_versions;
@@ -187,6 +196,36 @@ pub struct MergeIter<I> {
     /// sought to it; backward, everything down from `back_mark`.
     front_mark: Bound<Vec<u8>>,
     back_mark: Bound<Vec<u8>>,
+    ranges: Option<RangeFilter>,
+    /// A deleted fragment a skipping step stopped at, to seek past.
+    skip: Option<Fragment>,
+}
+
+/// A deleted fragment's `(start, end)` (`None`: unbounded).
+type Fragment = (Vec<u8>, Option<Vec<u8>>);
+
+/// The range tombstones a merge applies (invariant 5).
+pub struct RangeFilter {
+    /// Every range tombstone of the merged sources (those covering the merge's range
+    /// suffice).
+    pub ranges: std::sync::Arc<RangeTombstones>,
+    /// Per source, the newest timestamp of a point cell it may hold (`u64::MAX` if
+    /// unknown): a fragment at least that new deletes every cell of it there.
+    pub newest: Vec<u64>,
+}
+
+impl RangeFilter {
+    /// Whether `key`'s winner at `ts` is deleted, and if so the fragment that deletes
+    /// it when every cell of every source in that fragment is deleted too.
+    #[inline]
+    fn deletes(&self, key: &[u8], ts: u64) -> Option<Option<Fragment>> {
+        let f = self.ranges.cover(key)?;
+        if f.ts < ts {
+            return None;
+        }
+        let whole = self.newest.iter().all(|&t| t <= f.ts);
+        Some(whole.then(|| (f.start.clone(), f.end.clone())))
+    }
 }
 
 impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
@@ -212,7 +251,23 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
             failed: false,
             front_mark: Bound::Unbounded,
             back_mark: Bound::Unbounded,
+            ranges: None,
+            skip: None,
         }
+    }
+
+    /// Merge `sources` as [`MergeIter::new`] does, leaving out the cells `ranges`
+    /// deletes (invariant 5). `ranges.newest` has one entry per source.
+    pub fn with_ranges(
+        sources: impl IntoIterator<Item = I>,
+        policy: TombstonePolicy,
+        ranges: RangeFilter,
+    ) -> Self {
+        let mut m = MergeIter::new(sources, policy);
+        if !ranges.ranges.is_empty() {
+            m.ranges = Some(ranges);
+        }
+        m
     }
 
     /// Put the heap's cells back in their sources' slots.
@@ -315,8 +370,11 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
 
     /// Pop the next winner off the heap of direction `FWD`, refilling from each source
     /// popped with `refill`, and apply the tombstone policy.
+    ///
+    /// With `SKIP`, a winner deleted by a fragment that deletes every cell in it ends
+    /// the step with `None` and the fragment in `self.skip`, for the caller to seek.
     #[inline]
-    fn step<const FWD: bool>(
+    fn step<const FWD: bool, const SKIP: bool>(
         &mut self,
         refill: impl Fn(&mut Self, usize, Option<&[u8]>),
     ) -> Option<Result<Entry>> {
@@ -349,6 +407,15 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
             if let Some(e) = self.error.take() {
                 return Some(Err(e));
             }
+            if let Some(rf) = &self.ranges {
+                if let Some(whole) = rf.deletes(&winner.key, winner.ts) {
+                    if SKIP && whole.is_some() {
+                        self.skip = whole;
+                        return None;
+                    }
+                    continue;
+                }
+            }
             let keep = match self.policy {
                 _ if !winner.tombstone => true,
                 TombstonePolicy::Keep => true,
@@ -370,7 +437,7 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
     /// One step in direction `FWD`, building its heap first if needed; an error ends
     /// the iterator (invariant 3).
     #[inline]
-    fn advance<const FWD: bool>(
+    fn advance<const FWD: bool, const SKIP: bool>(
         &mut self,
         refill: impl Fn(&mut Self, usize, Option<&[u8]>),
     ) -> Option<Result<Entry>> {
@@ -385,7 +452,7 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
             }
             self.dir = dir;
         }
-        let r = self.step::<FWD>(refill);
+        let r = self.step::<FWD, SKIP>(refill);
         if matches!(r, Some(Err(_))) {
             self.failed = true;
         }
@@ -450,6 +517,37 @@ impl<I: Cursor> MergeIter<I> {
         self.reposition();
     }
 
+    /// [`Iterator::next`], jumping over a deleted fragment in one seek where it can
+    /// (invariant 5).
+    pub fn next_skipping(&mut self) -> Option<Result<Entry>> {
+        loop {
+            let r = self.advance::<true, true>(Self::pull_front);
+            let Some((_, end)) = self.skip.take() else {
+                return r;
+            };
+            match end {
+                Some(end) => self.seek(&end),
+                None => {
+                    self.failed = true; // everything from here on is deleted
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// [`DoubleEndedIterator::next_back`], jumping over a deleted fragment in one seek
+    /// where it can (invariant 5).
+    pub fn next_back_skipping(&mut self) -> Option<Result<Entry>> {
+        loop {
+            let r = self.advance::<false, true>(Self::pull_back);
+            let Some((start, _)) = self.skip.take() else {
+                return r;
+            };
+            self.back_mark = Bound::Excluded(start);
+            self.reposition();
+        }
+    }
+
     /// Drop every cell taken from the sources and move both ends of every source to
     /// the marks.
     fn reposition(&mut self) {
@@ -471,256 +569,15 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for MergeIter<I> {
     type Item = Result<Entry>;
 
     fn next(&mut self) -> Option<Result<Entry>> {
-        self.advance::<true>(Self::pull_front)
+        self.advance::<true, false>(Self::pull_front)
     }
 }
 
 impl<I: DoubleEndedIterator<Item = Result<Entry>>> DoubleEndedIterator for MergeIter<I> {
     fn next_back(&mut self) -> Option<Result<Entry>> {
-        self.advance::<false>(Self::pull_back)
+        self.advance::<false, false>(Self::pull_back)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-    use std::collections::BTreeMap;
-
-    type Version = (u64, bool, Vec<u8>);
-
-    fn source(cells: &BTreeMap<Vec<u8>, Version>) -> std::vec::IntoIter<Result<Entry>> {
-        cells
-            .iter()
-            .map(|(k, (ts, t, v))| {
-                Ok(Entry {
-                    key: k.clone(),
-                    value: v.clone(),
-                    ts: *ts,
-                    tombstone: *t,
-                })
-            })
-            .collect::<Vec<_>>()
-            .into_iter()
-    }
-
-    fn e(k: &str, ts: u64, t: bool, v: &str) -> Entry {
-        Entry {
-            key: k.into(),
-            value: v.into(),
-            ts,
-            tombstone: t,
-        }
-    }
-
-    fn sources_strategy() -> impl Strategy<Value = Vec<BTreeMap<Vec<u8>, Version>>> {
-        let version = (0u64..6, any::<bool>(), 0u8..3)
-            .prop_map(|(ts, t, v)| (ts, t, if t { vec![] } else { vec![v] }));
-        let source = proptest::collection::btree_map(
-            proptest::collection::vec(0u8..4, 1..3),
-            version,
-            0..12,
-        );
-        proptest::collection::vec(source, 0..6)
-    }
-
-    proptest! {
-        #[test]
-        fn agrees_with_a_btreemap_model(sources in sources_strategy(), cutoff in 0u64..7) {
-            // The model: fold every version into a map, keeping the maximum (ts, tomb, value).
-            let mut model: BTreeMap<Vec<u8>, Version> = BTreeMap::new();
-            for s in &sources {
-                for (k, v) in s {
-                    let slot = model.entry(k.clone()).or_insert_with(|| v.clone());
-                    if *v > *slot { *slot = v.clone(); }
-                }
-            }
-            for policy in [TombstonePolicy::Keep, TombstonePolicy::Hide, TombstonePolicy::DropOlderThan(cutoff)] {
-                let want: Vec<Entry> = model.iter()
-                    .filter(|(_, (ts, t, _))| match policy {
-                        TombstonePolicy::Keep => true,
-                        TombstonePolicy::Hide => !t,
-                        TombstonePolicy::DropOlderThan(c) => !t || *ts >= c,
-                    })
-                    .map(|(k, (ts, t, v))| Entry { key: k.clone(), value: v.clone(), ts: *ts, tombstone: *t })
-                    .collect();
-                let got: Vec<Entry> = MergeIter::new(sources.iter().map(source), policy)
-                    .collect::<Result<_>>().unwrap();
-                prop_assert_eq!(&got, &want);
-                // Invariant 1: the order of the sources does not matter.
-                let rev: Vec<Entry> = MergeIter::new(sources.iter().rev().map(source), policy)
-                    .collect::<Result<_>>().unwrap();
-                prop_assert_eq!(&rev, &want);
-                // Invariant 4: backward is forward reversed.
-                let mut back: Vec<Entry> = MergeIter::new(sources.iter().map(source), policy)
-                    .rev()
-                    .collect::<Result<_>>().unwrap();
-                back.reverse();
-                prop_assert_eq!(&back, &want);
-            }
-        }
-
-        #[test]
-        fn both_ends_and_seeks_agree_with_the_model(
-            sources in sources_strategy(),
-            ops in proptest::collection::vec((0u8..4, proptest::collection::vec(0u8..4, 0..3)), 0..24),
-            hide: bool,
-        ) {
-            let policy = if hide { TombstonePolicy::Hide } else { TombstonePolicy::Keep };
-            let mut model: BTreeMap<Vec<u8>, Version> = BTreeMap::new();
-            for s in &sources {
-                for (k, v) in s {
-                    let slot = model.entry(k.clone()).or_insert_with(|| v.clone());
-                    if *v > *slot { *slot = v.clone(); }
-                }
-            }
-            let want: Vec<Entry> = model.iter()
-                .filter(|(_, (_, t, _))| !(hide && *t))
-                .map(|(k, (ts, t, v))| Entry { key: k.clone(), value: v.clone(), ts: *ts, tombstone: *t })
-                .collect();
-            let cursors = sources.iter().map(|s| VecCursor {
-                cells: source(s).map(|r| r.unwrap()).collect(),
-                f: 0,
-                b: s.len(),
-            });
-            let mut m = MergeIter::new(cursors, policy);
-            // The model: what is left is want[f..b].
-            let (mut f, mut b) = (0usize, want.len());
-            for (op, key) in ops {
-                match op {
-                    0 => {
-                        let got = m.next().map(|r| r.unwrap());
-                        let exp = (f < b).then(|| { f += 1; want[f - 1].clone() });
-                        prop_assert_eq!(got, exp, "next");
-                    }
-                    1 => {
-                        let got = m.next_back().map(|r| r.unwrap());
-                        let exp = (b > f).then(|| { b -= 1; want[b].clone() });
-                        prop_assert_eq!(got, exp, "next_back");
-                    }
-                    2 => {
-                        m.seek(&key);
-                        f = want.partition_point(|e| e.key < key);
-                    }
-                    _ => {
-                        m.seek_back(&key);
-                        b = want.partition_point(|e| e.key <= key);
-                    }
-                }
-            }
-            // Draining both ways ends where the model ends.
-            let rest: Vec<Entry> = m.map(|r| r.unwrap()).collect();
-            let exp: Vec<Entry> = if f < b { want[f..b].to_vec() } else { Vec::new() };
-            prop_assert_eq!(rest, exp);
-        }
-    }
-
-    /// A cursor over sorted cells: the front at `f`, the back before `b`.
-    struct VecCursor {
-        cells: Vec<Entry>,
-        f: usize,
-        b: usize,
-    }
-
-    impl Iterator for VecCursor {
-        type Item = Result<Entry>;
-        fn next(&mut self) -> Option<Result<Entry>> {
-            (self.f < self.b).then(|| {
-                self.f += 1;
-                Ok(self.cells[self.f - 1].clone())
-            })
-        }
-    }
-
-    impl DoubleEndedIterator for VecCursor {
-        fn next_back(&mut self) -> Option<Result<Entry>> {
-            (self.b > self.f).then(|| {
-                self.b -= 1;
-                Ok(self.cells[self.b].clone())
-            })
-        }
-    }
-
-    impl Cursor for VecCursor {
-        fn seek(&mut self, lo: Bound<&[u8]>) {
-            self.f = self.cells.partition_point(|e| {
-                !range::above(&e.key, &range::max_lower(&Bound::Unbounded, lo))
-            });
-        }
-        fn seek_back(&mut self, hi: Bound<&[u8]>) {
-            self.b = self.cells.partition_point(|e| {
-                range::below(&e.key, &range::min_upper(&Bound::Unbounded, hi))
-            });
-        }
-    }
-
-    #[test]
-    fn the_ends_meet_on_a_key_one_source_gave_to_the_front() {
-        // Source 0's only cell is taken by the front's heap before the back runs; the
-        // back must still reconcile it with source 1's older version, not yield that.
-        let a = vec![Ok(e("k", 5, false, "new"))];
-        let b = vec![Ok(e("j", 1, false, "j")), Ok(e("k", 1, false, "old"))];
-        let mut m = MergeIter::new([a.into_iter(), b.into_iter()], TombstonePolicy::Keep);
-        assert_eq!(m.next().unwrap().unwrap(), e("j", 1, false, "j"));
-        assert_eq!(m.next_back().unwrap().unwrap(), e("k", 5, false, "new"));
-        assert!(m.next_back().is_none());
-        assert!(m.next().is_none());
-    }
-
-    #[test]
-    fn a_tombstone_shadows_before_it_is_dropped() {
-        let old = vec![Ok(e("a", 1, false, "old")), Ok(e("b", 1, false, "b"))];
-        let del = vec![Ok(e("a", 2, true, ""))];
-        let got: Vec<_> = MergeIter::new(
-            [old.into_iter(), del.into_iter()],
-            TombstonePolicy::DropOlderThan(10),
-        )
-        .map(|r| r.unwrap().key)
-        .collect();
-        assert_eq!(got, vec![b"b".to_vec()], "a is gone, not resurrected");
-    }
-
-    #[test]
-    fn boxed_sources_of_different_kinds_merge() {
-        let mt = crate::table::Memtable::new();
-        mt.insert(crate::format::record::RecordRef {
-            key: b"b",
-            value: b"new",
-            ts: 5,
-            tombstone: false,
-        });
-        let seg = vec![Ok(e("a", 1, false, "x")), Ok(e("b", 1, false, "old"))];
-        let sources: Vec<BoxedSource<'_>> =
-            vec![Box::new(mt.iter().map(Ok)), Box::new(seg.into_iter())];
-        let got: Vec<_> = MergeIter::new(sources, TombstonePolicy::Hide)
-            .map(|r| r.unwrap())
-            .collect();
-        assert_eq!(got, vec![e("a", 1, false, "x"), e("b", 5, false, "new")]);
-    }
-
-    #[test]
-    fn errors_are_yielded_once_then_the_iterator_ends() {
-        let good = vec![Ok(e("a", 1, false, "1")), Ok(e("z", 1, false, "1"))];
-        let bad = vec![
-            Ok(e("b", 1, false, "1")),
-            Err(Error::corrupt(
-                "/x/t-1-Data.db",
-                40,
-                "record checksum mismatch",
-            )),
-        ];
-        let mut m = MergeIter::new([good.into_iter(), bad.into_iter()], TombstonePolicy::Keep);
-        assert_eq!(m.next().unwrap().unwrap().key, b"a");
-        let err = m.next().unwrap().unwrap_err();
-        assert!(err.is_corrupt(), "{err}");
-        assert!(m.next().is_none());
-    }
-
-    #[test]
-    fn an_unsorted_source_is_an_error() {
-        let unsorted = vec![Ok(e("b", 1, false, "1")), Ok(e("a", 1, false, "1"))];
-        let r: Result<Vec<_>> =
-            MergeIter::new([unsorted.into_iter()], TombstonePolicy::Keep).collect();
-        assert!(matches!(r, Err(Error::InvalidArgument(_))));
-    }
-}
+mod tests;
