@@ -13,13 +13,14 @@
 //!   `LogFlushed` to [`Store::on_durable`]: the commit log's notifier thread reports the
 //!   flush after the fsync that covers the batch, so appends never wait for a disk
 //!   themselves and share fsyncs (group commit);
-//! - `truncate` and `purge` are batches of deletes (with the new `last_purged` in the
-//!   same batch for a purge) that need no fsync of their own: one commit log orders
-//!   every write of the store, so the fsync that covers the next append, or the vote,
-//!   covers them too, and a purge lost by a crash only leaves entries openraft had
-//!   already given up.
+//! - `truncate` and `purge` are one range tombstone each, whatever the number of
+//!   entries (with the new `last_purged` in the same batch for a purge); they need no
+//!   fsync of their own: one commit log orders every write of the store, so the fsync
+//!   that covers the next append, or the vote, covers them too, and a purge lost by a
+//!   crash only leaves entries openraft had already given up.
 //!
-//! Truncate and purge go through one function, `delete_log_range`.
+//! Truncate and purge go through one function, `delete_log_range`; truncate reads
+//! nothing, purge nothing but its in-memory `last_purged`.
 
 use std::fmt::Debug;
 use std::marker::PhantomData;
@@ -181,15 +182,18 @@ where
     }
 
     /// Add to `batch` the deletion of every entry with an index in `from..to` (`to`
-    /// `None`: to the end of the log). The one place truncate and purge delete entries.
-    fn delete_log_range(&self, batch: &mut Batch, from: u64, to: Option<u64>) -> Result<()> {
+    /// `None`: to the end of the log): one range tombstone, whatever the number of
+    /// entries. The one place truncate and purge delete entries.
+    fn delete_log_range(&self, batch: &mut Batch, from: u64, to: Option<u64>) {
         let start = Bound::Included(index_key(from).to_vec());
-        let end = to.map_or(Bound::Unbounded, |t| Bound::Excluded(index_key(t).to_vec()));
-        for row in self.inner.log.scan((start, end))? {
-            let (key, _) = row?;
-            batch.delete(&self.inner.log, key);
-        }
-        Ok(())
+        match to {
+            None => batch.delete_range(&self.inner.log, (start, Bound::Unbounded)),
+            Some(t) if t > from => batch.delete_range(
+                &self.inner.log,
+                (start, Bound::Excluded(index_key(t).to_vec())),
+            ),
+            Some(_) => batch, // nothing in the range
+        };
     }
 
     fn append_entries(
@@ -210,7 +214,7 @@ where
 
     fn truncate_from(&self, index: u64) -> Result<()> {
         let mut batch = Batch::new();
-        self.delete_log_range(&mut batch, index, None)?;
+        self.delete_log_range(&mut batch, index, None);
         self.inner.store.write(&batch)?;
         Ok(())
     }
@@ -218,7 +222,7 @@ where
     fn purge_upto(&self, log_id: LogId<C::NodeId>) -> Result<()> {
         let from = self.last_purged()?.map_or(0, |l| l.index + 1);
         let mut batch = Batch::new();
-        self.delete_log_range(&mut batch, from, Some(log_id.index.saturating_add(1)))?;
+        self.delete_log_range(&mut batch, from, Some(log_id.index.saturating_add(1)));
         let value = encode(&log_id);
         batch.put(&self.inner.meta, LAST_PURGED, &value);
         let mut last = self.inner.last_purged.lock();
