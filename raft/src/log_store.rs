@@ -239,8 +239,11 @@ where
     }
 }
 
+/// A range of keys, owned.
+type KeyBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 /// Index bounds as key bounds; `None` for a range that holds no index.
-fn key_bounds(range: impl RangeBounds<u64>) -> Option<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+fn key_bounds(range: impl RangeBounds<u64>) -> Option<KeyBounds> {
     let start = match range.start_bound() {
         Bound::Included(&s) => Bound::Included(index_key(s).to_vec()),
         Bound::Excluded(&s) => Bound::Included(index_key(s.checked_add(1)?).to_vec()),

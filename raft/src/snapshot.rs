@@ -7,7 +7,7 @@
 //! so they are exactly what it holds even while entries are applied meanwhile; then
 //! `meta.json`, fsync, rename to `sm/snap-N`, fsync `sm/`, and `CURRENT` names it.
 //!
-//! **Send**: [`SnapshotData`] streams the snapshot's files (see [`crate::stream`]);
+//! **Send**: [`SnapshotData`] streams the snapshot's files (its docs give the format);
 //! openraft cuts the stream into chunks.
 //!
 //! **Install** (`install_snapshot`, over whatever the state machine held):

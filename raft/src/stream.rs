@@ -59,6 +59,15 @@ fn encode_header(h: &Header) -> Vec<u8> {
 
 /// A snapshot as openraft holds it: the stream of a snapshot directory being read, or
 /// one being received into a staging directory.
+///
+/// The stream: the 8 bytes `SEGRAFT1`, a header length (u64, little-endian), the
+/// header (JSON: each file's name and length, in order), then the files' bytes one
+/// after the other. Only the header is serialised: the sender reads the snapshot's
+/// hard-linked segment files where they are, the receiver writes each file as its
+/// bytes arrive and fsyncs it once complete. A seek back (a resent chunk) skips the
+/// bytes already written, which a snapshot's id guarantees are the same; a seek past
+/// what was received, a bad header or a file name that is not a store file's is an
+/// error naming it, and the staging directory is removed.
 pub struct SnapshotData {
     inner: Inner,
 }

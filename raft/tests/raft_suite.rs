@@ -30,6 +30,8 @@ impl StoreBuilder<TypeConfig, LogStore<TypeConfig>, StateMachine<TypeConfig, Kv>
 }
 
 #[test]
-fn openraft_suite_passes() -> Result<(), StorageError<u64>> {
-    Suite::test_all(Builder)
+fn openraft_suite_passes() {
+    if let Err(e) = Suite::test_all(Builder) {
+        panic!("openraft's storage suite failed: {e}");
+    }
 }

@@ -43,7 +43,7 @@ impl Client {
     }
 
     /// POST to the leader, following `ForwardToLeader` (a few hops at most).
-    async fn to_leader<B: Serialize>(&mut self, path: &str, body: &B) -> Result<Value, Error> {
+    async fn post_at_leader<B: Serialize>(&mut self, path: &str, body: &B) -> Result<Value, Error> {
         for _ in 0..5 {
             let v = self.post(&self.leader.clone(), path, body).await?;
             if let Some(ok) = v.get("Ok") {
@@ -59,13 +59,13 @@ impl Client {
     }
 
     pub async fn write(&mut self, req: &Request) -> Result<Response, Error> {
-        let v = self.to_leader("/write", req).await?;
+        let v = self.post_at_leader("/write", req).await?;
         Ok(serde_json::from_value(v["data"].clone())?)
     }
 
     /// A linearizable read at the leader.
     pub async fn read(&mut self, key: &str) -> Result<Option<String>, Error> {
-        let v = self.to_leader("/read", &key).await?;
+        let v = self.post_at_leader("/read", &key).await?;
         Ok(serde_json::from_value(v)?)
     }
 
@@ -77,13 +77,15 @@ impl Client {
     }
 
     pub async fn add_learner(&mut self, id: u64, addr: &str) -> Result<(), Error> {
-        self.to_leader("/add-learner", &(id, addr))
+        self.post_at_leader("/add-learner", &(id, addr))
             .await
             .map(|_| ())
     }
 
     pub async fn change_membership(&mut self, ids: BTreeSet<u64>) -> Result<(), Error> {
-        self.to_leader("/change-membership", &ids).await.map(|_| ())
+        self.post_at_leader("/change-membership", &ids)
+            .await
+            .map(|_| ())
     }
 
     pub async fn metrics(&self, addr: &str) -> Result<Value, Error> {

@@ -69,10 +69,7 @@ pub async fn append(
 /// The state machine's kv contents and last applied index.
 pub async fn sm_state(sm: &mut Sm) -> (Option<u64>, Vec<(String, String)>) {
     let (applied, _) = sm.applied_state().await.unwrap();
-    let rows = sm
-        .reader()
-        .with_store(|s| segstore_raft::kv::dump(s))
-        .unwrap();
+    let rows = sm.reader().with_store(segstore_raft::kv::dump).unwrap();
     (applied.map(|l| l.index), rows)
 }
 
