@@ -179,22 +179,17 @@ fn read_pointer(dir: &Path) -> Result<Option<Pointer>> {
     }
 }
 
-/// A snapshot directory. Once retired (no longer current) it is removed when the last
-/// holder (a stream being sent) lets go.
+/// A snapshot directory: its files are hard links of a state machine store's segment
+/// files and manifests (the store it was built from, or the store made from it).
 #[derive(Debug)]
 pub(crate) struct SnapDir {
     path: PathBuf,
     fs: Fs,
-    retired: AtomicBool,
 }
 
 impl SnapDir {
     pub(crate) fn new(path: PathBuf, fs: Fs) -> Arc<SnapDir> {
-        Arc::new(SnapDir {
-            path,
-            fs,
-            retired: AtomicBool::new(false),
-        })
+        Arc::new(SnapDir { path, fs })
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -210,8 +205,32 @@ impl SnapDir {
         list_store_files(&self.store_dir())
     }
 
-    pub(crate) fn retire(&self) {
-        self.retired.store(true, Ordering::Release);
+    /// Remove what of a retired snapshot no open store shares: a file that one of the
+    /// stores in `open` still has (the same file, a hard link) may be mapped there and
+    /// stays; one it no longer has was deleted by that store's deleter once nothing
+    /// mapped it, and is never mapped again. True once the directory is gone.
+    pub(crate) fn sweep(&self, open: &[PathBuf]) -> bool {
+        let store = self.store_dir();
+        let mut kept = 0;
+        for e in std::fs::read_dir(&store).into_iter().flatten().flatten() {
+            let path = e.path();
+            let shared = open
+                .iter()
+                .any(|d| same_file(&d.join(e.file_name()), &path));
+            if shared || self.fs.remove_file(&path).is_err() {
+                kept += 1;
+            }
+        }
+        if kept > 0 {
+            return false;
+        }
+        match self.fs.remove_tree(&self.path) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::info!(dir = %self.path.display(), error = %e, "retired snapshot left for later");
+                false
+            }
+        }
     }
 }
 
@@ -240,13 +259,43 @@ pub(crate) fn list_store_files(dir: &Path) -> Result<Vec<(String, u64)>> {
     Ok(out)
 }
 
-impl Drop for SnapDir {
-    fn drop(&mut self) {
-        if self.retired.load(Ordering::Acquire) {
-            if let Err(e) = self.fs.remove_tree(&self.path) {
-                tracing::info!(dir = %self.path.display(), error = %e, "retired snapshot left for the next open");
-            }
-        }
+fn same_file(a: &Path, b: &Path) -> bool {
+    use segstore::memory::FileId;
+    matches!((FileId::of_path(a), FileId::of_path(b)), (Ok(x), Ok(y)) if x == y)
+}
+
+/// Snapshots and stores no longer current, waiting until they can be removed.
+#[derive(Debug, Default)]
+pub(crate) struct Retired {
+    snaps: Vec<Arc<SnapDir>>,
+    gens: Vec<std::sync::Weak<Generation>>,
+}
+
+impl Retired {
+    pub(crate) fn snap(&mut self, s: Arc<SnapDir>) {
+        self.snaps.push(s);
+    }
+
+    /// `g` is closed and removed when its last holder drops it.
+    pub(crate) fn gen(&mut self, g: &Arc<Generation>) {
+        g.retire();
+        self.gens.push(Arc::downgrade(g));
+    }
+
+    /// Remove the retired snapshots no stream is reading, as far as no open store
+    /// (`current`, or a retired one a reader still holds) shares their files. Called
+    /// after every build and install; the next open removes whatever is left.
+    pub(crate) fn sweep(&mut self, current: &Generation) {
+        self.gens.retain(|w| w.strong_count() > 0);
+        let mut open = vec![current.store.dir().to_path_buf()];
+        open.extend(
+            self.gens
+                .iter()
+                .filter_map(std::sync::Weak::upgrade)
+                .map(|g| g.store.dir().to_path_buf()),
+        );
+        self.snaps
+            .retain(|s| Arc::strong_count(s) > 1 || !s.sweep(&open));
     }
 }
 

@@ -166,10 +166,13 @@ impl Fs {
     /// machine store, closed; a superseded snapshot; a staging directory). Not durable
     /// by itself: whatever survives a crash is removed again at the next open.
     ///
-    /// With the simulator: refused after the power loss like every other operation,
+    /// With `testing`, the rules are asked about every file first (the Windows
+    /// emulation refuses one that is mapped). With the simulator: refused after the
+    /// power loss like every other operation,
     /// and the tree's directories are fsynced through the boundary first, so that no
     /// operation the simulator would undo is left under a path that is gone.
     pub(crate) fn remove_tree(&self, path: &Path) -> io::Result<()> {
+        self.check_delete(path)?;
         let meta = match std::fs::symlink_metadata(path) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -192,6 +195,33 @@ impl Fs {
             std::fs::remove_dir_all(path)
         } else {
             std::fs::remove_file(path)
+        }
+    }
+
+    /// Unlink one file (a retired snapshot's link that no open store shares).
+    pub(crate) fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.check_delete(path)?;
+        self.remove_tree(path)
+    }
+
+    /// With `testing`: may `path` (or every file under it) be deleted under the rules
+    /// (the Windows emulation refuses a file whose identity is mapped)?
+    fn check_delete(&self, path: &Path) -> io::Result<()> {
+        #[cfg(feature = "testing")]
+        {
+            use segstore::io::rules::FileOp;
+            if path.is_dir() {
+                for e in std::fs::read_dir(path)? {
+                    self.check_delete(&e?.path())?;
+                }
+                return Ok(());
+            }
+            self.rules.check(FileOp::Delete, path)
+        }
+        #[cfg(not(feature = "testing"))]
+        {
+            let _ = path;
+            Ok(())
         }
     }
 

@@ -25,8 +25,15 @@
 //!    Nothing is limited in size: no step holds the data in memory or in one batch;
 //! 4. the old store is retired: closed once its last reader lets go, then its
 //!    directory removed (only if the close found no file still mapped or held, so the
-//!    deferred deletion rules hold; otherwise the next open removes it). The old
-//!    snapshot goes the same way once no stream of it is being sent.
+//!    deferred deletion rules hold; otherwise the next open removes it).
+//!
+//! **Retired snapshots** (superseded by a build or an install) are removed once no
+//! stream of them is being sent, file by file: a file that an open store (the current
+//! one, or a retired one a reader still holds) still has, as a hard link of the same
+//! file, may be mapped there and stays; one that store no longer has was deleted by
+//! its deleter once nothing mapped it. So no file is deleted while any link of it is
+//! mapped (segstore's invariant 1). What stays is retried after the next build or
+//! install, and the next open removes it (no store is open then).
 //!
 //! The new store holds exactly the snapshot's contents: it is made from nothing else.
 
@@ -127,7 +134,7 @@ where
         };
         let made = self.store_from(&snap);
         if made.is_err() {
-            snap.dir.retire();
+            sh.retired.lock().snap(Arc::clone(&snap.dir));
         }
         let (gen_id, gen) = made?;
         self.make_current(Some((gen_id, gen)), snap)
@@ -153,7 +160,7 @@ where
         let gen = Generation::open(&path, sh.config.clone(), fs.clone())?;
         let (applied, membership) = read_applied::<C>(&gen.store)?;
         if applied != snap.meta.last_log_id || membership != snap.meta.last_membership {
-            gen.retire();
+            sh.retired.lock().gen(&gen);
             return Err(Error::Snapshot(format!(
                 "snapshot {} holds last_applied {:?} and membership {:?}, its metadata says {:?} and {:?}",
                 snap.meta.snapshot_id, applied, membership, snap.meta.last_log_id, snap.meta.last_membership
@@ -162,7 +169,8 @@ where
         Ok((id, gen))
     }
 
-    /// Point `CURRENT` at the new store (if any) and snapshot, then retire the old ones.
+    /// Point `CURRENT` at the new store (if any) and snapshot, then retire the old ones
+    /// and remove what of them can go.
     fn make_current(
         &self,
         gen: Option<(u64, Arc<Generation>)>,
@@ -175,25 +183,27 @@ where
             gen: gen_id,
             snap: Some(snap.id),
         };
-        if let Err(e) = sh.layout.write_pointer(pointer) {
-            snap.dir.retire();
+        let written = sh.layout.write_pointer(pointer);
+        let mut retired = sh.retired.lock();
+        if let Err(e) = written {
+            retired.snap(snap.dir);
             if let Some((_, g)) = &gen {
-                g.retire();
+                retired.gen(g);
             }
             return Err(e);
         }
         if let Some(old) = state.snap.replace(snap) {
-            old.dir.retire();
+            retired.snap(old.dir);
         }
-        let old = gen.map(|(id, g)| {
+        if let Some((id, g)) = gen {
             state.gen_id = id;
-            std::mem::replace(&mut *sh.gen.write(), g)
-        });
-        drop(state);
-        if let Some(old) = old {
-            // Closed and removed here, or by its last reader.
-            old.retire();
+            let old = std::mem::replace(&mut *sh.gen.write(), g);
+            // Closed and removed at the sweep below, or by its last reader.
+            retired.gen(&old);
         }
+        drop(state);
+        let current = Arc::clone(&sh.gen.read());
+        retired.sweep(&current);
         Ok(())
     }
 }

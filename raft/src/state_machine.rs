@@ -22,7 +22,7 @@ use openraft::{
 use parking_lot::{Mutex, RwLock};
 use segstore::{Config, Store, Transaction};
 
-use crate::dirs::{Generation, Layout, Pointer, SnapDir, SNAP_META};
+use crate::dirs::{Generation, Layout, Pointer, Retired, SnapDir, SNAP_META};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::log_store::{decode, encode};
@@ -83,6 +83,8 @@ pub(crate) struct Shared<C: RaftTypeConfig, A> {
     pub(crate) state: Mutex<State<C>>,
     /// Builds and installs one at a time.
     pub(crate) snapshot_lock: Mutex<()>,
+    /// What is no longer current and waits to be removed.
+    pub(crate) retired: Mutex<Retired>,
 }
 
 /// The state machine of one node. Cheap to clone (openraft's snapshot builder is a
@@ -173,6 +175,7 @@ where
                     snap,
                 }),
                 snapshot_lock: Mutex::new(()),
+                retired: Mutex::new(Retired::default()),
             }),
         })
     }

@@ -66,22 +66,60 @@ fn installing_over_a_non_empty_state_machine_leaves_exactly_the_snapshot() {
         }
         dst.shutdown().await.unwrap();
         b.install_snapshot(&snap.meta, dst).await.unwrap();
-        drop(old_snap);
 
         assert_eq!(sm_state(&mut b).await, (Some(40), model(40)));
         let cur = b.get_current_snapshot().await.unwrap().unwrap();
         assert_eq!(cur.meta, snap.meta);
-        // One store and one snapshot left: the old ones were removed once let go.
+        drop((cur, old_snap));
+        // The old store is gone; the old snapshot was still being read (`old_snap`), so
+        // it waits for the next build or install.
         let left = names(&follower_dir.path().join("sm"));
-        assert_eq!(left.len(), 3, "{left:?}");
+        assert_eq!(left.len(), 4, "{left:?}");
+        let old_name = left
+            .iter()
+            .find(|n| n.starts_with("snap-"))
+            .unwrap()
+            .clone();
+        b.get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        let sm_dir = follower_dir.path().join("sm");
+        let left = names(&sm_dir);
+        assert!(!left.contains(&old_name), "{left:?}");
+        // The installed snapshot, superseded, keeps only the files the store made from
+        // it still has (hard links: no space of their own).
+        let gen = sm_dir.join(left.iter().find(|n| n.starts_with("gen-")).unwrap());
+        let snaps: Vec<&String> = left.iter().filter(|n| n.starts_with("snap-")).collect();
+        for s in &snaps[..snaps.len() - 1] {
+            for f in names(&sm_dir.join(s).join("store")) {
+                let id = |p: std::path::PathBuf| segstore::memory::FileId::of_path(&p).ok();
+                let kept = id(sm_dir.join(s).join("store").join(&f));
+                assert!(
+                    kept.is_some() && kept == id(gen.join(&f)),
+                    "{s}/store/{f} is not shared"
+                );
+            }
+        }
         b.close().unwrap();
         drop(b);
 
         let (_, mut b) = open(follower_dir.path(), segstore::Config::default()).unwrap();
         assert_eq!(sm_state(&mut b).await, (Some(40), model(40)));
         assert_eq!(
-            b.get_current_snapshot().await.unwrap().unwrap().meta,
-            snap.meta
+            names(&follower_dir.path().join("sm")).len(),
+            3,
+            "the open removed the rest"
+        );
+        assert_eq!(
+            b.get_current_snapshot()
+                .await
+                .unwrap()
+                .unwrap()
+                .meta
+                .last_log_id,
+            snap.meta.last_log_id
         );
         // It goes on from there.
         b.apply(entries(1, 41..=45)).await.unwrap();
@@ -116,4 +154,58 @@ fn a_stream_with_a_gap_or_a_bad_file_name_is_refused() {
     // Nothing was left of the refused streams.
     let left = names(&dir.path().join("sm"));
     assert!(left.iter().all(|n| !n.ends_with(".tmp")), "{left:?}");
+}
+
+/// Superseded snapshots share files with the live store, which maps them: under the
+/// Windows emulation (a mapped file's links cannot be deleted) nothing is refused, and
+/// what had to stay is gone after a reopen.
+#[test]
+fn retired_snapshots_never_delete_a_mapped_file() {
+    use segstore::{DiskAccessMode, FileRules};
+    let rules = FileRules::windows_emulation();
+    let cfg = || {
+        segstore::Config::builder()
+            .disk_access_mode(DiskAccessMode::Mmap)
+            .file_rules(rules.clone())
+            .build()
+            .unwrap()
+    };
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    rt().block_on(async {
+        let (_, mut a) = open(da.path(), cfg()).unwrap();
+        let (_, mut b) = open(db.path(), cfg()).unwrap();
+        b.apply(entries(1, 1..=30)).await.unwrap();
+        b.get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        let mut last = None;
+        for round in 0..4u64 {
+            a.apply(entries(1, round * 25 + 1..=round * 25 + 25))
+                .await
+                .unwrap();
+            // Reads map the segments the previous snapshot's checkpoint flushed.
+            assert_eq!(sm_state(&mut a).await.1, model(round * 25 + 25));
+            last = Some(
+                a.get_snapshot_builder()
+                    .await
+                    .build_snapshot()
+                    .await
+                    .unwrap(),
+            );
+        }
+        let snap = last.unwrap();
+        assert_eq!(sm_state(&mut b).await.1, model(30)); // b's segments mapped too
+        b.install_snapshot(&snap.meta, snap.snapshot).await.unwrap();
+        assert_eq!(sm_state(&mut b).await, (Some(100), model(100)));
+        a.close().unwrap();
+        b.close().unwrap();
+    });
+    assert_eq!(rules.counts().refused_mapped, 0, "{:?}", rules.counts());
+    for d in [da.path(), db.path()] {
+        let (_, _sm) = open(d, segstore::Config::default()).unwrap();
+        let left = names(&d.join("sm"));
+        assert_eq!(left.len(), 3, "{left:?}");
+    }
 }
