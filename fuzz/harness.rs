@@ -239,13 +239,19 @@ fn decode_manifests(data: &[u8]) {
     }
 }
 
-/// Repair message decoding: the input as a frame, and (first byte = kind, the rest
-/// = body) wrapped in a valid frame header and checksum, which reaches the body decoders.
+/// Repair message decoding: the input as a frame, and (first byte = kind, its top bit
+/// choosing the oldest version read over the current one, the rest = body) wrapped in a
+/// valid frame header and checksum, which reaches the body decoders of both versions.
 pub fn message(data: &[u8]) {
+    use segstore::repair::message::{OLDEST_VERSION, VERSION};
     decode_message(data);
     if let Some((&kind, body)) = data.split_first() {
         let mut frame = segstore::repair::message::MAGIC.to_vec();
-        frame.push(segstore::repair::message::VERSION);
+        frame.push(if kind & 0x80 != 0 {
+            OLDEST_VERSION
+        } else {
+            VERSION
+        });
         frame.push(kind % 4);
         frame.extend_from_slice(&(body.len() as u64).to_le_bytes());
         frame.extend_from_slice(body);

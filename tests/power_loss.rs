@@ -168,6 +168,31 @@ impl Ctx<'_> {
         }
     }
 
+    /// A range delete of `[lo, hi)`, to the model a delete of each key of the scripts'
+    /// universe (`k000`..`k009`) in it: one record, so all of them or none.
+    fn delete_range(&mut self, t: &str, lo: &str, hi: &str) -> Result<()> {
+        let keys: Vec<String> = (0..10)
+            .map(|i| format!("k{i:03}"))
+            .filter(|k| k.as_str() >= lo && k.as_str() < hi)
+            .collect();
+        for k in &keys {
+            self.model.attempt(t, k.as_bytes(), None);
+        }
+        let r = self
+            .table(t)
+            .and_then(|table| table.delete_range(lo.as_bytes()..hi.as_bytes()));
+        for k in &keys {
+            match &r {
+                Ok(_) => self.model.acked(t, k.as_bytes(), None),
+                Err(_) => {
+                    let key = (t.to_string(), k.as_bytes().to_vec());
+                    self.model.failed.push((key, None));
+                }
+            }
+        }
+        r.map(drop)
+    }
+
     fn flush(&mut self, t: &str) -> Result<()> {
         self.table(t)?.flush()?;
         self.model.flushed(t);
@@ -231,6 +256,21 @@ fn flush_and_compact(c: &mut Ctx<'_>) -> Result<()> {
     c.flush("a")?;
     c.compact("a")?;
     writes(c, "a", 3, 4)?;
+    c.sync()
+}
+
+/// Range deletes in the memtable, flushed into a segment (one holding only a range
+/// tombstone too), compacted with the cells they cover, and left in the log.
+fn range_deletes(c: &mut Ctx<'_>) -> Result<()> {
+    writes(c, "a", 1, 8)?;
+    c.flush("a")?;
+    c.delete_range("a", "k002", "k006")?;
+    c.flush("a")?;
+    c.put("a", "k003", "back")?;
+    writes(c, "b", 1, 3)?;
+    c.delete_range("b", "k000", "k002")?;
+    c.compact("a")?;
+    c.delete_range("a", "k005", "k009")?;
     c.sync()
 }
 
@@ -586,6 +626,22 @@ fn batch_flush_and_compact() {
         flush_and_compact,
     );
     assert!(n > 50);
+}
+
+#[test]
+fn batch_range_deletes() {
+    assert!(
+        every_crash_point(
+            "batch/range deletes",
+            opts(CommitLogSync::Batch),
+            range_deletes
+        ) > 50
+    );
+}
+
+#[test]
+fn periodic_range_deletes() {
+    assert!(every_crash_point("periodic/range deletes", opts(PERIODIC), range_deletes) > 50);
 }
 
 #[test]

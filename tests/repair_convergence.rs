@@ -3,7 +3,9 @@
 //! after one repair every replica answers every key the same (tombstones included) and
 //! as the union of all writes says it must; a second repair finds no difference; the
 //! ephemeral snapshots of sequential repair are cleared (their deletion deferred while
-//! mapped); every store closes clean.
+//! mapped); every store closes clean. Histories hold range deletes too (issue 20): after
+//! one repair every replica holds the union of the range tombstones, hides the same
+//! cells, and a second repair streams neither rows nor range tombstones.
 //!
 //! `PROPTEST_CASES=500 cargo test --release --test repair_convergence` runs it deep.
 
@@ -14,13 +16,15 @@ use std::collections::BTreeMap;
 use common::test_config;
 use proptest::prelude::*;
 use segstore::repair::{
-    newer, token, LocalTransport, Parallelism, RepairOptions, RepairReport, RepairSession, Replica,
-    ReplicaId, Row, SegmentReplica, Shape, SnapshotStatus, TokenRange,
+    newer, token, LocalTransport, Parallelism, RangeTombstone, RangeTombstones, RepairOptions,
+    RepairReport, RepairSession, Replica, ReplicaId, Row, SegmentReplica, Shape, SnapshotStatus,
+    TokenRange,
 };
 use segstore::{DiskAccessMode, Error, FileRules, Store};
 
 /// One write in a history: which replicas it reached, and whether those replicas flush
-/// their buffered writes into a segment afterwards.
+/// their buffered writes into a segment afterwards. With `range: Some(len)` it is a
+/// range delete of the `len` keys from `key` on, at `ts`.
 #[derive(Debug, Clone)]
 struct Step {
     key: u8,
@@ -29,6 +33,15 @@ struct Step {
     ts: u64,
     reach: u8,
     flush: bool,
+    range: Option<u8>,
+}
+
+fn range_of(s: &Step, len: u8) -> RangeTombstone {
+    RangeTombstone {
+        start: key(s.key),
+        end: Some(key(s.key + len)),
+        ts: s.ts,
+    }
 }
 
 fn key(k: u8) -> Vec<u8> {
@@ -56,14 +69,16 @@ fn step() -> impl Strategy<Value = Step> {
         1u64..12,
         1u8..8,
         prop::bool::weighted(0.2),
+        prop::option::weighted(0.08, 1u8..8),
     )
-        .prop_map(|(key, delete, value, ts, reach, flush)| Step {
+        .prop_map(|(key, delete, value, ts, reach, flush, range)| Step {
             key,
             delete,
             value,
             ts,
             reach,
             flush,
+            range,
         })
 }
 
@@ -122,24 +137,67 @@ impl Cluster {
     }
 }
 
-/// Apply `history` to the replicas; returns the model: the winner of every write.
-fn apply_history(replicas: &[SegmentReplica<'_>], history: &[Step]) -> BTreeMap<Vec<u8>, Row> {
+/// What every replica must end with: the winner of every cell written, and the union of
+/// every range tombstone.
+struct Model {
+    rows: BTreeMap<Vec<u8>, Row>,
+    ranges: RangeTombstones,
+}
+
+impl Model {
+    /// What `get` answers: the winner, or a range tombstone at least as new as a point
+    /// tombstone at its timestamp.
+    fn get(&self, k: &[u8]) -> Option<Row> {
+        let w = self.rows.get(k).cloned();
+        match self.ranges.cover_ts(k) {
+            Some(ts) if w.as_ref().is_none_or(|w| w.ts <= ts) => Some(Row {
+                key: k.to_vec(),
+                value: Vec::new(),
+                ts,
+                tombstone: true,
+            }),
+            _ => w,
+        }
+    }
+
+    /// What a scan yields: the winners no range tombstone deletes.
+    fn scan(&self) -> Vec<Row> {
+        let rows = self.rows.values();
+        rows.filter(|r| !self.ranges.deletes(&r.key, r.ts))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Apply `history` to the replicas; returns the model.
+fn apply_history(replicas: &[SegmentReplica<'_>], history: &[Step]) -> Model {
     let n = replicas.len();
-    let mut buffers: Vec<Vec<Row>> = vec![Vec::new(); n];
+    let mut buffers: Vec<(Vec<Row>, RangeTombstones)> = vec![Default::default(); n];
     let mut model: BTreeMap<Vec<u8>, Row> = BTreeMap::new();
+    let mut ranges = RangeTombstones::new();
     for s in history {
         let row = row_of(s);
         let mut reach = s.reach as usize & ((1 << n) - 1);
         if reach == 0 {
             reach = (1 << n) - 1;
         }
-        for (i, buf) in buffers.iter_mut().enumerate() {
+        for (i, (buf, rbuf)) in buffers.iter_mut().enumerate() {
             if reach & (1 << i) != 0 {
-                buf.push(row.clone());
+                match s.range {
+                    Some(len) => rbuf.insert(&range_of(s, len)),
+                    None => buf.push(row.clone()),
+                }
                 if s.flush {
-                    replicas[i].write(std::mem::take(buf)).unwrap();
+                    let rs = std::mem::take(rbuf);
+                    replicas[i]
+                        .write_with_ranges(std::mem::take(buf), &rs)
+                        .unwrap();
                 }
             }
+        }
+        if let Some(len) = s.range {
+            ranges.insert(&range_of(s, len));
+            continue;
         }
         let w = match model.remove(&row.key) {
             Some(old) => newer(old, row),
@@ -147,10 +205,13 @@ fn apply_history(replicas: &[SegmentReplica<'_>], history: &[Step]) -> BTreeMap<
         };
         model.insert(w.key.clone(), w);
     }
-    for (r, buf) in replicas.iter().zip(buffers) {
-        r.write(buf).unwrap();
+    for (r, (buf, rbuf)) in replicas.iter().zip(buffers) {
+        r.write_with_ranges(buf, &rbuf).unwrap();
     }
-    model
+    Model {
+        rows: model,
+        ranges,
+    }
 }
 
 fn run(replicas: &[SegmentReplica<'_>], opts: &RepairOptions) -> RepairReport {
@@ -171,7 +232,10 @@ fn check_convergence(
     {
         let replicas = cluster.replicas("t");
         let model = apply_history(&replicas, history);
-        let before: Vec<Vec<Row>> = replicas.iter().map(|r| r.scan().unwrap()).collect();
+        let before: Vec<(Vec<Row>, RangeTombstones)> = replicas
+            .iter()
+            .map(|r| (r.scan().unwrap(), r.range_tombstones()))
+            .collect();
         let mut opts = RepairOptions::default();
         opts.depth = depth;
         opts.parallelism = parallelism;
@@ -181,21 +245,18 @@ fn check_convergence(
         assert_eq!(report.was_in_sync(), in_sync, "{report}");
         assert!(report.converged(), "{report}");
 
-        // Every replica answers every key as the model says, tombstones included.
-        for k in 0..40u8 {
+        // Every replica answers every key as the model says, tombstones included, and
+        // holds every range tombstone.
+        for k in 0..48u8 {
             let want = model.get(&key(k));
             for r in &replicas {
-                assert_eq!(
-                    r.get(&key(k)).unwrap().as_ref(),
-                    want,
-                    "key {k} on {}",
-                    r.id()
-                );
+                assert_eq!(r.get(&key(k)).unwrap(), want, "key {k} on {}", r.id());
             }
         }
-        let want: Vec<Row> = model.values().cloned().collect();
+        let want = model.scan();
         for r in &replicas {
             assert_eq!(r.scan().unwrap(), want);
+            assert_eq!(r.range_tombstones(), model.ranges, "{}", r.id());
         }
 
         // Sequential: one cleared snapshot per replica, no reader left on any.
@@ -212,6 +273,7 @@ fn check_convergence(
         let again = run(&replicas, &opts);
         assert!(again.was_in_sync(), "{again}");
         assert_eq!(again.total_rows_streamed(), 0);
+        assert_eq!(again.total_range_tombstones_streamed(), 0, "{again}");
         assert_eq!(again.roots_before, report.roots_after);
     }
     cluster.close();
@@ -260,6 +322,7 @@ fn fixed_history() -> Vec<Step> {
             ts: 1 + (x >> 16) % 10,
             reach: 1 + ((x >> 24) % 7) as u8,
             flush: i % 9 == 0,
+            range: (x % 17 == 0).then_some(1 + ((x >> 32) % 7) as u8),
         });
     }
     h
@@ -268,6 +331,7 @@ fn fixed_history() -> Vec<Step> {
 #[test]
 fn every_mode_and_parallelism_on_two_and_three_replicas() {
     let h = fixed_history();
+    assert!(h.iter().filter(|s| s.range.is_some()).count() >= 3);
     for mode in DiskAccessMode::all() {
         for par in [Parallelism::Sequential, Parallelism::Parallel] {
             for n in [2, 3] {
@@ -502,4 +566,44 @@ fn a_sub_range_repair_touches_only_that_range() {
         }
     }
     cluster.close();
+}
+
+/// Replicas whose rows agree but whose range tombstones differ (a range delete over
+/// keys no replica holds): the leaves agree, the range tombstone digests do not, and a
+/// stream carries the range tombstones alone.
+#[test]
+fn range_tombstones_alone_are_streamed_where_only_they_differ() {
+    for par in [Parallelism::Sequential, Parallelism::Parallel] {
+        let cluster = Cluster::new(3, DiskAccessMode::Mmap);
+        {
+            let rs = cluster.replicas("t");
+            for r in &rs {
+                r.write(vec![put(1, "a", 1)]).unwrap();
+            }
+            let gone = |a: &str, b: &str, ts| RangeTombstone {
+                start: a.into(),
+                end: Some(b.into()),
+                ts,
+            };
+            let only_a = RangeTombstones::from_list(&[gone("x", "z", 5)]);
+            rs[0].write_with_ranges(Vec::new(), &only_a).unwrap();
+            let mut opts = RepairOptions::default();
+            opts.parallelism = par;
+            let report = run(&rs, &opts);
+            println!("{report}");
+            assert_eq!(report.differing_leaves, 0, "{report}");
+            assert!(report.range_tombstones_differ && !report.was_in_sync());
+            assert_eq!(report.total_rows_streamed(), 0);
+            // The first replica of the class sends to each of the two others.
+            assert_eq!(report.total_range_tombstones_streamed(), 2, "{report}");
+            assert!(report.converged(), "{report}");
+            for r in &rs {
+                assert_eq!(r.range_tombstones(), only_a, "{}", r.id());
+            }
+            let again = run(&rs, &opts);
+            assert!(again.was_in_sync(), "{again}");
+            assert_eq!(again.total_range_tombstones_streamed(), 0);
+        }
+        cluster.close();
+    }
 }

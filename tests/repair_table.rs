@@ -366,3 +366,101 @@ fn tables_with_different_gc_grace_are_refused() {
         assert!(s.close().unwrap().is_clean());
     }
 }
+
+/// Range deletes converge (issue 20): replica a deleted `key010..key030` (its range
+/// tombstone in a segment) and wrote `key015` after it; replica b missed the delete and
+/// holds a cell under it that only it has (`key020`) and one newer than it (`key025`,
+/// in its memtable); a third replica deleted an overlapping, older range
+/// (`key028..key040`, in its memtable). After one repair every replica reads the same
+/// keys as the union of the deletes says, holds the same range tombstones, and a second
+/// repair streams nothing.
+#[test]
+fn range_deletes_converge_and_a_second_repair_streams_nothing() {
+    for mode in [DiskAccessMode::Mmap, DiskAccessMode::Standard] {
+        for par in [Parallelism::Sequential, Parallelism::Parallel] {
+            for n in [2, 3] {
+                let cluster = Cluster::new(n, mode);
+                {
+                    let rs = cluster.replicas("t");
+                    write_range_delete_divergence(&rs);
+                    check_range_delete_convergence(&rs, par);
+                }
+                cluster.close();
+            }
+        }
+    }
+}
+
+fn put_at(r: &TableReplica<'_>, k: u32, v: &str, ts: u64) {
+    r.lsm()
+        .write(WriteBatch::new().put_at(key(k), v, ts))
+        .unwrap();
+}
+
+fn write_range_delete_divergence(rs: &[TableReplica<'_>]) {
+    for r in rs {
+        let mut b = WriteBatch::new();
+        for k in 0..KEYS {
+            b.put_at(key(k), "common", 100);
+        }
+        r.lsm().write(&b).unwrap();
+        r.lsm().flush().unwrap();
+    }
+    let a = rs[0].lsm();
+    a.delete_range_at(key(10)..key(30), 200).unwrap();
+    a.flush().unwrap();
+    put_at(&rs[0], 15, "a-after", 300);
+    put_at(&rs[1], 20, "b-under", 150);
+    rs[1].lsm().flush().unwrap();
+    put_at(&rs[1], 25, "b-after", 250);
+    if let Some(c) = rs.get(2) {
+        c.lsm().delete_range_at(key(28)..key(40), 120).unwrap();
+    }
+}
+
+/// What every replica reads once repaired.
+fn range_delete_expected(n: usize, k: u32) -> Option<&'static str> {
+    match k {
+        15 => Some("a-after"),
+        25 => Some("b-after"),
+        10..30 => None,
+        30..40 if n == 3 => None,
+        _ => Some("common"),
+    }
+}
+
+fn check_range_delete_convergence(rs: &[TableReplica<'_>], par: Parallelism) {
+    let mut union = segstore::repair::RangeTombstones::new();
+    for r in rs {
+        union.extend(&r.lsm().range_tombstones().unwrap());
+    }
+    let mut opts = RepairOptions::default();
+    opts.depth = 6;
+    opts.parallelism = par;
+    let report = run(rs, &opts);
+    assert!(report.range_tombstones_differ, "{report}");
+    assert!(report.total_range_tombstones_streamed() > 0, "{report}");
+    assert!(report.converged(), "{report}");
+    for k in 0..KEYS {
+        let want = range_delete_expected(rs.len(), k);
+        for r in rs {
+            let got = r.lsm().get(key(k)).unwrap();
+            assert_eq!(
+                got.as_deref(),
+                want.map(str::as_bytes),
+                "key {k} on {}",
+                r.id()
+            );
+        }
+    }
+    let first = rs[0].scan().unwrap();
+    for r in rs {
+        assert_eq!(r.lsm().range_tombstones().unwrap(), union, "{}", r.id());
+        assert_eq!(r.scan().unwrap(), first, "{}", r.id());
+    }
+    let again = run(rs, &opts);
+    assert!(again.was_in_sync(), "{again}");
+    assert_eq!(again.total_rows_streamed(), 0, "{again}");
+    assert_eq!(again.total_range_tombstones_streamed(), 0, "{again}");
+    assert_eq!(again.roots_before, report.roots_after);
+}

@@ -25,6 +25,20 @@
 //! a subtree with no rows has digest `0` (its leaves are all `0`), so the many empty
 //! leaves of a deep tree over little data cost nothing to hash. A non-empty leaf or
 //! subtree hashes to `0` with probability 2^-128.
+//!
+//! # Range tombstones: one digest beside the leaves
+//! A range tombstone deletes a range of *keys*, and tokens are key hashes, so it spans
+//! every token of every leaf: it cannot be hashed into one leaf. A tree therefore
+//! carries, beside its leaves, [`range_digest`] of the source's whole set of range
+//! tombstones (the table's, whatever token range is repaired): xxh3-128 of the set's
+//! canonical encoding, the disjoint coalesced fragments of
+//! [`RangeTombstones::encode`] (two sets that cover the same keys at the same
+//! timestamps encode alike, whatever the order or shape of the deletes that made them),
+//! and `0` for no range tombstone. The coordinator compares these digests apart from
+//! the leaves; the root ([`MerkleTree::root`]) folds the digest in when it is not `0`,
+//! so equal roots still mean equal data and a tree without range tombstones keeps the
+//! root it had before they existed. The rows a tree hashes are those the range
+//! tombstones leave (a covered cell is not a row: see [`super::RowSource`]).
 
 use std::fmt;
 
@@ -32,6 +46,7 @@ use xxhash_rust::xxh3::xxh3_128;
 
 use crate::error::{Error, Result};
 use crate::format::key_hash;
+use crate::format::ranges::RangeTombstones;
 
 use super::Row;
 
@@ -234,6 +249,18 @@ fn node_digest(left: u128, right: u128) -> u128 {
     xxh3_128(&b)
 }
 
+/// The digest of a set of range tombstones (see the module docs): `0` for none, else
+/// xxh3-128 of its canonical encoding.
+pub fn range_digest(set: &RangeTombstones) -> Digest {
+    if set.is_empty() {
+        return Digest(0);
+    }
+    let mut b = Vec::with_capacity(16 + 32 * set.len());
+    b.extend_from_slice(b"range tombstones");
+    set.encode(&mut b);
+    Digest(xxh3_128(&b))
+}
+
 /// Builds a tree one row at a time, in any order.
 #[derive(Debug)]
 pub struct MerkleBuilder {
@@ -302,6 +329,8 @@ pub struct MerkleTree {
     nodes: Vec<Digest>,
     rows: u64,
     skipped: u64,
+    /// [`range_digest`] of the source's range tombstones.
+    ranges: Digest,
 }
 
 impl MerkleTree {
@@ -342,7 +371,25 @@ impl MerkleTree {
             nodes,
             rows: 0,
             skipped: 0,
+            ranges: Digest(0),
         }
+    }
+
+    /// This tree with `digest` ([`range_digest`]) as its range tombstones' digest.
+    pub fn with_range_digest(mut self, digest: Digest) -> MerkleTree {
+        self.ranges = digest;
+        self
+    }
+
+    /// The digest of the range tombstones of the tree's source ([`range_digest`]; `0`
+    /// for none).
+    pub fn range_digest(&self) -> Digest {
+        self.ranges
+    }
+
+    /// The digest of the leaves alone (the root of the tree of rows).
+    pub fn rows_root(&self) -> Digest {
+        self.nodes[1]
     }
 
     /// Range and depth.
@@ -350,9 +397,17 @@ impl MerkleTree {
         self.shape
     }
 
-    /// The root digest: equal roots mean equal data (see the module docs).
+    /// The root digest: equal roots mean equal data, rows and range tombstones (see the
+    /// module docs). Without range tombstones it is [`Self::rows_root`].
     pub fn root(&self) -> Digest {
-        self.nodes[1]
+        if self.ranges.0 == 0 {
+            return self.nodes[1];
+        }
+        let mut b = [0u8; 33];
+        b[..16].copy_from_slice(&self.nodes[1].0.to_le_bytes());
+        b[16..32].copy_from_slice(&self.ranges.0.to_le_bytes());
+        b[32] = b'r';
+        Digest(xxh3_128(&b))
     }
 
     /// The leaf digests, in token order.
@@ -519,6 +574,31 @@ mod tests {
         let rs = coalesce(vec![r(0, 4), r(10, 20)]);
         assert!(ranges_contain(&rs, 0) && ranges_contain(&rs, 4) && ranges_contain(&rs, 15));
         assert!(!ranges_contain(&rs, 5) && !ranges_contain(&rs, 21) && !ranges_contain(&[], 1));
+    }
+
+    #[test]
+    fn range_digest_is_of_the_canonical_set_and_folds_into_the_root() {
+        use crate::format::ranges::RangeTombstone;
+        let rt = |a: &[u8], b: &[u8], ts| RangeTombstone {
+            start: a.to_vec(),
+            end: Some(b.to_vec()),
+            ts,
+        };
+        assert_eq!(range_digest(&RangeTombstones::new()), Digest(0));
+        let ab = RangeTombstones::from_list(&[rt(b"a", b"m", 3), rt(b"f", b"z", 3)]);
+        let ba = RangeTombstones::from_list(&[rt(b"f", b"z", 3), rt(b"a", b"z", 3)]);
+        assert_eq!(range_digest(&ab), range_digest(&ba));
+        let newer = RangeTombstones::from_list(&[rt(b"a", b"z", 4)]);
+        assert_ne!(range_digest(&ab), range_digest(&newer));
+        assert_ne!(range_digest(&ab), Digest(0));
+
+        let rows = [row(b"k", b"v", 1, false)];
+        let t = MerkleTree::build(TokenRange::FULL, 4, rows).unwrap();
+        assert_eq!(t.root(), t.rows_root());
+        let with = t.clone().with_range_digest(range_digest(&ab));
+        assert_ne!(with.root(), t.root());
+        assert_eq!(with.rows_root(), t.rows_root());
+        assert_eq!(diff_leaves(&with, &t).unwrap(), Vec::<usize>::new());
     }
 
     proptest! {

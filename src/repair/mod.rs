@@ -5,7 +5,8 @@
 //! - [`message`]: the messages and their versioned, checksummed wire format.
 //! - [`transport`]: the [`Transport`] trait an embedding database implements over its own
 //!   network, and [`LocalTransport`] for one process.
-//! - [`session`]: the [`Replica`] trait and [`RepairSession::run`].
+//! - [`session`]: the [`Replica`] trait and [`RepairSession::run`]; `stream.rs`: the
+//!   coordinator's plan and the streams of rows and range tombstones.
 //! - [`report`]: [`RepairReport`], what a session found and did.
 //! - [`table_replica`]: [`TableReplica`], a `Replica` over one LSM table of a store.
 //! - [`segment_replica`]: [`SegmentReplica`], a `Replica` over one table's bare segments
@@ -20,9 +21,23 @@
 //! applying the union of every replica's rows on every replica gives each the same
 //! winner: after one repair the replicas agree and a second repair finds nothing.
 //!
+//! # Range tombstones
+//! A range tombstone (`Table::delete_range`) deletes the cells of a key range at or
+//! below its timestamp. Tokens are key hashes, so it spans every token: a tree carries
+//! one digest of the replica's whole set of range tombstones beside its leaves
+//! ([`merkle`]: xxh3-128 of the canonical fragment encoding), whatever token range is
+//! repaired. Where the digests differ, each class of equal digests sends its whole set
+//! to the others, and a receiver unites it with its own ([`Replica::apply_range_tombstones`]:
+//! the newest timestamp per key, as `RangeTombstones::insert`), each fragment keeping
+//! its timestamp. The union is one canonical set whatever the order of arrival, so the
+//! digests agree after one exchange. Rows are what the range tombstones leave: a cell
+//! a replica's range tombstone deletes is not a row of it, and a row streamed to a
+//! replica whose range tombstone deletes it stays hidden there.
+//!
 //! # Invariants
 //! R1. A tree hashes every part of every resolved row (key, value, timestamp, tombstone),
-//!     so a missed delete or a different timestamp is a difference (see [`merkle`]).
+//!     and the canonical set of range tombstones, so a missed delete, a missed range
+//!     delete or a different timestamp is a difference (see [`merkle`]).
 //! R2. Everything that crosses a transport is an encoded frame; decoding never panics
 //!     and bad bytes give [`crate::Error::BadMessage`].
 //! R3. Replicas of different tables or incompatible settings are refused with
@@ -39,10 +54,11 @@ pub mod message;
 pub mod report;
 pub mod segment_replica;
 pub mod session;
+mod stream;
 pub mod table_replica;
 pub mod transport;
 
-pub use merkle::{diff, Digest, MerkleTree, Shape, TokenRange, MAX_DEPTH};
+pub use merkle::{diff, range_digest, Digest, MerkleTree, Shape, TokenRange, MAX_DEPTH};
 pub use message::{DecodeError, Message, RowBatch, StreamPlan, TreeMessage};
 pub use report::{RepairReport, SnapshotReport, SnapshotStatus, StreamStats, Timings};
 pub use segment_replica::SegmentReplica;
@@ -55,6 +71,8 @@ pub use transport::{Envelope, LocalTransport, Transport};
 /// A row as repair sees it: one resolved version of a key (a tombstone has an empty
 /// value).
 pub use crate::segment::Entry as Row;
+
+pub use crate::segment::{RangeTombstone, RangeTombstones};
 
 /// Identifies a replica (a node) within a repair session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

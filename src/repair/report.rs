@@ -46,6 +46,9 @@ pub struct StreamStats {
     pub batches: u64,
     /// Encoded bytes sent.
     pub bytes: u64,
+    /// Range tombstone fragments sent (the sender's whole set, when the range tombstone
+    /// digests differ).
+    pub range_tombstones: u64,
 }
 
 /// Wall-clock time of each step.
@@ -82,7 +85,11 @@ pub struct RepairReport {
     pub differing_leaves: usize,
     /// Their token ranges, adjacent ones coalesced.
     pub differing_ranges: Vec<TokenRange>,
-    /// Streams, one per (sender, receiver) pair that had rows to exchange.
+    /// Whether the replicas' range tombstone digests differed (each class then sent its
+    /// set to the others).
+    pub range_tombstones_differ: bool,
+    /// Streams, one per (sender, receiver) pair that had rows or range tombstones to
+    /// exchange.
     pub streams: Vec<StreamStats>,
     /// Root digest of each replica's tree after streaming (empty unless `verify`).
     pub roots_after: Vec<(ReplicaId, Digest)>,
@@ -95,9 +102,9 @@ pub struct RepairReport {
 }
 
 impl RepairReport {
-    /// True when no leaf differed.
+    /// True when no leaf and no range tombstone digest differed.
     pub fn was_in_sync(&self) -> bool {
-        self.differing_leaves == 0
+        self.differing_leaves == 0 && !self.range_tombstones_differ
     }
 
     /// True when verification ran and every root after streaming is equal.
@@ -122,6 +129,11 @@ impl RepairReport {
     pub fn total_rows_streamed(&self) -> u64 {
         self.streams.iter().map(|s| s.rows).sum()
     }
+
+    /// Range tombstone fragments streamed in all directions.
+    pub fn total_range_tombstones_streamed(&self) -> u64 {
+        self.streams.iter().map(|s| s.range_tombstones).sum()
+    }
 }
 
 impl fmt::Display for RepairReport {
@@ -145,6 +157,9 @@ impl fmt::Display for RepairReport {
             self.differing_leaves,
             self.differing_ranges.len()
         )?;
+        if self.range_tombstones_differ {
+            writeln!(f, "  range tombstones differ")?;
+        }
         const SHOWN: usize = 8;
         for r in self.differing_ranges.iter().take(SHOWN) {
             writeln!(f, "    {r}")?;
@@ -159,8 +174,8 @@ impl fmt::Display for RepairReport {
         for s in &self.streams {
             writeln!(
                 f,
-                "  streamed {} -> {}: {} rows in {} batches ({} bytes) for {} ranges",
-                s.from, s.to, s.rows, s.batches, s.bytes, s.ranges
+                "  streamed {} -> {}: {} rows in {} batches ({} bytes) for {} ranges, {} range tombstone fragments",
+                s.from, s.to, s.rows, s.batches, s.bytes, s.ranges, s.range_tombstones
             )?;
         }
         if self.streams.is_empty() {

@@ -3,20 +3,24 @@
 //! [`super::TableReplica`], which shares this file's snapshot reader.
 //!
 //! Reads merge every segment of the current view (or of a snapshot) key by key and keep
-//! the winning version ([`super::cmp_versions`]), tombstones included. `apply` writes the
-//! received rows, one winner per key, as one new segment (`set.writer()` + `set.add`).
+//! the winning version ([`super::cmp_versions`]), tombstones included, leaving out the
+//! cells the segments' range tombstones delete; the range tombstones are the union of
+//! the segments' (`SegmentReader::range_tombstones`). `apply` writes the received rows,
+//! one winner per key, as one new segment (`set.writer()` + `set.add`), and
+//! `apply_range_tombstones` one segment holding only the range tombstones received.
 //! Snapshots are the store's ephemeral snapshots of this one table.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::format::ranges::RangeTombstones;
 use crate::io::registry;
 use crate::lifecycle::{SegmentHandle, SegmentSet};
 use crate::segment::SegmentIter;
 use crate::snapshot;
 use crate::store::{SnapshotView, Store};
-use crate::table::merge::{BoxedSource, MergeIter, TombstonePolicy};
+use crate::table::merge::{BoxedSource, MergeIter, RangeFilter, TombstonePolicy};
 
 use super::merkle::{ranges_contain, TokenRange};
 use super::report::SnapshotStatus;
@@ -60,11 +64,15 @@ impl<'a> SegmentReplica<'a> {
         self.store
     }
 
-    /// The winning version of `key` across the live segments (a tombstone included).
+    /// The winning version of `key` across the live segments (a tombstone included);
+    /// a range tombstone at least as new as it wins as a point tombstone at its
+    /// timestamp (as [`crate::Table::get_cell`] answers).
     pub fn get(&self, key: &[u8]) -> Result<Option<Row>> {
         let view = self.set.view();
         let mut best: Option<Row> = None;
+        let mut cover = None;
         for h in &view.segments {
+            cover = cover.max(h.range_tombstones().cover_ts(key));
             if let Some(r) = h.get(key)? {
                 best = Some(match best {
                     Some(b) => newer(b, r),
@@ -72,7 +80,20 @@ impl<'a> SegmentReplica<'a> {
                 });
             }
         }
-        Ok(best)
+        match cover {
+            Some(ts) if best.as_ref().is_none_or(|b| b.ts <= ts) => Ok(Some(Row {
+                key: key.to_vec(),
+                value: Vec::new(),
+                ts,
+                tombstone: true,
+            })),
+            _ => Ok(best),
+        }
+    }
+
+    /// The union of the live segments' range tombstones.
+    pub fn range_tombstones(&self) -> RangeTombstones {
+        union_of(&self.set.view().segments)
     }
 
     /// Every resolved row in key order.
@@ -80,9 +101,9 @@ impl<'a> SegmentReplica<'a> {
         self.rows(&[TokenRange::FULL])?.collect()
     }
 
-    /// Merge every live segment into one (a minimal compaction): the old segments become
-    /// obsolete and go, with their mappings, once no reader holds them. Returns the
-    /// number of segments replaced.
+    /// Merge every live segment into one (a minimal compaction, which keeps every range
+    /// tombstone): the old segments become obsolete and go, with their mappings, once
+    /// no reader holds them. Returns the number of segments replaced.
     pub fn compact(&self) -> Result<usize> {
         let old = self.set.live_ids();
         if old.len() < 2 {
@@ -94,6 +115,7 @@ impl<'a> SegmentReplica<'a> {
         for r in &rows {
             w.add(&r.key, &r.value, r.ts, r.tombstone)?;
         }
+        w.add_range_tombstones(&self.range_tombstones())?;
         w.finish()?;
         self.set.replace(&old, std::slice::from_ref(&name))?;
         Ok(old.len())
@@ -101,14 +123,28 @@ impl<'a> SegmentReplica<'a> {
 
     /// Write rows as one new segment (the same as [`Replica::apply`]).
     pub fn write(&self, rows: Vec<Row>) -> Result<()> {
-        write_segment(&self.set, rows)
+        write_segment(&self.set, rows, &RangeTombstones::new())
+    }
+
+    /// Write rows and range tombstones as one new segment.
+    pub fn write_with_ranges(&self, rows: Vec<Row>, ranges: &RangeTombstones) -> Result<()> {
+        write_segment(&self.set, rows, ranges)
     }
 }
 
+/// The union of `handles`' range tombstones.
+fn union_of(handles: &[SegmentHandle]) -> RangeTombstones {
+    let mut all = RangeTombstones::new();
+    for h in handles {
+        all.extend(h.range_tombstones());
+    }
+    all
+}
+
 /// Write `rows` (any order, any number of versions per key) as one segment holding the
-/// winning version of each key.
-fn write_segment(set: &SegmentSet, mut rows: Vec<Row>) -> Result<()> {
-    if rows.is_empty() {
+/// winning version of each key, and `ranges`.
+fn write_segment(set: &SegmentSet, mut rows: Vec<Row>, ranges: &RangeTombstones) -> Result<()> {
+    if rows.is_empty() && ranges.is_empty() {
         return Ok(());
     }
     // Per key, the winner first; then keep the first of each key.
@@ -119,6 +155,7 @@ fn write_segment(set: &SegmentSet, mut rows: Vec<Row>) -> Result<()> {
     for r in &rows {
         w.add(&r.key, &r.value, r.ts, r.tombstone)?;
     }
+    w.add_range_tombstones(ranges)?;
     w.finish()?;
     set.add(std::slice::from_ref(&name))
 }
@@ -127,6 +164,10 @@ impl RowSource for SegmentReplica<'_> {
     fn rows(&self, ranges: &[TokenRange]) -> Result<RowIter<'_>> {
         let handles = self.set.view().segments.clone();
         Ok(Box::new(merge(handles, ranges)?))
+    }
+
+    fn range_tombstones(&self) -> Result<RangeTombstones> {
+        Ok(SegmentReplica::range_tombstones(self))
     }
 }
 
@@ -145,7 +186,11 @@ impl Replica for SegmentReplica<'_> {
     }
 
     fn apply(&self, rows: Vec<Row>) -> Result<()> {
-        write_segment(&self.set, rows)
+        write_segment(&self.set, rows, &RangeTombstones::new())
+    }
+
+    fn apply_range_tombstones(&self, set: &RangeTombstones) -> Result<()> {
+        write_segment(&self.set, Vec::new(), set)
     }
 
     fn snapshot_ephemeral(&self, tag: &str) -> Result<()> {
@@ -186,7 +231,9 @@ pub(super) fn snapshot_status(store: &Store, tag: &str) -> SnapshotStatus {
 }
 
 /// An open snapshot of one table: its segments stay open (and mapped) while this lives.
-/// Rows are resolved across the snapshot's segments, newest wins, tombstones kept.
+/// Rows are resolved across the snapshot's segments, newest wins, tombstones kept, the
+/// cells their range tombstones delete left out; the range tombstones are the union of
+/// the snapshot segments'.
 pub(super) struct SnapshotRows {
     view: SnapshotView,
     table: String,
@@ -202,26 +249,39 @@ impl SnapshotRows {
     }
 }
 
-impl RowSource for SnapshotRows {
-    fn rows(&self, ranges: &[TokenRange]) -> Result<RowIter<'_>> {
-        let handles = self
-            .view
+impl SnapshotRows {
+    fn handles(&self) -> Vec<SegmentHandle> {
+        self.view
             .tables
             .get(&self.table)
             .cloned()
-            .unwrap_or_default();
-        Ok(Box::new(merge(handles, ranges)?))
+            .unwrap_or_default()
+    }
+}
+
+impl RowSource for SnapshotRows {
+    fn rows(&self, ranges: &[TokenRange]) -> Result<RowIter<'_>> {
+        Ok(Box::new(merge(self.handles(), ranges)?))
+    }
+
+    fn range_tombstones(&self) -> Result<RangeTombstones> {
+        Ok(union_of(&self.handles()))
     }
 }
 
 /// The snapshot's segments merged by the table's k-way merge (`table::merge`, the one
-/// reconciliation rule, tombstones kept), each source first filtered to the ranges.
-/// Holds its segments' handles (and mappings) while it lives.
+/// reconciliation rule, tombstones kept, the cells the segments' range tombstones
+/// delete left out), each source first filtered to the ranges. Holds its segments'
+/// handles (and mappings) while it lives.
 fn merge(
     handles: Vec<SegmentHandle>,
     ranges: &[TokenRange],
 ) -> Result<MergeIter<BoxedSource<'static>>> {
     let all = ranges == [TokenRange::FULL];
+    let filter = RangeFilter {
+        ranges: std::sync::Arc::new(union_of(&handles)),
+        newest: handles.iter().map(|h| h.stats().max_ts).collect(),
+    };
     let mut sources: Vec<BoxedSource<'static>> = Vec::with_capacity(handles.len());
     for h in handles {
         let ranges = ranges.to_vec();
@@ -231,5 +291,9 @@ fn merge(
         });
         sources.push(Box::new(it));
     }
-    Ok(MergeIter::new(sources, TombstonePolicy::Keep))
+    Ok(MergeIter::with_ranges(
+        sources,
+        TombstonePolicy::Keep,
+        filter,
+    ))
 }

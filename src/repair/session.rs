@@ -13,39 +13,50 @@
 //!    the mappings close.
 //! 2. **Plan.** The coordinator checks that every tree is of the same table, settings
 //!    fingerprint and shape ([`Error::RepairMismatch`] otherwise), finds the leaves where
-//!    not all replicas agree, and sends every replica a [`StreamPlan`]. For each such
-//!    leaf, replicas with equal leaf digests form a class; the first replica of each
-//!    class sends that leaf's rows to every replica outside its class.
+//!    not all replicas agree and whether the range tombstone digests differ, and sends
+//!    every replica a [`StreamPlan`](super::StreamPlan) (who sends what to whom:
+//!    `stream.rs`).
 //! 3. **Stream.** Every replica reads its rows in its plan's ranges once, sends them in
-//!    [`RowBatch`]es, then receives the batches its plan expects and applies them (the
-//!    newest version wins, see [`super::cmp_versions`]). Every replica reads before it
-//!    applies, so what is streamed is the data the trees describe (plus later writes).
+//!    [`RowBatch`](super::RowBatch)es (with its range tombstones to the replicas whose
+//!    set differs), then receives the batches its plan expects and applies them (the newest version wins,
+//!    see [`super::cmp_versions`]; range tombstones are united). Every replica reads
+//!    before it applies, so what is streamed is the data the trees describe (plus later
+//!    writes).
 //! 4. **Verify.** Trees are rebuilt from live data: after a repair with no concurrent
 //!    writes, every root is equal.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
-use super::merkle::{
-    coalesce, diff_leaves, ranges_contain, MerkleBuilder, MerkleTree, Shape, TokenRange,
-};
-use super::message::{Message, RowBatch, StreamPlan, TreeMessage};
+use super::merkle::{range_digest, MerkleBuilder, MerkleTree, Shape, TokenRange};
+use super::message::{Message, TreeMessage};
 use super::report::{RepairReport, SnapshotReport, SnapshotStatus, StreamStats, Timings};
+use super::stream::{plan, stream_in, stream_out, Planned};
 use super::transport::{send_message, try_recv_message, Transport};
-use super::{token, ReplicaId, Row};
+use super::{ReplicaId, Row};
+use crate::format::ranges::RangeTombstones;
 
 /// Rows from a source, in any order.
 pub type RowIter<'a> = Box<dyn Iterator<Item = Result<Row>> + 'a>;
 
 /// Something that yields resolved rows: one row per key, the winning version,
-/// tombstones included.
+/// tombstones included, and its range tombstones. A cell a range tombstone of the
+/// source deletes is not a row (so two sources that agree on what is deleted agree on
+/// their rows, however far each has compacted).
 pub trait RowSource {
     /// The rows whose token lies in any of `ranges` (sorted, coalesced), in any order.
     fn rows(&self, ranges: &[TokenRange]) -> Result<RowIter<'_>>;
+
+    /// Every range tombstone of the source (whatever the token ranges: a range
+    /// tombstone spans every token). The default is none, right for sources that hold
+    /// none.
+    fn range_tombstones(&self) -> Result<RangeTombstones> {
+        Ok(RangeTombstones::new())
+    }
 }
 
 /// One replica of a table, as repair sees it. [`RowSource::rows`] reads live data.
@@ -64,6 +75,12 @@ pub trait Replica: RowSource + Sync {
     /// for each key the winning version by [`super::cmp_versions`] is kept, timestamps
     /// unchanged.
     fn apply(&self, rows: Vec<Row>) -> Result<()>;
+
+    /// Merge range tombstones into the table, each with its own timestamp (as
+    /// [`crate::Table::delete_range_at`]): afterwards [`RowSource::range_tombstones`]
+    /// is the union of what it was and `set` (the newest timestamp per key), and the
+    /// cells they delete are no longer rows.
+    fn apply_range_tombstones(&self, set: &RangeTombstones) -> Result<()>;
 
     /// Take an ephemeral snapshot of this table under `tag` (cleared at close anyway).
     fn snapshot_ephemeral(&self, tag: &str) -> Result<()>;
@@ -169,11 +186,11 @@ impl Default for RepairOptions {
 pub struct RepairSession;
 
 /// Context shared by the steps of one session.
-struct Ctx<'a> {
-    session: u64,
-    transport: &'a dyn Transport,
-    opts: &'a RepairOptions,
-    shape: Shape,
+pub(super) struct Ctx<'a> {
+    pub(super) session: u64,
+    pub(super) transport: &'a dyn Transport,
+    pub(super) opts: &'a RepairOptions,
+    pub(super) shape: Shape,
     coordinator: ReplicaId,
     /// Index of the replica whose step failed first (`usize::MAX`: none). Replicas
     /// waiting for messages give up as soon as it is set.
@@ -186,7 +203,7 @@ const ABORT_POLL: Duration = Duration::from_millis(20);
 impl Ctx<'_> {
     /// The next message of this session for `me`; fails on timeout, on bad bytes, or as
     /// soon as another replica's step has failed.
-    fn recv(&self, me: ReplicaId) -> Result<(ReplicaId, Message, usize)> {
+    pub(super) fn recv(&self, me: ReplicaId) -> Result<(ReplicaId, Message, usize)> {
         let deadline = Instant::now() + self.opts.timeout;
         loop {
             if self.failed.load(AtomicOrdering::Acquire) != usize::MAX {
@@ -250,7 +267,11 @@ impl RepairSession {
         // 2. Collect, diff, plan.
         let t = Instant::now();
         let (trees, rows_hashed, tree_bytes) = collect_trees(&ctx, replicas)?;
-        let (plans, differing) = plan(&ctx, replicas, &trees)?;
+        let Planned {
+            plans,
+            differing,
+            ranges_differ,
+        } = plan(&ctx, replicas, &trees)?;
         for (r, p) in replicas.iter().zip(&plans) {
             send_message(
                 transport,
@@ -301,6 +322,7 @@ impl RepairSession {
             table = replicas[0].table(),
             parallelism = %opts.parallelism,
             differing_leaves = differing.len(),
+            range_tombstones_differ = ranges_differ,
             rows_streamed = streams.iter().map(|s| s.rows).sum::<u64>(),
             elapsed = ?timings.total,
             "repair session finished"
@@ -319,6 +341,7 @@ impl RepairSession {
                 .collect(),
             differing_leaves: differing.len(),
             differing_ranges: shape.ranges_of_leaves(differing),
+            range_tombstones_differ: ranges_differ,
             streams,
             roots_after,
             snapshots,
@@ -428,13 +451,15 @@ fn each_replica<'r, T: Send>(
     results.into_iter().collect()
 }
 
-/// Build a tree of `shape` from `source`.
+/// Build a tree of `shape` from `source`: its rows, and the digest of its range
+/// tombstones ([`range_digest`]).
 pub fn build_tree<S: RowSource + ?Sized>(source: &S, shape: Shape) -> Result<MerkleTree> {
     let mut b = MerkleBuilder::new(shape.range, shape.depth)?;
     for row in source.rows(&[shape.range])? {
         b.add(&row?);
     }
-    Ok(b.finish())
+    let ranges = range_digest(&source.range_tombstones()?);
+    Ok(b.finish().with_range_digest(ranges))
 }
 
 fn build_and_send<S: RowSource + ?Sized>(ctx: &Ctx<'_>, r: &dyn Replica, source: &S) -> Result<()> {
@@ -551,184 +576,4 @@ fn collect_trees(ctx: &Ctx<'_>, replicas: &[&dyn Replica]) -> Result<Collected> 
         rows.push((r.id(), n));
     }
     Ok((out, rows, bytes))
-}
-
-/// The plan of every replica, and the differing leaves (ascending).
-fn plan(
-    ctx: &Ctx<'_>,
-    replicas: &[&dyn Replica],
-    trees: &[MerkleTree],
-) -> Result<(Vec<StreamPlan>, Vec<usize>)> {
-    let n = trees.len();
-    let mut differing = Vec::new();
-    for t in &trees[1..] {
-        differing.extend(diff_leaves(&trees[0], t)?);
-    }
-    differing.sort_unstable();
-    differing.dedup();
-    // pair[i][j]: leaves whose rows i sends to j.
-    let mut pair: Vec<Vec<Vec<usize>>> = vec![vec![Vec::new(); n]; n];
-    let mut digests = Vec::with_capacity(n);
-    for &leaf in &differing {
-        digests.clear();
-        digests.extend(trees.iter().map(|t| t.leaves()[leaf]));
-        for i in 0..n {
-            if digests[..i].contains(&digests[i]) {
-                continue; // an earlier replica of the same class sends
-            }
-            for j in 0..n {
-                if digests[j] != digests[i] {
-                    pair[i][j].push(leaf);
-                }
-            }
-        }
-    }
-    let plans = (0..n)
-        .map(|i| StreamPlan {
-            session: ctx.session,
-            targets: (0..n)
-                .filter(|&j| !pair[i][j].is_empty())
-                .map(|j| {
-                    (
-                        replicas[j].id(),
-                        ctx.shape.ranges_of_leaves(pair[i][j].iter().copied()),
-                    )
-                })
-                .collect(),
-            expect_from: (0..n)
-                .filter(|&k| !pair[k][i].is_empty())
-                .map(|k| replicas[k].id())
-                .collect(),
-        })
-        .collect();
-    Ok((plans, differing))
-}
-
-/// Receive this replica's plan and send its rows.
-fn stream_out(ctx: &Ctx<'_>, r: &dyn Replica) -> Result<(StreamPlan, Vec<StreamStats>)> {
-    let me = r.id();
-    let (from, msg, _) = ctx.recv(me)?;
-    let Message::Plan(plan) = msg else {
-        return Err(Error::Transport(format!(
-            "{me} expected its stream plan from {from}, got another message"
-        )));
-    };
-    let mut out: Vec<Outgoing> = plan
-        .targets
-        .iter()
-        .map(|(to, ranges)| Outgoing {
-            stats: StreamStats {
-                from: me,
-                to: *to,
-                ranges: ranges.len(),
-                rows: 0,
-                batches: 0,
-                bytes: 0,
-            },
-            ranges: ranges.clone(),
-            rows: Vec::new(),
-            size: 0,
-        })
-        .collect();
-    if out.is_empty() {
-        return Ok((plan, Vec::new()));
-    }
-    let union = coalesce(out.iter().flat_map(|o| o.ranges.iter().copied()).collect());
-    let mut hits = Vec::with_capacity(out.len());
-    for row in r.rows(&union)? {
-        let row = row?;
-        let t = token(&row.key);
-        hits.clear();
-        hits.extend((0..out.len()).filter(|&i| ranges_contain(&out[i].ranges, t)));
-        let Some((&last, rest)) = hits.split_last() else {
-            continue;
-        };
-        for &i in rest {
-            out[i].push(ctx, row.clone(), false)?;
-        }
-        out[last].push(ctx, row, false)?;
-    }
-    for o in &mut out {
-        o.flush(ctx, true)?;
-    }
-    Ok((plan, out.into_iter().map(|o| o.stats).collect()))
-}
-
-struct Outgoing {
-    stats: StreamStats,
-    ranges: Vec<TokenRange>,
-    rows: Vec<Row>,
-    size: usize,
-}
-
-impl Outgoing {
-    fn push(&mut self, ctx: &Ctx<'_>, row: Row, last: bool) -> Result<()> {
-        self.size += row.key.len() + row.value.len() + 12;
-        self.rows.push(row);
-        if self.rows.len() >= ctx.opts.batch_rows || self.size >= ctx.opts.batch_bytes {
-            self.flush(ctx, last)?;
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self, ctx: &Ctx<'_>, last: bool) -> Result<()> {
-        let batch = RowBatch {
-            session: ctx.session,
-            from: self.stats.from,
-            seq: self.stats.batches,
-            last,
-            ranges: if self.stats.batches == 0 {
-                self.ranges.clone()
-            } else {
-                Vec::new()
-            },
-            rows: std::mem::take(&mut self.rows),
-        };
-        self.stats.rows += batch.rows.len() as u64;
-        self.size = 0;
-        let n = send_message(
-            ctx.transport,
-            self.stats.from,
-            self.stats.to,
-            &Message::Rows(batch),
-        )?;
-        self.stats.batches += 1;
-        self.stats.bytes += n as u64;
-        Ok(())
-    }
-}
-
-/// Receive every stream the plan expects, then apply the rows.
-fn stream_in(ctx: &Ctx<'_>, r: &dyn Replica, plan: &StreamPlan) -> Result<()> {
-    let me = r.id();
-    let mut next_seq: BTreeMap<ReplicaId, u64> = plan.expect_from.iter().map(|&f| (f, 0)).collect();
-    let mut rows = Vec::new();
-    while !next_seq.is_empty() {
-        let (from, msg, _) = ctx.recv(me)?;
-        let Message::Rows(b) = msg else {
-            return Err(Error::Transport(format!(
-                "{me} expected rows from {from}, got another message"
-            )));
-        };
-        let Some(seq) = next_seq.get_mut(&from).filter(|_| b.from == from) else {
-            return Err(Error::Transport(format!(
-                "{me} got an unexpected stream from {from}"
-            )));
-        };
-        if b.seq != *seq {
-            return Err(Error::Transport(format!(
-                "{me}: batch {} from {from} arrived where batch {} was due",
-                b.seq, seq
-            )));
-        }
-        *seq += 1;
-        rows.extend(b.rows);
-        if b.last {
-            next_seq.remove(&from);
-        }
-    }
-    if !rows.is_empty() {
-        r.apply(rows)?;
-    }
-    Ok(())
 }

@@ -2,13 +2,17 @@
 //!
 //! - Reads ([`RowSource::rows`]) merge the table's memtables and segments with
 //!   [`Table::scan_cells`]: one winning cell per key, tombstones included, so a missed
-//!   delete is a difference like any other (repair invariant R1).
+//!   delete is a difference like any other (repair invariant R1); cells the table's
+//!   range tombstones delete are left out. [`RowSource::range_tombstones`] is
+//!   [`Table::range_tombstones`].
 //! - [`Replica::apply`] writes the received cells through the table's ordinary write
 //!   path (commit log, then memtable) with their own timestamps and tombstones
 //!   ([`WriteBatch::put_at`], [`WriteBatch::delete_at`]), so a repaired cell is as
 //!   durable as any write and wins or loses by the one cell rule
 //!   ([`crate::newer_wins`]). Large applies are split into several commit log records;
 //!   a crash in between leaves a prefix applied, which the next repair completes.
+//!   [`Replica::apply_range_tombstones`] writes each fragment received with
+//!   [`WriteBatch::delete_range_at`] at its own timestamp, the same way.
 //! - [`Replica::snapshot_ephemeral`] is [`Store::snapshot_ephemeral`] of this table,
 //!   which flushes the table's memtables first: the snapshot, and so the sequential
 //!   tree, holds every write acknowledged before it.
@@ -19,6 +23,7 @@
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::format::ranges::RangeTombstones;
 use crate::store::Store;
 use crate::table::{Table, WriteBatch};
 
@@ -119,6 +124,10 @@ impl RowSource for TableReplica<'_> {
                 .map_or(true, |r| ranges_contain(&ranges, token(&r.key)))
         })))
     }
+
+    fn range_tombstones(&self) -> Result<RangeTombstones> {
+        self.table.range_tombstones()
+    }
 }
 
 impl Replica for TableReplica<'_> {
@@ -162,6 +171,19 @@ impl Replica for TableReplica<'_> {
             }
         }
         self.table.write(&batch).map(drop)
+    }
+
+    fn apply_range_tombstones(&self, set: &RangeTombstones) -> Result<()> {
+        use std::ops::Bound;
+        for chunk in set.fragments().chunks(APPLY_BATCH_CELLS) {
+            let mut batch = WriteBatch::new();
+            for f in chunk {
+                let end = f.end.clone().map_or(Bound::Unbounded, Bound::Excluded);
+                batch.delete_range_at((Bound::Included(f.start.clone()), end), f.ts);
+            }
+            self.table.write(&batch)?;
+        }
+        Ok(())
     }
 
     fn snapshot_ephemeral(&self, tag: &str) -> Result<()> {

@@ -396,7 +396,7 @@ impl Tables {
                         .entry(part.table.clone())
                         .or_insert_with(|| Memtable::for_flush_bytes(config.memtable_flush_bytes));
                     m.apply_entries(rec.seq, &part.cells);
-                    m.apply_ranges(rec.seq, &part.ranges);
+                    m.apply_ranges(rec.seq, &part.ranges, u64::MAX);
                 }
             }
             Ok(())

@@ -14,6 +14,7 @@
 //!   ([`range_filter`]) and the merge leaves out the cells they delete; where no source
 //!   may hold a newer cell inside a deleted fragment, the scan seeks past the fragment
 //!   instead of reading each cell (`merge` invariant 5).
+//! - [`Table::range_tombstones`] is the table's whole set, for repair.
 //! - Compaction drops the cells its inputs' range tombstones delete and keeps the
 //!   range tombstones, purging one under the cutoff rule of point tombstones
 //!   (`maintenance.rs`).
@@ -47,6 +48,25 @@ impl Table {
     /// the cells of the range at or below `ts`.
     pub fn delete_range_at(&self, range: impl KeyRange, ts: u64) -> Result<u64> {
         self.write(WriteBatch::new().delete_range_at(range, ts))
+    }
+
+    /// Every range tombstone of the table as one set (disjoint fragments, each at the
+    /// newest timestamp covering it): the union of every memtable's and every segment's
+    /// of the current view, as one picture of the table (never half
+    /// of a batch). Repair compares and streams it ([`crate::repair`]); purged range
+    /// tombstones are gone from it, as purged point tombstones are from
+    /// [`Table::scan_cells`].
+    pub fn range_tombstones(&self) -> Result<RangeTombstones> {
+        self.ctx.check_open()?;
+        let (pin, snap) = self.capture();
+        let mut all = RangeTombstones::new();
+        for m in snap.mems.iter().filter(|m| m.has_ranges()) {
+            m.add_ranges_at(pin.seq(), &mut all);
+        }
+        for s in &snap.view.segments {
+            all.extend(s.range_tombstones());
+        }
+        Ok(all)
     }
 }
 

@@ -240,7 +240,7 @@ fn write_tables_inner(
         for ((((t, _), m), c), r) in parts.iter().zip(&guards).zip(&cells).zip(&ranges) {
             m.active.apply_visible(seq, c, &ctx.visibility);
             if !r.is_empty() {
-                m.active.apply_ranges(seq, r);
+                m.active.apply_ranges(seq, r, ctx.visibility.floor());
             }
             // Invariant 6: before the write is acknowledged, inside the read lock.
             if !t.maybe_cells.load(Ordering::Relaxed) {

@@ -234,12 +234,13 @@ impl Memtable {
     }
 
     /// Apply the range tombstones of commit log record `seq` (its point cells go
-    /// through [`Memtable::apply`] and the like).
-    pub fn apply_ranges(&self, seq: u64, ranges: &[RangeTombstone]) {
+    /// through [`Memtable::apply`] and the like); `floor` as for
+    /// [`Memtable::apply_visible`] (`u64::MAX` at replay: no read is registered).
+    pub fn apply_ranges(&self, seq: u64, ranges: &[RangeTombstone], floor: u64) {
         if ranges.is_empty() {
             return;
         }
-        let bytes = self.ranges.insert(seq, ranges);
+        let bytes = self.ranges.insert(seq, ranges, floor);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
         if let Some(t) = ranges.iter().map(|r| r.ts).min() {
             self.min_ts.fetch_min(t, Ordering::AcqRel);

@@ -6,7 +6,10 @@
 //! and an insert (rare next to point writes) copies it under a mutex. Reads at or
 //! above the newest range delete's number (almost every read: plain reads at the
 //! visible number, flushes) use the fragments of every tombstone; an older read (a read
-//! view opened before a range delete) filters the list by number.
+//! view opened before a range delete) takes the fragments every registered read sees
+//! (`base`: the tombstones numbered at or below the visibility floor, folded in at
+//! each insert, so a prefix purged again and again does not pile up) plus the newer
+//! ones of the list its number allows.
 
 use std::sync::Arc;
 
@@ -24,7 +27,10 @@ pub(super) struct MemRanges {
 
 #[derive(Debug, Default)]
 struct Set {
-    /// Every tombstone with the number of the record that wrote it, in insert order.
+    /// The tombstones numbered at or below the visibility floor of the last insert:
+    /// every read sees them (visibility invariant 2).
+    base: RangeTombstones,
+    /// The other tombstones with the number of the record that wrote each.
     list: Vec<(u64, RangeTombstone)>,
     /// All of `list`, as fragments.
     all: RangeTombstones,
@@ -39,23 +45,36 @@ impl MemRanges {
         self.current.load().is_none()
     }
 
-    /// Add `ranges`, written by record `seq`. Returns the bytes they take (for the
-    /// flush threshold).
-    pub(super) fn insert(&self, seq: u64, ranges: &[RangeTombstone]) -> usize {
+    /// Add `ranges`, written by record `seq`, folding the tombstones numbered at or
+    /// below `floor` (no registered read is older) into the base. Returns the bytes
+    /// they take (for the flush threshold).
+    pub(super) fn insert(&self, seq: u64, ranges: &[RangeTombstone], floor: u64) -> usize {
         let _one = self.insert.lock();
         let old = self.current.load_full();
         let mut set = match old.as_deref() {
             Some(s) => Set {
-                list: s.list.clone(),
+                base: s.base.clone(),
+                list: Vec::with_capacity(s.list.len() + ranges.len()),
                 all: s.all.clone(),
                 max_seq: s.max_seq,
             },
             None => Set::default(),
         };
+        for (s, r) in old.as_deref().map_or(&[][..], |s| &s.list[..]) {
+            if *s <= floor {
+                set.base.insert(r);
+            } else {
+                set.list.push((*s, r.clone()));
+            }
+        }
         let mut bytes = 0;
         for r in ranges {
             set.all.insert(r);
-            set.list.push((seq, r.clone()));
+            if seq <= floor {
+                set.base.insert(r);
+            } else {
+                set.list.push((seq, r.clone()));
+            }
             bytes += r.start.len() + r.end.as_ref().map_or(0, Vec::len) + super::CELL_OVERHEAD;
         }
         set.max_seq = set.max_seq.max(seq);
@@ -72,11 +91,11 @@ impl MemRanges {
         if seq >= set.max_seq {
             return set.all.cover_ts(key);
         }
-        set.list
+        let newer = set
+            .list
             .iter()
-            .filter(|(s, r)| *s <= seq && r.contains(key))
-            .map(|(_, r)| r.ts)
-            .max()
+            .filter(|(s, r)| *s <= seq && r.contains(key));
+        newer.map(|(_, r)| r.ts).max().max(set.base.cover_ts(key))
     }
 
     /// Add the range tombstones a read at `seq` sees to `into`.
@@ -89,6 +108,7 @@ impl MemRanges {
             into.extend(&set.all);
             return;
         }
+        into.extend(&set.base);
         for (_, r) in set.list.iter().filter(|(s, _)| *s <= seq) {
             into.insert(r);
         }
@@ -106,6 +126,7 @@ impl MemRanges {
     /// The smallest timestamp of a range tombstone, if any.
     pub(super) fn min_ts(&self) -> Option<u64> {
         let guard = self.current.load();
-        guard.as_deref()?.list.iter().map(|(_, r)| r.ts).min()
+        let set = guard.as_deref()?;
+        set.all.fragments().iter().map(|r| r.ts).min()
     }
 }

@@ -1,11 +1,11 @@
 //! Repair messages and their wire format: compact, hand-written, versioned and
 //! checksummed, so any database can carry them over its own network.
 //!
-//! # Frame (version 1)
+//! # Frame (version 2)
 //! ```text
 //! offset  size  field
 //!      0     4  magic "SGRP"
-//!      4     1  version = 1
+//!      4     1  version = 2 (1 is still read, see below)
 //!      5     1  kind: 1 = tree, 2 = stream plan, 3 = row batch
 //!      6     8  body length N, u64 little-endian
 //!     14     N  body (below)
@@ -16,16 +16,28 @@
 //! ```text
 //! tree:   session u64 | from v | table str | fingerprint u64 | range | depth u8 | rows v
 //!         | 2^depth leaf digests of 16 bytes (u128 little-endian)
+//!         | range tombstone digest, 16 bytes (u128 LE; 0: none)             [v2]
 //! plan:   session u64 | targets: list of (to v, list of range) | expect_from: list of v
+//!         | range_targets: list of v                                        [v2]
 //! rows:   session u64 | from v | seq v | last u8 (0/1) | ranges: list of range
 //!         | rows: list of row
+//!         | range tombstones: the segment meta's block (docs/format.md)     [v2]
 //! range:  start u64 | end u64                   (inclusive, start <= end)
 //! row:    key str | value str | ts u64 | flags u8 (bit 0 = tombstone; others zero)
 //! ```
+//! The range tombstone block is a count then disjoint, coalesced fragments in key
+//! order (start, optional end, ts); a block not in that canonical form is malformed.
+//!
+//! # Versions
+//! Version 2 adds the fields marked `[v2]`: range tombstones (see [`super::merkle`]).
+//! This build writes version 2 and still reads version 1, whose messages mean "no range
+//! tombstone" (a version 1 build has none): a tree with digest `0`, a plan sending none,
+//! a batch carrying none. Any other version is [`DecodeError::Version`], naming it.
 //! Decoding is total: any byte string gives a message or a typed [`DecodeError`], never
 //! a panic, and never allocates more than the input's length before checking it.
 
 use crate::error::{Error, Result};
+use crate::format::ranges::RangeTombstones;
 use crate::format::{checksum, varint, MAX_KEY_LEN, MAX_VALUE_LEN};
 
 use super::merkle::{Digest, MerkleTree, Shape, TokenRange, MAX_DEPTH};
@@ -33,8 +45,11 @@ use super::{ReplicaId, Row};
 
 /// First bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"SGRP";
-/// The wire format version this build writes and reads.
-pub const VERSION: u8 = 1;
+/// The wire format version this build writes (it reads this and [`OLDEST_VERSION`]
+/// on).
+pub const VERSION: u8 = 2;
+/// The oldest version this build reads.
+pub const OLDEST_VERSION: u8 = 1;
 /// Bytes before the body.
 pub const HEADER_LEN: usize = 14;
 /// Bytes of header plus trailing checksum.
@@ -61,7 +76,7 @@ pub enum DecodeError {
     #[error("not a segstore repair message (bad magic)")]
     BadMagic,
     /// A version this build does not read.
-    #[error("unsupported repair message version {0} (this build reads version {VERSION})")]
+    #[error("unsupported repair message version {0} (this build reads versions {OLDEST_VERSION} to {VERSION})")]
     Version(u8),
     /// An unknown message kind.
     #[error("unknown repair message kind {0}")]
@@ -117,6 +132,9 @@ pub struct TreeMessage {
     pub rows: u64,
     /// `2^depth` leaf digests.
     pub leaves: Vec<Digest>,
+    /// Digest of the sender's range tombstones ([`super::merkle::range_digest`]; `0`:
+    /// none).
+    pub range_digest: Digest,
 }
 
 impl TreeMessage {
@@ -137,6 +155,7 @@ impl TreeMessage {
             depth: tree.shape().depth,
             rows: tree.rows(),
             leaves: tree.leaves().to_vec(),
+            range_digest: tree.range_digest(),
         }
     }
 
@@ -156,7 +175,7 @@ impl TreeMessage {
                 shape.leaves()
             )));
         }
-        Ok(MerkleTree::from_leaves(shape, self.leaves))
+        Ok(MerkleTree::from_leaves(shape, self.leaves).with_range_digest(self.range_digest))
     }
 }
 
@@ -168,8 +187,11 @@ pub struct StreamPlan {
     pub session: u64,
     /// For each target, the ranges (sorted, coalesced) whose rows to send it.
     pub targets: Vec<(ReplicaId, Vec<TokenRange>)>,
-    /// Replicas that will stream to this one.
+    /// Replicas that will stream to this one (rows, range tombstones or both).
     pub expect_from: Vec<ReplicaId>,
+    /// Replicas to send this replica's range tombstones to (in the first batch of the
+    /// stream to each; a target here need not be in `targets`).
+    pub range_targets: Vec<ReplicaId>,
 }
 
 /// Rows for some token ranges, one batch of a stream from one replica to another.
@@ -187,6 +209,9 @@ pub struct RowBatch {
     pub ranges: Vec<TokenRange>,
     /// Rows, in any order.
     pub rows: Vec<Row>,
+    /// The sender's range tombstones (in the first batch of a stream that carries them;
+    /// empty in the others), each applied with its own timestamp.
+    pub range_tombstones: RangeTombstones,
 }
 
 /// Everything that crosses a [`super::Transport`].
@@ -233,6 +258,7 @@ impl Message {
                 for d in &m.leaves {
                     out.extend_from_slice(&d.0.to_le_bytes());
                 }
+                out.extend_from_slice(&m.range_digest.0.to_le_bytes());
             }
             Message::Plan(m) => {
                 put_u64(&mut out, m.session);
@@ -243,6 +269,10 @@ impl Message {
                 }
                 varint::put(&mut out, m.expect_from.len() as u64);
                 for r in &m.expect_from {
+                    varint::put(&mut out, r.0);
+                }
+                varint::put(&mut out, m.range_targets.len() as u64);
+                for r in &m.range_targets {
                     varint::put(&mut out, r.0);
                 }
             }
@@ -259,6 +289,7 @@ impl Message {
                     put_u64(&mut out, r.ts);
                     out.push(r.tombstone as u8);
                 }
+                m.range_tombstones.encode(&mut out);
             }
         }
         let body_len = (out.len() - HEADER_LEN) as u64;
@@ -272,10 +303,11 @@ impl Message {
         OVERHEAD
             + 64
             + match self {
-                Message::Tree(m) => m.leaves.len() * 16 + m.table.len(),
+                Message::Tree(m) => m.leaves.len() * 16 + m.table.len() + 16,
                 Message::Plan(m) => m.targets.iter().map(|t| 10 + t.1.len() * 16).sum(),
                 Message::Rows(m) => {
                     m.ranges.len() * 16
+                        + m.range_tombstones.len() * 32
                         + m.rows
                             .iter()
                             .map(|r| r.key.len() + r.value.len() + 16)
@@ -295,8 +327,9 @@ impl Message {
         if bytes[..4] != MAGIC {
             return Err(DecodeError::BadMagic);
         }
-        if bytes[4] != VERSION {
-            return Err(DecodeError::Version(bytes[4]));
+        let version = bytes[4];
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
+            return Err(DecodeError::Version(version));
         }
         let kind = bytes[5];
         let mut len8 = [0u8; 8];
@@ -319,9 +352,9 @@ impl Message {
             pos: HEADER_LEN,
         };
         let msg = match kind {
-            KIND_TREE => Message::Tree(decode_tree(&mut r)?),
-            KIND_PLAN => Message::Plan(decode_plan(&mut r)?),
-            KIND_ROWS => Message::Rows(decode_rows(&mut r)?),
+            KIND_TREE => Message::Tree(decode_tree(&mut r, version)?),
+            KIND_PLAN => Message::Plan(decode_plan(&mut r, version)?),
+            KIND_ROWS => Message::Rows(decode_rows(&mut r, version)?),
             k => return Err(DecodeError::UnknownKind(k)),
         };
         if r.pos != r.b.len() {
@@ -331,7 +364,7 @@ impl Message {
     }
 }
 
-fn decode_tree(r: &mut Reader<'_>) -> Result<TreeMessage, DecodeError> {
+fn decode_tree(r: &mut Reader<'_>, version: u8) -> Result<TreeMessage, DecodeError> {
     let session = r.u64()?;
     let from = ReplicaId(r.varint()?);
     let at = r.pos;
@@ -362,6 +395,11 @@ fn decode_tree(r: &mut Reader<'_>) -> Result<TreeMessage, DecodeError> {
             Digest(u128::from_le_bytes(b))
         })
         .collect();
+    let range_digest = if version >= 2 {
+        Digest(r.u128()?)
+    } else {
+        Digest(0)
+    };
     Ok(TreeMessage {
         session,
         from,
@@ -371,10 +409,11 @@ fn decode_tree(r: &mut Reader<'_>) -> Result<TreeMessage, DecodeError> {
         depth,
         rows,
         leaves,
+        range_digest,
     })
 }
 
-fn decode_plan(r: &mut Reader<'_>) -> Result<StreamPlan, DecodeError> {
+fn decode_plan(r: &mut Reader<'_>, version: u8) -> Result<StreamPlan, DecodeError> {
     let session = r.u64()?;
     let n = r.count(2)?;
     let mut targets = Vec::with_capacity(n);
@@ -382,19 +421,17 @@ fn decode_plan(r: &mut Reader<'_>) -> Result<StreamPlan, DecodeError> {
         let to = ReplicaId(r.varint()?);
         targets.push((to, r.ranges()?));
     }
-    let n = r.count(1)?;
-    let mut expect_from = Vec::with_capacity(n);
-    for _ in 0..n {
-        expect_from.push(ReplicaId(r.varint()?));
-    }
+    let expect_from = r.ids()?;
+    let range_targets = if version >= 2 { r.ids()? } else { Vec::new() };
     Ok(StreamPlan {
         session,
         targets,
         expect_from,
+        range_targets,
     })
 }
 
-fn decode_rows(r: &mut Reader<'_>) -> Result<RowBatch, DecodeError> {
+fn decode_rows(r: &mut Reader<'_>, version: u8) -> Result<RowBatch, DecodeError> {
     let session = r.u64()?;
     let from = ReplicaId(r.varint()?);
     let seq = r.varint()?;
@@ -432,6 +469,11 @@ fn decode_rows(r: &mut Reader<'_>) -> Result<RowBatch, DecodeError> {
             tombstone,
         });
     }
+    let range_tombstones = if version >= 2 {
+        r.range_tombstones()?
+    } else {
+        RangeTombstones::new()
+    };
     Ok(RowBatch {
         session,
         from,
@@ -439,6 +481,7 @@ fn decode_rows(r: &mut Reader<'_>) -> Result<RowBatch, DecodeError> {
         last,
         ranges,
         rows,
+        range_tombstones,
     })
 }
 
@@ -507,6 +550,38 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(b))
     }
 
+    fn u128(&mut self) -> Result<u128, DecodeError> {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(self.take(16)?);
+        Ok(u128::from_le_bytes(b))
+    }
+
+    /// A list of replica ids.
+    fn ids(&mut self) -> Result<Vec<ReplicaId>, DecodeError> {
+        let n = self.count(1)?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(ReplicaId(self.varint()?));
+        }
+        Ok(v)
+    }
+
+    /// A range tombstone block, canonical (disjoint, coalesced, in key order).
+    fn range_tombstones(&mut self) -> Result<RangeTombstones, DecodeError> {
+        let at = self.pos;
+        // A fragment takes at least 1 + 1 + 1 + 8 bytes: check the count as `count` does.
+        let mut peek = Reader { b: self.b, pos: at };
+        peek.count(11)?;
+        let (set, used) = RangeTombstones::decode(&self.b[at..]).map_err(|m| {
+            self.err_at(
+                at + m.offset as usize,
+                format!("range tombstones: {}", m.reason),
+            )
+        })?;
+        self.pos += used;
+        Ok(set)
+    }
+
     fn varint(&mut self) -> Result<u64, DecodeError> {
         let (v, used) = varint::get(&self.b[self.pos..])
             .ok_or_else(|| self.err("truncated or overlong varint"))?;
@@ -559,207 +634,4 @@ impl<'a> Reader<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn arb_range() -> impl Strategy<Value = TokenRange> {
-        (any::<u64>(), any::<u64>()).prop_map(|(a, b)| TokenRange {
-            start: a.min(b),
-            end: a.max(b),
-        })
-    }
-
-    fn arb_row() -> impl Strategy<Value = Row> {
-        (
-            proptest::collection::vec(any::<u8>(), 1..20),
-            proptest::collection::vec(any::<u8>(), 0..20),
-            any::<u64>(),
-            any::<bool>(),
-        )
-            .prop_map(|(key, value, ts, tombstone)| Row {
-                key,
-                value: if tombstone { Vec::new() } else { value },
-                ts,
-                tombstone,
-            })
-    }
-
-    fn arb_message() -> impl Strategy<Value = Message> {
-        let tree = (
-            any::<u64>(),
-            any::<u64>(),
-            "[a-z_]{1,10}",
-            any::<u64>(),
-            0u8..=5,
-            any::<u64>(),
-            proptest::collection::vec(any::<u128>(), 32),
-        )
-            .prop_map(|(session, from, table, fingerprint, depth, rows, leaves)| {
-                Message::Tree(TreeMessage {
-                    session,
-                    from: ReplicaId(from),
-                    table,
-                    fingerprint,
-                    range: TokenRange::FULL,
-                    depth,
-                    rows,
-                    leaves: leaves[..1 << depth].iter().map(|&d| Digest(d)).collect(),
-                })
-            });
-        let plan = (
-            any::<u64>(),
-            proptest::collection::vec(
-                (any::<u64>(), proptest::collection::vec(arb_range(), 0..4)),
-                0..4,
-            ),
-            proptest::collection::vec(any::<u64>(), 0..4),
-        )
-            .prop_map(|(session, targets, expect)| {
-                Message::Plan(StreamPlan {
-                    session,
-                    targets: targets
-                        .into_iter()
-                        .map(|(t, r)| (ReplicaId(t), r))
-                        .collect(),
-                    expect_from: expect.into_iter().map(ReplicaId).collect(),
-                })
-            });
-        let rows = (
-            any::<u64>(),
-            any::<u64>(),
-            any::<u64>(),
-            any::<bool>(),
-            proptest::collection::vec(arb_range(), 0..4),
-            proptest::collection::vec(arb_row(), 0..10),
-        )
-            .prop_map(|(session, from, seq, last, ranges, rows)| {
-                Message::Rows(RowBatch {
-                    session,
-                    from: ReplicaId(from),
-                    seq,
-                    last,
-                    ranges,
-                    rows,
-                })
-            });
-        prop_oneof![tree, plan, rows]
-    }
-
-    /// Wrap `body` in a valid header and checksum, so the body parser sees it.
-    fn frame(kind: u8, body: &[u8]) -> Vec<u8> {
-        let mut out = MAGIC.to_vec();
-        out.push(VERSION);
-        out.push(kind);
-        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        out.extend_from_slice(body);
-        let crc = checksum(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        out
-    }
-
-    #[test]
-    fn typed_errors_for_each_header_fault() {
-        let m = Message::Plan(StreamPlan::default()).encode();
-        assert_eq!(m.len(), OVERHEAD + 10);
-        assert!(matches!(
-            Message::decode(&m[..5]),
-            Err(DecodeError::Truncated { .. })
-        ));
-        let mut b = m.clone();
-        b[0] = b'X';
-        assert_eq!(Message::decode(&b), Err(DecodeError::BadMagic));
-        let mut b = m.clone();
-        b[4] = 2;
-        assert_eq!(Message::decode(&b), Err(DecodeError::Version(2)));
-        let b = frame(9, &[]);
-        assert_eq!(Message::decode(&b), Err(DecodeError::UnknownKind(9)));
-        let mut b = m.clone();
-        b.push(0);
-        assert!(matches!(
-            Message::decode(&b),
-            Err(DecodeError::Length { .. })
-        ));
-        let mut b = m.clone();
-        b[HEADER_LEN] ^= 1;
-        assert!(matches!(
-            Message::decode(&b),
-            Err(DecodeError::Checksum { .. })
-        ));
-        // A huge count in a well-framed body is refused before allocating.
-        let mut body = vec![0u8; 8];
-        varint::put(&mut body, u64::MAX >> 1);
-        assert!(matches!(
-            Message::decode(&frame(KIND_PLAN, &body)),
-            Err(DecodeError::Malformed { .. })
-        ));
-        // A tombstone with a value.
-        let mut body = vec![0u8; 8];
-        body.extend_from_slice(&[1, 0, 1, 0, 1]); // from, seq, last, no ranges, 1 row
-        body.extend_from_slice(&[1, b'k', 1, b'v']);
-        body.extend_from_slice(&[0; 8]);
-        body.push(1);
-        let e = Message::decode(&frame(KIND_ROWS, &body)).unwrap_err();
-        assert!(e.to_string().contains("tombstone"), "{e}");
-        let as_error: Error = e.into();
-        assert!(matches!(as_error, Error::BadMessage(_)));
-    }
-
-    #[test]
-    fn tree_message_round_trips_a_tree() {
-        let rows = (0..50u32).map(|i| Row {
-            key: i.to_le_bytes().to_vec(),
-            value: vec![1],
-            ts: 1,
-            tombstone: false,
-        });
-        let t = MerkleTree::build(TokenRange::FULL, 6, rows).unwrap();
-        let m = Message::Tree(TreeMessage::new(7, ReplicaId(2), "t", 99, &t));
-        let Message::Tree(back) = Message::decode(&m.encode()).unwrap() else {
-            panic!("kind")
-        };
-        assert_eq!(back.tree().unwrap().root(), t.root());
-        assert_eq!(back.rows, 50);
-    }
-
-    proptest! {
-        #[test]
-        fn round_trip(m in arb_message()) {
-            let b = m.encode();
-            prop_assert_eq!(Message::decode(&b).unwrap(), m);
-            for cut in [0, 1, b.len() / 2, b.len() - 1] {
-                prop_assert!(Message::decode(&b[..cut]).is_err());
-            }
-        }
-
-        #[test]
-        fn random_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..300)) {
-            let _ = Message::decode(&b);
-        }
-
-        #[test]
-        fn random_bodies_never_panic(kind in 0u8..5, body in proptest::collection::vec(any::<u8>(), 0..300)) {
-            let _ = Message::decode(&frame(kind, &body));
-        }
-
-        #[test]
-        fn any_bit_flip_is_detected(m in arb_message(), bit: prop::sample::Index) {
-            let mut b = m.encode();
-            let bit = bit.index(b.len() * 8);
-            b[bit / 8] ^= 1 << (bit % 8);
-            prop_assert!(Message::decode(&b).is_err());
-        }
-
-        #[test]
-        fn mutated_bodies_never_panic(m in arb_message(), at: prop::sample::Index, byte: u8) {
-            // Corrupt the body but re-frame it with a valid checksum.
-            let b = m.encode();
-            let mut body = b[HEADER_LEN..b.len() - 4].to_vec();
-            if !body.is_empty() {
-                let i = at.index(body.len());
-                body[i] = byte;
-            }
-            let _ = Message::decode(&frame(b[5], &body));
-        }
-    }
-}
+mod tests;
