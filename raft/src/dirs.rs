@@ -2,6 +2,7 @@
 //! and what is left over from a crash.
 //!
 //! ```text
+//! sm/LOCK             held while a state machine has the directory open
 //! sm/CURRENT          "gen 3\nsnap 2\n": the current store and snapshot
 //! sm/gen-000003/      the state machine's segstore store
 //! sm/snap-000002/     a snapshot: meta.json (openraft's SnapshotMeta) and store/
@@ -26,6 +27,9 @@ use crate::fs::Fs;
 
 /// The pointer file.
 pub(crate) const CURRENT: &str = "CURRENT";
+/// The directory's lock: one state machine at a time (taken before anything is
+/// cleaned up, so a second opener never removes what the first is writing).
+pub(crate) const LOCK: &str = "LOCK";
 /// A snapshot's store checkpoint, inside its directory.
 pub(crate) const SNAP_STORE: &str = "store";
 /// A snapshot's openraft metadata, inside its directory.
@@ -76,6 +80,19 @@ pub(crate) struct Layout {
     dir: PathBuf,
     pub(crate) fs: Fs,
     next: AtomicU64,
+    /// Held (an advisory exclusive lock) while the state machine is open.
+    _lock: std::fs::File,
+}
+
+fn lock(dir: &Path, fs: &Fs) -> Result<std::fs::File> {
+    use fs2::FileExt;
+    let path = dir.join(LOCK);
+    let file = fs
+        .open_lock_file(&path)
+        .map_err(|e| Error::io("open", &path, e))?;
+    file.try_lock_exclusive()
+        .map_err(|_| Error::Locked(dir.to_path_buf()))?;
+    Ok(file)
 }
 
 impl Layout {
@@ -87,6 +104,7 @@ impl Layout {
         }
         fs.ensure_dir(dir)
             .map_err(|e| Error::io("create", dir, e))?;
+        let lock = lock(dir, &fs)?;
         let pointer = read_pointer(dir)?;
         let mut max = 0;
         let mut stale = Vec::new();
@@ -94,7 +112,7 @@ impl Layout {
             let e = e.map_err(|e| Error::io("list", dir, e))?;
             let name = e.file_name().to_string_lossy().into_owned();
             let keep = match (parse_entry(&name), pointer) {
-                _ if name == CURRENT => true,
+                _ if name == CURRENT || name == LOCK => true,
                 (Some((kind, n)), p) => {
                     max = max.max(n);
                     let named = match kind {
@@ -119,6 +137,7 @@ impl Layout {
             dir: dir.to_path_buf(),
             fs,
             next: AtomicU64::new(max + 1),
+            _lock: lock,
         };
         Ok((layout, pointer))
     }

@@ -38,6 +38,9 @@ pub enum Error {
     /// snapshot whose contents disagree with its metadata).
     #[error("snapshot refused: {0}")]
     Snapshot(String),
+    /// Another state machine (in this process or another) has the directory open.
+    #[error("state machine directory {} is in use (its LOCK is held)", .0.display())]
+    Locked(PathBuf),
     /// The application's `apply` failed.
     #[error("application failed to apply an entry: {0}")]
     Apply(String),

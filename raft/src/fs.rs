@@ -95,6 +95,18 @@ impl Fs {
         })
     }
 
+    /// Open the lock file `path` (created if missing; its content is nothing).
+    pub(crate) fn open_lock_file(&self, path: &Path) -> io::Result<std::fs::File> {
+        if !path.exists() {
+            match self.create_new(path) {
+                Ok(f) => drop(f),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        std::fs::File::open(path)
+    }
+
     /// Create directory `dir` (its parent must exist).
     pub(crate) fn create_dir(&self, dir: &Path) -> io::Result<()> {
         #[cfg(feature = "testing")]

@@ -94,9 +94,14 @@ where
         let applied = read_applied::<C>(&copy);
         copy.close()?;
         let (last_log_id, last_membership) = applied?;
+        // Unique across restarts too: openraft resumes a stream of the same id, and
+        // the bytes of two builds at one log id differ.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
         let snapshot_id = match &last_log_id {
-            Some(l) => format!("{}-{}-{}", l.leader_id, l.index, sh.layout.fresh_id()),
-            None => format!("empty-{}", sh.layout.fresh_id()),
+            Some(l) => format!("{}-{}-{nanos:x}", l.leader_id, l.index),
+            None => format!("empty-{nanos:x}"),
         };
         let meta = SnapshotMeta {
             last_log_id,

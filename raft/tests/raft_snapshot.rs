@@ -209,3 +209,35 @@ fn retired_snapshots_never_delete_a_mapped_file() {
         assert_eq!(left.len(), 3, "{left:?}");
     }
 }
+
+/// One state machine per directory: a second open is refused before it cleans up, so
+/// it cannot remove what the first is receiving.
+#[test]
+fn a_second_open_is_refused_and_removes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let (_, mut sm) = open(dir.path(), segstore::Config::default()).unwrap();
+        let mut dst = sm.begin_receiving_snapshot().await.unwrap();
+        let header = br#"{"files":[["kv.manifest",10]]}"#;
+        let mut bytes = b"SEGRAFT1".to_vec();
+        bytes.extend_from_slice(&(header.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(header);
+        dst.write_all(&bytes).await.unwrap();
+        let receiving = names(&dir.path().join("sm"));
+        assert!(
+            receiving.iter().any(|n| n.ends_with(".tmp")),
+            "{receiving:?}"
+        );
+        let second = segstore_raft::StateMachine::<segstore_raft::kv::TypeConfig, _>::open(
+            dir.path().join("sm"),
+            segstore::Config::default(),
+            segstore_raft::kv::Kv,
+        );
+        assert!(
+            matches!(second, Err(segstore_raft::Error::Locked(_))),
+            "{:?}",
+            second.err()
+        );
+        assert_eq!(names(&dir.path().join("sm")), receiving);
+    });
+}

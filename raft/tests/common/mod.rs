@@ -73,11 +73,12 @@ pub async fn sm_state(sm: &mut Sm) -> (Option<u64>, Vec<(String, String)>) {
     (applied.map(|l| l.index), rows)
 }
 
-/// Names in a directory, sorted.
+/// Names in a directory, sorted, but for the state machine directory's `LOCK`.
 pub fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n != "LOCK")
                 .collect()
         })
         .unwrap_or_default();
