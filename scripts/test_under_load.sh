@@ -37,7 +37,7 @@ if ! command -v stress-ng >/dev/null; then
 fi
 
 # Build first, without load, so the runs measure the tests and not the compiler.
-cargo test --release --no-run
+cargo test --release --workspace --no-run
 
 stress-ng --cpu "$cpus" --timeout 0 --quiet &
 stress_pid=$!
@@ -62,7 +62,7 @@ run() { # run LABEL LOG COMMAND...
 
 for i in $(seq 1 "$runs"); do
     echo "run $i of $runs"
-    run "run $i: cargo test --release" "$log_dir/run$i-suite.log" cargo test --release
+    run "run $i: cargo test --release" "$log_dir/run$i-suite.log" cargo test --release --workspace
     if [ "$kill_points" -gt 0 ]; then
         run "run $i: SEGSTORE_KILL_POINTS=$kill_points crash_kill_lifecycle" \
             "$log_dir/run$i-kill.log" \
