@@ -108,7 +108,7 @@ pub use store::{
 };
 pub use table::compaction_filter::{CompactionFilter, FilterDecision};
 pub use table::{
-    newer_wins, Batch, Cells, CommitLogConfig, CommitLogSync, CompactionConfig, ReadView, Scan,
+    newer_wins, Batch, Cells, CommitLogConfig, CommitLogSync, CompactionConfig, CompactionStrategy, ReadView, Scan,
     Table, TableConfig, TableStats, TableView, Transaction, TransactionScan, Value, WriteBatch,
 };
 

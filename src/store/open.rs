@@ -116,6 +116,7 @@ impl Store {
             &dir,
             &config.commitlog,
             &config.table,
+            config.compaction_threads,
             &config.file_rules,
             &deleter,
             Arc::clone(&registry),
