@@ -89,7 +89,7 @@ pub struct CompactionConfig {
     /// Segments smaller than this all share one bucket.
     pub min_segment_size: u64,
     /// Leveled: a compaction's output is cut into segments of about this many data
-    /// bytes (at least 4096).
+    /// bytes (at least 1024).
     pub target_segment_size: u64,
     /// Leveled: this many level 0 (flushed) segments start a compaction into level 1
     /// (at least 1).
@@ -170,11 +170,11 @@ impl CompactionConfig {
                 "must be finite, at least 1 and above bucket_low",
             );
         }
-        if self.target_segment_size < 4096 {
+        if self.target_segment_size < 1024 {
             return bad(
                 "target_segment_size",
                 self.target_segment_size.to_string(),
-                "must be at least 4096",
+                "must be at least 1024",
             );
         }
         if self.l0_trigger == 0 {

@@ -12,10 +12,6 @@ use crate::lifecycle::SegmentSet;
 use crate::segment::{SegmentName, SegmentWriter};
 use crate::table::leveled::{successor, Span};
 
-/// Bytes a cell costs in the data component besides its key and value (flags,
-/// timestamp, lengths, checksum): near enough for cutting and pacing.
-const CELL_OVERHEAD: u64 = 16;
-
 /// How long a compaction that has written `written` bytes in `elapsed` waits before it
 /// writes more, to stay at `bytes_per_sec` (0: no limit).
 pub(crate) fn pause(bytes_per_sec: u64, written: u64, elapsed: Duration) -> Duration {
@@ -55,8 +51,6 @@ pub(super) struct Outputs<'a> {
     /// Range tombstones to keep, spread over the segments by span.
     ranges: RangeTombstones,
     writer: Option<SegmentWriter>,
-    /// Bytes in `writer` so far.
-    in_writer: u64,
     /// Where the current segment's span starts (every key from here on).
     lo: Vec<u8>,
     done: Vec<SegmentName>,
@@ -79,7 +73,6 @@ impl<'a> Outputs<'a> {
             target,
             ranges,
             writer: None,
-            in_writer: 0,
             lo: vec![0],
             done: Vec::new(),
             rate,
@@ -96,17 +89,18 @@ impl<'a> Outputs<'a> {
         pause(self.rate, self.written, self.started.elapsed())
     }
 
-    /// Add the next cell (keys ascending, one cell per key).
+    /// Add the next cell (keys ascending, one cell per key); the segment is cut after
+    /// the cell that brings its data to the target.
     pub(super) fn add(&mut self, key: &[u8], value: &[u8], ts: u64, tombstone: bool) -> Result<()> {
         let w = match &mut self.writer {
             Some(w) => w,
             None => self.writer.insert(self.set.writer()?),
         };
+        let before = w.data_bytes();
         w.add(key, value, ts, tombstone)?;
-        let bytes = (key.len() + value.len()) as u64 + CELL_OVERHEAD;
-        self.in_writer += bytes;
-        self.written += bytes;
-        if self.target.is_some_and(|t| self.in_writer >= t) {
+        let in_writer = w.data_bytes();
+        self.written += in_writer - before;
+        if self.target.is_some_and(|t| in_writer >= t) {
             self.cut(Some(successor(key)))?;
         }
         Ok(())
@@ -129,7 +123,6 @@ impl<'a> Outputs<'a> {
             w.finish()?;
             self.done.push(name);
         }
-        self.in_writer = 0;
         Ok(())
     }
 
