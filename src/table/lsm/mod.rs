@@ -110,6 +110,8 @@ mod write;
 
 pub(crate) use compact::Round;
 pub use config::TableConfig;
+#[cfg(feature = "testing")]
+pub use read::set_key_range_skip;
 pub(crate) use scan::ScanSource;
 pub use scan::{Cells, Scan};
 pub(crate) use snap::TableSnap;

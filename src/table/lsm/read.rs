@@ -266,9 +266,10 @@ impl Table {
         // A segment whose key range leaves the key out is ruled out before its filter
         // is touched: under leveled compaction that is all but one segment per level.
         let mut maybe = u64::MAX;
+        let by_range = key_range_skip();
         for (i, s) in segments.iter().enumerate() {
             let st = s.stats();
-            if i < 64 && (key < &st.min_key[..] || key > &st.max_key[..]) {
+            if i < 64 && by_range && (key < &st.min_key[..] || key > &st.max_key[..]) {
                 maybe &= !(1 << i);
             } else {
                 s.prefetch_filter(h);
@@ -327,6 +328,31 @@ impl Table {
             origin: Origin::Copied,
         }))))
     }
+}
+
+/// Whether point reads skip segments by key range (`testing` feature: benches measure
+/// the skip against its absence, [`set_key_range_skip`]).
+#[cfg(feature = "testing")]
+static KEY_RANGE_SKIP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+#[cfg(feature = "testing")]
+#[inline(always)]
+fn key_range_skip() -> bool {
+    KEY_RANGE_SKIP.load(Ordering::Relaxed)
+}
+
+#[cfg(not(feature = "testing"))]
+#[inline(always)]
+fn key_range_skip() -> bool {
+    true
+}
+
+/// Turn the point reads' skip of segments by key range on (the default) or off, for
+/// every table of the process (`testing` feature: `benches/compaction_amp.rs`
+/// measures what it saves).
+#[cfg(feature = "testing")]
+pub fn set_key_range_skip(on: bool) {
+    KEY_RANGE_SKIP.store(on, Ordering::Relaxed);
 }
 
 thread_local! {
