@@ -236,9 +236,7 @@ fn main() {
             rows[i].push(r);
         }
     }
-    println!(
-        "YCSB A, {records} records, {ops} operations, 1 thread, median of {rounds} rounds"
-    );
+    println!("YCSB A, {records} records, {ops} operations, 1 thread, median of {rounds} rounds");
     println!(
         "{:<12} {:>9} {:>9} {:>10} {:>9} {:>9} {:>9} {:>7} {:>12} {:>7}",
         "strategy",

@@ -36,8 +36,8 @@ use segstore::io::rules::{FaultKind, Faults};
 use segstore::io::PowerLoss;
 use segstore::segment::{Component, SegmentName, SegmentReader, SegmentWriter};
 use segstore::{
-    CommitLogSync, CompactionStrategy, Config, DeletePolicy, DiskAccessMode, FileRules, Result, SegmentOptions, Store,
-    Table, TableConfig,
+    CommitLogSync, CompactionStrategy, Config, DeletePolicy, DiskAccessMode, FileRules, Result,
+    SegmentOptions, Store, Table, TableConfig,
 };
 
 /// (table, key).

@@ -84,7 +84,10 @@ fn leveled_outputs_are_cut_at_the_target_and_levels_survive_reopen() {
     let layout = common::check_levels(&s.segments("t").unwrap());
     let deepest = layout.iter().map(|l| l.0).max().unwrap();
     assert!(deepest >= 2, "{layout:?}");
-    assert!(layout.iter().filter(|l| l.0 == deepest).count() >= 2, "{layout:?}");
+    assert!(
+        layout.iter().filter(|l| l.0 == deepest).count() >= 2,
+        "{layout:?}"
+    );
     let check = |t: &segstore::Table| {
         let got: Vec<(Vec<u8>, Vec<u8>)> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
         let want: Vec<(Vec<u8>, Vec<u8>)> =
@@ -111,7 +114,10 @@ fn leveled_outputs_are_cut_at_the_target_and_levels_survive_reopen() {
     let layout = common::check_levels(&s.segments("t").unwrap());
     let level = layout[0].0;
     assert!(level >= deepest, "{layout:?}");
-    assert!(layout.iter().all(|l| l.0 == level && l.2 <= 4096 + 200), "{layout:?}");
+    assert!(
+        layout.iter().all(|l| l.0 == level && l.2 <= 4096 + 200),
+        "{layout:?}"
+    );
     assert!(layout.len() >= 3, "{layout:?}");
     check(&t);
     drop(t);
@@ -120,19 +126,19 @@ fn leveled_outputs_are_cut_at_the_target_and_levels_survive_reopen() {
 
 /// The compaction filter of `t` signals `entered` at its first cell, then waits for
 /// `release`: a merge as long as the test wants.
-fn blocking_filter(
-    t: &segstore::Table,
-) -> (mpsc::Receiver<()>, mpsc::Sender<()>) {
+fn blocking_filter(t: &segstore::Table) -> (mpsc::Receiver<()>, mpsc::Sender<()>) {
     let (entered_tx, entered) = mpsc::channel();
     let (release, release_rx) = mpsc::channel::<()>();
     let state = Mutex::new(Some((entered_tx, release_rx)));
-    t.set_compaction_filter(Some(Arc::new(move |_: &str, _: &[u8], _: &[u8], _: u64| {
-        if let Some((tx, rx)) = state.lock().unwrap().take() {
-            tx.send(()).unwrap();
-            let _ = rx.recv();
-        }
-        FilterDecision::Keep
-    })));
+    t.set_compaction_filter(Some(Arc::new(
+        move |_: &str, _: &[u8], _: &[u8], _: u64| {
+            if let Some((tx, rx)) = state.lock().unwrap().take() {
+                tx.send(()).unwrap();
+                let _ = rx.recv();
+            }
+            FilterDecision::Keep
+        },
+    )));
     (entered, release)
 }
 
@@ -155,7 +161,9 @@ fn a_flush_does_not_wait_behind_a_long_compaction() {
         t.flush().unwrap();
     }
     // Two segments: the background compaction starts and blocks in the filter.
-    entered.recv_timeout(DEADLINE).expect("no background compaction");
+    entered
+        .recv_timeout(DEADLINE)
+        .expect("no background compaction");
     // Writes past two memtables wait for a background flush of the first.
     let (done_tx, done) = mpsc::channel();
     let writer = {
@@ -197,17 +205,21 @@ fn a_close_abandons_a_rate_limited_compaction() {
     }
     let (entered_tx, entered) = mpsc::channel();
     let entered_tx = Mutex::new(Some(entered_tx));
-    t.set_compaction_filter(Some(Arc::new(move |_: &str, _: &[u8], _: &[u8], _: u64| {
-        if let Some(tx) = entered_tx.lock().unwrap().take() {
-            tx.send(()).unwrap();
-        }
-        FilterDecision::Keep
-    })));
+    t.set_compaction_filter(Some(Arc::new(
+        move |_: &str, _: &[u8], _: &[u8], _: u64| {
+            if let Some(tx) = entered_tx.lock().unwrap().take() {
+                tx.send(()).unwrap();
+            }
+            FilterDecision::Keep
+        },
+    )));
     let compaction = {
         let t = Arc::clone(&t);
         std::thread::spawn(move || t.compact_pending())
     };
-    entered.recv_timeout(DEADLINE).expect("the compaction did not start");
+    entered
+        .recv_timeout(DEADLINE)
+        .expect("the compaction did not start");
     let (closed_tx, closed) = mpsc::channel();
     let closer = {
         let s = Arc::clone(&s);
@@ -228,8 +240,18 @@ fn a_close_abandons_a_rate_limited_compaction() {
     assert_eq!(t.scan(..).unwrap().count(), 250);
     let files = std::fs::read_dir(tmp.path())
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".db"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".db")
+        })
         .count();
     let per_segment = segstore::segment::Component::ALL.len();
-    assert_eq!(files, 2 * per_segment, "outputs of the abandoned compaction left");
+    assert_eq!(
+        files,
+        2 * per_segment,
+        "outputs of the abandoned compaction left"
+    );
 }

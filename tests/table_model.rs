@@ -29,8 +29,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use segstore::{
-    Batch, CommitLogConfig, CommitLogSync, Config, DiskAccessMode, Error, FileRules,
-    CompactionStrategy, FilterDecision, ReadView, Store, TableConfig, WriteBatch,
+    Batch, CommitLogConfig, CommitLogSync, CompactionStrategy, Config, DiskAccessMode, Error,
+    FileRules, FilterDecision, ReadView, Store, TableConfig, WriteBatch,
 };
 
 /// The tables every check reads.

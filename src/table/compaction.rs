@@ -49,12 +49,12 @@ pub struct SegmentSummary {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CompactionStrategy {
-    /// Size-tiered (Cassandra's STCS, [`choose`]): few rewrites of each cell (low write
-    /// amplification), more segments a read may search and more space held by
-    /// overwritten cells until their tier merges.
+    /// Size-tiered (Cassandra's STCS, `table::compaction::choose`): few rewrites of
+    /// each cell (low write amplification), more segments a read may search and more
+    /// space held by overwritten cells until their tier merges.
     #[default]
     SizeTiered,
-    /// Leveled (LevelDB, RocksDB, Cassandra's LCS, [`crate::table::leveled`]): at most
+    /// Leveled (LevelDB, RocksDB, Cassandra's LCS, `table::leveled`): at most
     /// one segment per level holds a key and little space goes to overwritten cells, at
     /// the price of rewriting each cell about `level_multiplier` times per level.
     Leveled,

@@ -49,7 +49,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 
-use super::commitlog::{CommitLog, CommitLogConfig};
+use super::commitlog::CommitLog;
 use super::lsm::{Table, TableConfig};
 use super::memtable::Memtable;
 use super::positions::{DroppedTable, Positions};
@@ -58,7 +58,7 @@ use super::settings;
 use super::visibility::Visibility;
 use super::worker::{self, Lane, Pool};
 use crate::error::{Error, Result};
-use crate::io::{FileRules, StoreFs};
+use crate::io::StoreFs;
 use crate::lifecycle::{Deleter, SegmentSet};
 
 /// Directory of the commit log inside a store directory.
@@ -279,65 +279,39 @@ impl Tables {
     /// opens (creating if needed) a table's segment set.
     pub(crate) fn open(
         store_dir: &Path,
-        log_config: &CommitLogConfig,
-        config: &TableConfig,
-        compaction_threads: usize,
-        rules: &FileRules,
+        config: &crate::Config,
         deleter: &Deleter,
         registry: Arc<Registry>,
         open_set: &dyn Fn(&str) -> Result<Arc<SegmentSet>>,
     ) -> Result<Tables> {
-        Self::open_inner(
-            store_dir,
-            log_config,
-            config,
-            compaction_threads,
-            rules,
-            deleter,
-            registry,
-            open_set,
-            false,
-        )
+        Self::open_inner(store_dir, config, deleter, registry, open_set, false)
     }
 
     /// As [`Tables::open`], writing nothing (module docs, "Read-only"). `open_set` must
     /// not create tables either.
     pub(crate) fn open_read_only(
         store_dir: &Path,
-        log_config: &CommitLogConfig,
-        config: &TableConfig,
-        compaction_threads: usize,
-        rules: &FileRules,
+        config: &crate::Config,
         deleter: &Deleter,
         registry: Arc<Registry>,
         open_set: &dyn Fn(&str) -> Result<Arc<SegmentSet>>,
     ) -> Result<Tables> {
-        Self::open_inner(
-            store_dir,
-            log_config,
-            config,
-            compaction_threads,
-            rules,
-            deleter,
-            registry,
-            open_set,
-            true,
-        )
+        Self::open_inner(store_dir, config, deleter, registry, open_set, true)
     }
 
-    // The two entry points' arguments and the mode that tells them apart.
-    #[allow(clippy::too_many_arguments)]
+    /// The two entry points: the store's `Config` (its commit log, table defaults,
+    /// compaction threads and file rules) and the mode that tells them apart.
     fn open_inner(
         store_dir: &Path,
-        log_config: &CommitLogConfig,
-        config: &TableConfig,
-        compaction_threads: usize,
-        rules: &FileRules,
+        store_config: &crate::Config,
         deleter: &Deleter,
         registry: Arc<Registry>,
         open_set: &dyn Fn(&str) -> Result<Arc<SegmentSet>>,
         read_only: bool,
     ) -> Result<Tables> {
+        let log_config = &store_config.commitlog;
+        let rules = &store_config.file_rules;
+        let config = &store_config.table;
         config.validate()?;
         let log_dir = store_dir.join(COMMITLOG_DIR);
         let positions = Positions::load(&log_dir)?;
@@ -450,7 +424,7 @@ impl Tables {
             return Ok(out);
         }
         ctx.checkpoint()?;
-        *out.workers.lock() = worker::spawn(ctx, compaction_threads, store_dir)?;
+        *out.workers.lock() = worker::spawn(ctx, store_config.compaction_threads, store_dir)?;
         for t in &created {
             if t.stats().memtable_bytes >= config.memtable_flush_bytes {
                 ctx.schedule_flush(t);
