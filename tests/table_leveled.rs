@@ -145,12 +145,13 @@ fn blocking_filter(t: &segstore::Table) -> (mpsc::Receiver<()>, mpsc::Sender<()>
 #[test]
 fn a_flush_does_not_wait_behind_a_long_compaction() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut c = config();
+    let rules = FileRules::posix().with_faults(segstore::io::faults::Faults::new());
+    let mut c = common::test_config(DiskAccessMode::Mmap, rules.clone());
+    c.table = TableConfig::default();
     c.compaction_threads = 1;
     let s = Store::open(tmp.path(), c).unwrap();
     let mut own = TableConfig::default();
     own.memtable_flush_bytes = 4096;
-    own.max_frozen_memtables = 1;
     own.compaction.min_threshold = 2;
     let t = s.table_with("t", own).unwrap();
     let (entered, release) = blocking_filter(&t);
@@ -160,29 +161,24 @@ fn a_flush_does_not_wait_behind_a_long_compaction() {
         }
         t.flush().unwrap();
     }
-    // Two segments: the background compaction starts and blocks in the filter.
+    // Two segments: the background compaction starts and blocks in the filter, before
+    // its view swap; from here on every swap of the set's view is a flush's.
     entered
         .recv_timeout(DEADLINE)
         .expect("no background compaction");
-    // Writes past two memtables wait for a background flush of the first.
-    let (done_tx, done) = mpsc::channel();
-    let writer = {
-        let t = Arc::clone(&t);
-        std::thread::spawn(move || {
-            for i in 0..200 {
-                t.put(key(1000 + i), value(i, 9)).unwrap();
-            }
-            done_tx.send(t.stats().flushes).unwrap();
-        })
-    };
-    let flushes = done.recv_timeout(DEADLINE);
+    let points = rules.faults().unwrap().points();
+    let swaps = points.count("set swaps its view");
+    // Past the flush size: the writes queue a background flush.
+    for i in 0..100 {
+        t.put(key(1000 + i), value(i, 9)).unwrap();
+    }
+    // Panics after two minutes: the flush waited behind the compaction.
+    points.wait_for("set swaps its view", swaps + 1);
     release.send(()).unwrap();
-    let flushes = flushes.expect("the writes waited for a flush stuck behind the compaction");
-    assert!(flushes >= 3, "{flushes} flushes");
-    writer.join().unwrap();
     s.tables().wait_idle();
+    assert!(t.stats().flushes >= 3);
     assert!(t.stats().compactions >= 1);
-    for i in 0..200 {
+    for i in 0..100 {
         assert_eq!(t.get(key(1000 + i)).unwrap().unwrap().to_vec(), value(i, 9));
     }
     drop(t);
