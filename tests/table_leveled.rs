@@ -1,7 +1,8 @@
 //! Leveled compaction (`table::leveled`) on real tables: outputs cut at the target
-//! size, levels disjoint and kept across a reopen, range tombstones split between
-//! output segments; a flush never waiting behind a long merge (the compaction pool);
-//! a rate-limited compaction abandoned by a close rather than waited for.
+//! size, levels disjoint and kept across a reopen and a checkpoint, range tombstones
+//! split between output segments; a flush never waiting behind a long merge (the
+//! compaction pool); a rate-limited compaction abandoned by a close rather than waited
+//! for.
 
 mod common;
 
@@ -102,6 +103,16 @@ fn leveled_outputs_are_cut_at_the_target_and_levels_survive_reopen() {
     };
     check(&t);
     let levels = t.segment_levels();
+    assert!(levels.iter().any(|l| l.1 >= 2), "{levels:?}");
+    // A checkpoint keeps the levels too.
+    let copy = tempfile::tempdir().unwrap();
+    let dest = copy.path().join("store");
+    s.checkpoint(&dest).unwrap();
+    {
+        let c = Store::open(&dest, config()).unwrap();
+        assert_eq!(c.table("t").unwrap().segment_levels(), levels);
+        assert!(c.close().unwrap().is_clean());
+    }
     drop(t);
     assert!(s.close().unwrap().is_clean());
     let s = Store::open(tmp.path(), config()).unwrap();
