@@ -1,8 +1,9 @@
 //! segstore: an embeddable storage engine for a database written in Rust. Each table is
-//! an LSM tree (commit log, memtables, flush, size-tiered compaction) over immutable
-//! sorted segments, read through memory maps or positional reads (`disk_access_mode`),
-//! with every mapping counted and every deletion deferred until no mapping of the file is
-//! open; hard-link snapshots and Merkle-tree repair between replicas come with it.
+//! an LSM tree (commit log, memtables, flush, size-tiered or leveled compaction) over
+//! immutable sorted segments, read through memory maps or positional reads
+//! (`disk_access_mode`), with every mapping counted and every deletion deferred until no
+//! mapping of the file is open; hard-link snapshots and Merkle-tree repair between
+//! replicas come with it.
 //!
 //! ```
 //! use segstore::{Config, DiskAccessMode, Store};
@@ -108,8 +109,9 @@ pub use store::{
 };
 pub use table::compaction_filter::{CompactionFilter, FilterDecision};
 pub use table::{
-    newer_wins, Batch, Cells, CommitLogConfig, CommitLogSync, CompactionConfig, ReadView, Scan,
-    Table, TableConfig, TableStats, TableView, Transaction, TransactionScan, Value, WriteBatch,
+    newer_wins, Batch, Cells, CommitLogConfig, CommitLogSync, CompactionConfig, CompactionStrategy,
+    ReadView, Scan, Table, TableConfig, TableStats, TableView, Transaction, TransactionScan, Value,
+    WriteBatch,
 };
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.

@@ -76,6 +76,10 @@ pub struct Config {
     pub commitlog: CommitLogConfig,
     /// Memtables, flushing, compaction.
     pub table: TableConfig,
+    /// Threads running background compactions (at least 1, default 2), beside the one
+    /// thread that runs flushes: a flush never waits behind a merge, and one table's
+    /// long merge does not hold up another's.
+    pub compaction_threads: usize,
     /// Memory residency: `lock_memory`, `huge_pages`, `map_budget_percent`,
     /// `index_cache_mb`.
     pub memory: MemoryOptions,
@@ -102,6 +106,7 @@ impl Default for Config {
             track_leaks: cfg!(debug_assertions),
             commitlog: CommitLogConfig::default(),
             table: TableConfig::default(),
+            compaction_threads: 2,
             memory: MemoryOptions::default(),
             crc_check_chance: 1.0,
             file_rules: FileRules::default(),

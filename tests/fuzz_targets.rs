@@ -52,6 +52,7 @@ fn text_seeds() -> Vec<Vec<u8>> {
         settings: [("gc_grace_secs".to_string(), "0".to_string())]
             .into_iter()
             .collect(),
+        levels: [(3, 1)].into_iter().collect(),
     };
     let mut s = SnapshotManifest::default();
     s.tables.entry("t".into()).or_default().extend([1, 3]);

@@ -25,6 +25,8 @@
 #![cfg(unix)]
 #![allow(clippy::disallowed_methods)] // inspects the directory after recovery
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -34,8 +36,8 @@ use segstore::io::rules::{FaultKind, Faults};
 use segstore::io::PowerLoss;
 use segstore::segment::{Component, SegmentName, SegmentReader, SegmentWriter};
 use segstore::{
-    CommitLogSync, Config, DeletePolicy, DiskAccessMode, FileRules, Result, SegmentOptions, Store,
-    Table, TableConfig,
+    CommitLogSync, CompactionStrategy, Config, DeletePolicy, DiskAccessMode, FileRules, Result,
+    SegmentOptions, Store, Table, TableConfig,
 };
 
 /// (table, key).
@@ -274,6 +276,38 @@ fn range_deletes(c: &mut Ctx<'_>) -> Result<()> {
     c.sync()
 }
 
+/// Leveled compactions (table `l`: segments of 1 KiB, level 1 of 2 KiB): level 0 into
+/// level 1 cut into several segments, pushes down to level 2, a range delete clipped
+/// between output segments, and a major compaction into one level.
+fn leveled(c: &mut Ctx<'_>) -> Result<()> {
+    let mut t = TableConfig::default();
+    t.background_compaction = false;
+    t.compaction.strategy = CompactionStrategy::Leveled;
+    t.compaction.target_segment_size = 1024;
+    t.compaction.base_level_size = 2048;
+    t.compaction.level_multiplier = 2;
+    t.compaction.l0_trigger = 2;
+    c.store.table_with("l", t)?;
+    let pad = "p".repeat(300);
+    for round in 1..=4 {
+        for i in 0..10 {
+            c.put("l", &format!("k{i:03}"), &format!("v{round}-{i}-{pad}"))?;
+        }
+        c.flush("l")?;
+        if round % 2 == 0 {
+            c.table("l")?.compact_pending()?;
+        }
+    }
+    c.delete_range("l", "k002", "k007")?;
+    c.put("l", "k004", "back")?;
+    c.flush("l")?;
+    c.flush("l")?;
+    c.table("l")?.compact_pending()?;
+    c.compact("l")?;
+    writes(c, "l", 5, 4)?;
+    c.sync()
+}
+
 /// Snapshot, clear, and re-use of the tag; writes between.
 fn snapshots(c: &mut Ctx<'_>) -> Result<()> {
     writes(c, "a", 1, 4)?;
@@ -420,6 +454,7 @@ fn check_once(dir: &Path, model: &Model, sync: CommitLogSync, point: &str) {
     // Every segment file is live or waiting for the deleter; no temp file anywhere.
     let mut live = BTreeSet::new();
     for t in store.table_names() {
+        common::check_levels(&store.segments(&t).unwrap());
         for id in store.segments(&t).unwrap().live_ids() {
             live.insert(format!("{t}-{id}-"));
         }
@@ -652,6 +687,11 @@ fn group_flush_and_compact() {
 #[test]
 fn periodic_flush_and_compact() {
     assert!(every_crash_point("periodic/flush+compact", opts(PERIODIC), flush_and_compact) > 50);
+}
+
+#[test]
+fn batch_leveled_compactions() {
+    assert!(every_crash_point("batch/leveled", opts(CommitLogSync::Batch), leveled) > 50);
 }
 
 #[test]

@@ -14,6 +14,10 @@
 //! compaction) and a compaction filter, set again at every open: at each of its major
 //! compactions the model applies the same filter to its live cells (values ending in
 //! `7` removed, in `3` replaced by the value with `!` appended).
+//!
+//! `beta` is a leveled table (`Store::table_with`, tiny segments and levels): its
+//! background and major compactions follow `table::leveled`, and every check also
+//! checks its levels stay disjoint; the run asserts segments reached level 2.
 
 mod common;
 
@@ -25,8 +29,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use segstore::{
-    Batch, CommitLogConfig, CommitLogSync, Config, DiskAccessMode, Error, FileRules,
-    FilterDecision, ReadView, Store, TableConfig, WriteBatch,
+    Batch, CommitLogConfig, CommitLogSync, CompactionStrategy, Config, DiskAccessMode, Error,
+    FileRules, FilterDecision, ReadView, Store, TableConfig, WriteBatch,
 };
 
 /// The tables every check reads.
@@ -47,10 +51,23 @@ fn open(dir: &Path, mode: DiskAccessMode) -> Store {
     let mut own = cfg(mode).table;
     own.background_compaction = false;
     let g = s.table_with("gamma", own).unwrap();
+    s.table_with("beta", leveled(mode)).unwrap();
     g.set_compaction_filter(Some(Arc::new(|_: &str, _: &[u8], v: &[u8], _: u64| {
         gamma_filter(v)
     })));
     s
+}
+
+/// `beta`'s settings: leveled compaction with segments of 1 KiB, level 1 of 1 KiB,
+/// each level twice the one above, a compaction at every second flush.
+fn leveled(mode: DiskAccessMode) -> TableConfig {
+    let mut t = cfg(mode).table;
+    t.compaction.strategy = CompactionStrategy::Leveled;
+    t.compaction.target_segment_size = 1024;
+    t.compaction.base_level_size = 1024;
+    t.compaction.level_multiplier = 2;
+    t.compaction.l0_trigger = 2;
+    t
 }
 
 pub fn cfg(mode: DiskAccessMode) -> Config {
@@ -137,7 +154,13 @@ impl Model {
     }
 }
 
+/// The deepest level `beta`'s segments were seen at, across every run.
+static DEEPEST: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 fn check(store: &Store, model: &Model, rng: &mut Rng) {
+    let levels = common::check_levels(&store.segments("beta").unwrap());
+    let deepest = levels.iter().map(|l| l.0).max().unwrap_or(0);
+    DEEPEST.fetch_max(deepest, std::sync::atomic::Ordering::Relaxed);
     for table in TABLES {
         let t = store.table(table).unwrap();
         let want = model.live(table);
@@ -500,6 +523,8 @@ fn random_operations_match_the_model_in_every_mode() {
         }
     }
     let stale_views_checked = counts.stale_views;
+    let deepest = DEEPEST.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(deepest >= 2, "beta's segments reached level {deepest} only");
     assert!(
         counts.range_deletes >= 10,
         "only {} range deletes",

@@ -7,14 +7,17 @@
 //! table <name>
 //! next_id <n>
 //! segment <id>          (zero or more, ascending)
-//! setting <key> <value> (version 3 only, zero or more, keys ascending, each once)
+//! segment <id> <level>  (version 4 only: a segment at a level of leveled compaction, >= 1)
+//! setting <key> <value> (versions 3 and 4, zero or more, keys ascending, each once)
 //! crc32c <8 hex digits> (of every byte above)
 //! ```
 //! `setting` lines hold the table's own settings (`Store::table_with`; the table layer
 //! encodes them, `table::settings`). A manifest with settings is written as version 3,
 //! one without as version 2, so stores that never use per-table settings stay readable
 //! by builds that predate them, and a build that predates them refuses a manifest that
-//! has them (unknown version) rather than ignoring its settings.
+//! has them (unknown version) rather than ignoring its settings. A manifest naming a
+//! segment's level (leveled compaction, `table::leveled`) is written as version 4, its
+//! settings lines optional; a segment named without a level is at level 0.
 //! A snapshot manifest (`snapshots/<tag>/manifest`) uses header
 //! `segstore-snapshot 2`, then `created_micros <n>`, `ephemeral <0|1>`, one
 //! `segment <table> <id>` line per segment and a `table <table>` line per table without
@@ -44,6 +47,9 @@ pub struct Manifest {
     pub segments: BTreeSet<u64>,
     /// The table's own settings, by key (empty: the store's defaults apply).
     pub settings: BTreeMap<String, String>,
+    /// Levels of live segments in leveled compaction, 1 or more (a segment absent
+    /// here is at level 0).
+    pub levels: BTreeMap<u64, u32>,
 }
 
 /// A snapshot's contents.
@@ -64,6 +70,8 @@ const SNAP_FORMAT: &str = "segstore-snapshot";
 const VERSION: u32 = 2;
 /// The version of a table manifest with `setting` lines.
 const SETTINGS_VERSION: u32 = 3;
+/// The version of a table manifest with segment levels.
+const LEVELS_VERSION: u32 = 4;
 /// The versions read (1: the same lines, written before the sealed codec).
 const READS: RangeInclusive<u32> = 1..=VERSION;
 
@@ -95,7 +103,9 @@ fn duplicate(f: &Fields) -> Malformed {
 impl Manifest {
     /// Encode.
     pub fn encode(&self) -> Vec<u8> {
-        let version = if self.settings.is_empty() {
+        let version = if !self.levels.is_empty() {
+            LEVELS_VERSION
+        } else if self.settings.is_empty() {
             VERSION
         } else {
             SETTINGS_VERSION
@@ -104,7 +114,10 @@ impl Manifest {
         w.line(["table", self.table.as_str()]);
         w.line(["next_id", &self.next_id.to_string()]);
         for id in &self.segments {
-            w.line(["segment", &id.to_string()]);
+            match self.levels.get(id) {
+                Some(level) => w.line(["segment", &id.to_string(), &level.to_string()]),
+                None => w.line(["segment", &id.to_string()]),
+            };
         }
         for (k, v) in &self.settings {
             w.line(["setting", k.as_str(), v.as_str()]);
@@ -120,8 +133,9 @@ impl Manifest {
     fn decode_body(bytes: &[u8]) -> std::result::Result<Manifest, Malformed> {
         let mut m = Manifest::default();
         let (mut have_table, mut have_next) = (false, false);
-        let decoded = sealed::decode(bytes, TABLE_FORMAT, 1..=SETTINGS_VERSION)?;
-        let with_settings = decoded.version == SETTINGS_VERSION;
+        let decoded = sealed::decode(bytes, TABLE_FORMAT, 1..=LEVELS_VERSION)?;
+        let with_settings = decoded.version >= SETTINGS_VERSION;
+        let with_levels = decoded.version == LEVELS_VERSION;
         for line in decoded.lines {
             let f = line.fields()?;
             match f.keyword() {
@@ -138,6 +152,15 @@ impl Manifest {
                         return Err(duplicate(&f));
                     }
                     m.next_id = f.u64(1)?;
+                }
+                b"segment" if with_levels && f.len() == 3 => {
+                    let id = f.u64(1)?;
+                    let level = u32::try_from(f.u64(2)?)
+                        .ok()
+                        .filter(|&l| l >= 1)
+                        .ok_or_else(|| Malformed::new(f.offset, "bad segment level"))?;
+                    m.segments.insert(id);
+                    m.levels.insert(id, level);
                 }
                 b"segment" => {
                     f.expect_len(2)?;
@@ -163,8 +186,11 @@ impl Manifest {
                 _ => return Err(unknown(&f)),
             }
         }
-        if with_settings && m.settings.is_empty() {
+        if decoded.version == SETTINGS_VERSION && m.settings.is_empty() {
             return Err(Malformed::new(0, "version 3 manifest without settings"));
+        }
+        if with_levels && m.levels.is_empty() {
+            return Err(Malformed::new(0, "version 4 manifest without levels"));
         }
         if !have_table {
             return Err(Malformed::new(0, "manifest names no table"));
@@ -264,6 +290,7 @@ mod tests {
             next_id: 9,
             segments: [1, 4, 8].into_iter().collect(),
             settings: BTreeMap::new(),
+            levels: BTreeMap::new(),
         };
         let mut with = m.clone();
         with.settings.insert("gc_grace_secs".into(), "0".into());
@@ -284,6 +311,13 @@ mod tests {
             c[i] ^= 0x04;
             assert!(Manifest::decode(p, &c).is_err(), "flip at {i} undetected");
         }
+        let mut leveled = m.clone();
+        leveled.levels.insert(4, 2);
+        let lb = leveled.encode();
+        assert!(lb.starts_with(b"segstore-manifest 4\n"));
+        assert_eq!(Manifest::decode(p, &lb).unwrap(), leveled);
+        leveled.settings = with.settings.clone();
+        assert_eq!(Manifest::decode(p, &leveled.encode()).unwrap(), leveled);
         let e = Manifest::decode(p, &b[..b.len() - 3]).unwrap_err();
         assert!(
             e.is_corrupt() && e.to_string().contains("t1.manifest"),
@@ -338,6 +372,11 @@ mod tests {
             "segstore-manifest 2\ntable t\\x0a1\nnext_id 9\n",
             "segstore-manifest 2\ntable t1\nnext_id 09\n",
             "segstore-manifest 3\ntable t1\nnext_id 9\n",
+            "segstore-manifest 3\ntable t1\nnext_id 9\nsegment 1 1\nsetting a 1\n",
+            "segstore-manifest 4\ntable t1\nnext_id 9\nsegment 1\n",
+            "segstore-manifest 4\ntable t1\nnext_id 9\nsegment 1 0\n",
+            "segstore-manifest 4\ntable t1\nnext_id 9\nsegment 1 01\n",
+            "segstore-manifest 4\ntable t1\nnext_id 9\nsegment 1 1 1\n",
         ] {
             let e = Manifest::decode(p, &seal_v1(text)).unwrap_err();
             assert!(

@@ -183,7 +183,7 @@ impl SegmentSet {
         names: &[SegmentName],
         guard: impl FnOnce() -> G,
     ) -> Result<()> {
-        self.replace_guarded(&[], names, guard)
+        self.replace_guarded(&[], names, 0, guard)
     }
 
     /// Refuse (`Some`) or allow again (`None`) every change: new writers and manifest
@@ -259,13 +259,40 @@ impl SegmentSet {
     /// later change fails with [`Error::Poisoned`]) and the next open decides from the
     /// manifest on disk, its orphan scan removing the segments that one does not name.
     pub fn replace(&self, old: &[u64], new: &[SegmentName]) -> Result<()> {
-        self.replace_guarded(old, new, || ())
+        self.replace_guarded(old, new, 0, || ())
+    }
+
+    /// [`SegmentSet::replace`], the manifest naming `level` as the new segments' level
+    /// (leveled compaction; 0: none).
+    pub fn replace_at_level(&self, old: &[u64], new: &[SegmentName], level: u32) -> Result<()> {
+        self.replace_guarded(old, new, level, || ())
+    }
+
+    /// Delete published segments that no manifest names and none will (the finished
+    /// outputs of an abandoned compaction). A failure is logged: the next open's orphan
+    /// scan removes them.
+    pub(crate) fn discard(&self, names: &[SegmentName]) {
+        let doomed: Vec<PathBuf> = names
+            .iter()
+            .filter(|n| n.table == self.table)
+            .flat_map(|n| Component::ALL.map(|c| n.path(&self.dir, c)))
+            .collect();
+        if let Err(e) = self.deleter.delete(&doomed) {
+            tracing::warn!(error = %e, "could not delete the outputs of an abandoned compaction; the next open removes them");
+        }
+    }
+
+    /// The levels of the live segments at level 1 or more (leveled compaction), as the
+    /// manifest holds them; a live segment absent is at level 0.
+    pub fn levels(&self) -> BTreeMap<u64, u32> {
+        self.manifest.lock().levels.clone()
     }
 
     fn replace_guarded<G>(
         &self,
         old: &[u64],
         new: &[SegmentName],
+        level: u32,
         guard: impl FnOnce() -> G,
     ) -> Result<()> {
         let mut m = self.manifest.lock();
@@ -302,10 +329,14 @@ impl SegmentSet {
         let mut next = m.clone();
         for id in old {
             next.segments.remove(id);
+            next.levels.remove(id);
         }
         for n in new {
             next.segments.insert(n.id);
             next.next_id = next.next_id.max(n.id + 1);
+            if level > 0 {
+                next.levels.insert(n.id, level);
+            }
         }
         if let Err(e) = next.store(&manifest_path(&self.dir, &self.table), self.deleter.fs()) {
             if matches!(

@@ -50,6 +50,13 @@ impl Config {
         self.commitlog.validate()?;
         self.table.validate()?;
         self.memory.validate()?;
+        if self.compaction_threads == 0 {
+            return Err(Error::InvalidConfig {
+                setting: "compaction_threads",
+                value: "0".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
         if !(0.0..=1.0).contains(&self.crc_check_chance) {
             return Err(Error::InvalidConfig {
                 setting: "crc_check_chance",
@@ -115,6 +122,12 @@ impl ConfigBuilder {
         self
     }
 
+    /// Threads running background compactions ([`Config::compaction_threads`]).
+    pub fn compaction_threads(mut self, threads: usize) -> Self {
+        self.config.compaction_threads = threads;
+        self
+    }
+
     /// Probability that a point read checks its record's checksum
     /// ([`Config::crc_check_chance`]).
     pub fn crc_check_chance(mut self, chance: f64) -> Self {
@@ -166,6 +179,7 @@ mod tests {
             (Config::builder().table(table), "max_frozen_memtables"),
             (Config::builder().memory(mem), "map_budget_percent"),
             (Config::builder().crc_check_chance(-0.5), "crc_check_chance"),
+            (Config::builder().compaction_threads(0), "compaction_threads"),
             (Config::builder().crc_check_chance(f64::NAN), "crc_check_chance"),
         ];
         for (b, want) in cases {

@@ -114,9 +114,7 @@ impl Store {
         };
         let lsm = open(
             &dir,
-            &config.commitlog,
-            &config.table,
-            &config.file_rules,
+            &config,
             &deleter,
             Arc::clone(&registry),
             &|name| opener.open_set(name),

@@ -166,12 +166,13 @@ impl Store {
             String,
             Arc<View>,
             std::collections::BTreeMap<String, String>,
+            std::collections::BTreeMap<u64, u32>,
         );
         let views: Vec<Captured> = self.lsm.flush_then(None, || {
             self.registry
                 .sets()
                 .into_iter()
-                .map(|(n, s)| (n, s.view(), s.settings()))
+                .map(|(n, s)| (n, s.view(), s.settings(), s.levels()))
                 .collect()
         })?;
         let fs = StoreFs::new(parent, &self.config.file_rules);
@@ -190,7 +191,7 @@ impl Store {
         };
         fs.create_dir(&staging)?;
         let staged = (|| {
-            for (table, view, settings) in &views {
+            for (table, view, settings, levels) in &views {
                 let mut manifest = Manifest {
                     table: table.clone(),
                     next_id: 1,
@@ -206,6 +207,11 @@ impl Store {
                         }
                     }
                     manifest.segments.insert(h.name().id);
+                    // A segment's level never changes while it lives (a checkpoint
+                    // keeps leveled compaction's layout).
+                    if let Some(&l) = levels.get(&h.name().id) {
+                        manifest.levels.insert(h.name().id, l);
+                    }
                     manifest.next_id = manifest.next_id.max(h.name().id + 1);
                 }
                 // Publishing fsyncs the staging directory: the links above are durable.

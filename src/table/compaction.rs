@@ -1,4 +1,6 @@
-//! The size-tiered compaction policy (Cassandra's STCS), as a pure function.
+//! The size-tiered compaction policy (Cassandra's STCS), as a pure function, and the
+//! settings of compaction ([`CompactionConfig`]; the leveled policy is
+//! [`crate::table::leveled`]).
 //!
 //! [`choose`] looks at summaries of the live segments that are not being compacted and
 //! returns which to merge; a worker (phase 2) carries the choice out. Keeping the policy
@@ -43,11 +45,39 @@ pub struct SegmentSummary {
     pub max_ts: u64,
 }
 
-/// Settings of size-tiered compaction (Cassandra's names and defaults).
+/// Which policy a table's background compactions follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionStrategy {
+    /// Size-tiered (Cassandra's STCS, `table::compaction::choose`): few rewrites of
+    /// each cell (low write amplification), more segments a read may search and more
+    /// space held by overwritten cells until their tier merges.
+    #[default]
+    SizeTiered,
+    /// Leveled (LevelDB, RocksDB, Cassandra's LCS, `table::leveled`): at most
+    /// one segment per level holds a key and little space goes to overwritten cells, at
+    /// the price of rewriting each cell about `level_multiplier` times per level.
+    Leveled,
+}
+
+impl CompactionStrategy {
+    /// The name a configuration file and a table manifest use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactionStrategy::SizeTiered => "size_tiered",
+            CompactionStrategy::Leveled => "leveled",
+        }
+    }
+}
+
+/// Settings of compaction: the policy, size-tiered's (Cassandra's names and defaults),
+/// leveled's (RocksDB's defaults), and the rate limit both observe.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct CompactionConfig {
+    /// The policy background compactions follow.
+    pub strategy: CompactionStrategy,
     /// Fewest segments in a bucket before it is compacted (at least 2).
     pub min_threshold: usize,
     /// Most segments merged at once (at least `min_threshold`).
@@ -58,6 +88,19 @@ pub struct CompactionConfig {
     pub bucket_high: f64,
     /// Segments smaller than this all share one bucket.
     pub min_segment_size: u64,
+    /// Leveled: a compaction's output is cut into segments of about this many data
+    /// bytes (at least 1024).
+    pub target_segment_size: u64,
+    /// Leveled: this many level 0 (flushed) segments start a compaction into level 1
+    /// (at least 1).
+    pub l0_trigger: usize,
+    /// Leveled: the byte budget of level 1 (at least `target_segment_size`).
+    pub base_level_size: u64,
+    /// Leveled: each level's budget is this many times the one above (at least 2).
+    pub level_multiplier: u64,
+    /// Bytes per second compactions of the table may write, both policies and major
+    /// compactions alike (0: no limit). Flushes are never limited.
+    pub write_bytes_per_sec: u64,
 }
 
 impl Default for CompactionConfig {
@@ -68,11 +111,26 @@ impl Default for CompactionConfig {
             bucket_low: 0.5,
             bucket_high: 1.5,
             min_segment_size: 50 * 1024 * 1024,
+            strategy: CompactionStrategy::SizeTiered,
+            target_segment_size: 64 * 1024 * 1024,
+            l0_trigger: 4,
+            base_level_size: 256 * 1024 * 1024,
+            level_multiplier: 10,
+            write_bytes_per_sec: 0,
         }
     }
 }
 
 impl CompactionConfig {
+    /// Leveled compaction's settings, as [`crate::table::leveled::choose`] reads them.
+    pub(crate) fn leveled(&self) -> crate::table::leveled::LeveledParams {
+        crate::table::leveled::LeveledParams {
+            l0_trigger: self.l0_trigger,
+            base_level_size: self.base_level_size,
+            level_multiplier: self.level_multiplier,
+        }
+    }
+
     /// Check the settings, naming the bad one.
     pub fn validate(&self) -> Result<()> {
         let bad = |setting, value: String, reason: &str| {
@@ -110,6 +168,30 @@ impl CompactionConfig {
                 "bucket_high",
                 self.bucket_high.to_string(),
                 "must be finite, at least 1 and above bucket_low",
+            );
+        }
+        if self.target_segment_size < 1024 {
+            return bad(
+                "target_segment_size",
+                self.target_segment_size.to_string(),
+                "must be at least 1024",
+            );
+        }
+        if self.l0_trigger == 0 {
+            return bad("l0_trigger", "0".into(), "must be at least 1");
+        }
+        if self.base_level_size < self.target_segment_size {
+            return bad(
+                "base_level_size",
+                self.base_level_size.to_string(),
+                "must be at least target_segment_size",
+            );
+        }
+        if self.level_multiplier < 2 {
+            return bad(
+                "level_multiplier",
+                self.level_multiplier.to_string(),
+                "must be at least 2",
             );
         }
         Ok(())
@@ -261,6 +343,22 @@ mod tests {
                 bucket_high: 1.0,
                 ..Default::default()
             },
+            CompactionConfig {
+                target_segment_size: 100,
+                ..Default::default()
+            },
+            CompactionConfig {
+                l0_trigger: 0,
+                ..Default::default()
+            },
+            CompactionConfig {
+                base_level_size: 1 << 20,
+                ..Default::default()
+            },
+            CompactionConfig {
+                level_multiplier: 1,
+                ..Default::default()
+            },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
@@ -284,6 +382,7 @@ mod tests {
                 bucket_low: low,
                 bucket_high: high.max(low + 0.01),
                 min_segment_size: min_size,
+                ..CompactionConfig::default()
             },
         )
     }

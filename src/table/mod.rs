@@ -8,7 +8,9 @@
 //! - [`merge`]: the k-way merge of sorted sources (memtables, segment iterators) that
 //!   reconciles versions of a key and applies the tombstone policy of reads or compaction;
 //!   from both ends and with seeks when its sources are [`Cursor`]s.
-//! - [`compaction`]: the size-tiered policy, a pure function over segment summaries.
+//! - [`compaction`]: the size-tiered policy, a pure function over segment summaries,
+//!   and the settings of both policies.
+//! - [`leveled`]: the leveled policy, a pure function over segments with levels.
 //! - [`compaction_filter`]: code a table runs on the live cells its compactions write.
 //! - [`cell`]: the one reconciliation rule every other part uses.
 //!
@@ -24,8 +26,9 @@
 //!
 //! Range arguments are [`KeyRange`]s ([`crate::range`], re-exported here with
 //! [`prefix_range`]).
-//! - [`tables`]: [`Tables`]: the store-wide commit log, write clock, background worker,
-//!   replay at open, checkpoints that release commit log files, close.
+//! - [`tables`]: [`Tables`]: the store-wide commit log, write clock, replay at open,
+//!   checkpoints that release commit log files, close.
+//! - `worker`: the background threads: one for flushes, a pool for compactions.
 //! - [`positions`]: the file recording how far each table's segments reach into the log.
 //! - [`settings`]: a table's own settings file (`Store::table_with`).
 //! - [`batch`]: write batches ([`WriteBatch`]).
@@ -40,6 +43,7 @@ pub mod cell;
 pub mod commitlog;
 pub mod compaction;
 pub mod compaction_filter;
+pub mod leveled;
 pub mod lsm;
 pub mod memtable;
 pub mod merge;
@@ -51,12 +55,13 @@ pub mod txn;
 pub mod value;
 pub mod view;
 pub(crate) mod visibility;
+pub(crate) mod worker;
 
 pub use crate::range::{prefix_range, KeyRange};
 pub use batch::{Batch, WriteBatch};
 pub use cell::{newer_wins, validate_cell};
 pub use commitlog::{CommitLog, CommitLogConfig, CommitLogSync, LogRecord};
-pub use compaction::{Choice, CompactionConfig, SegmentSummary};
+pub use compaction::{Choice, CompactionConfig, CompactionStrategy, SegmentSummary};
 pub use lsm::{Cells, Scan, Table, TableConfig, TableStats};
 pub use memtable::{Memtable, SharedCell};
 pub use merge::{Cursor, MergeIter, TombstonePolicy};

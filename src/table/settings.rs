@@ -9,16 +9,22 @@
 //! (at least 1), `gc_grace_secs`, `background_compaction` (`0` or `1`),
 //! `compaction_min_threshold`, `compaction_max_threshold`, `compaction_bucket_low` and
 //! `compaction_bucket_high` (the shortest decimal text that reads back to the same
-//! `f64`), `compaction_min_segment_size`. A missing, unknown or malformed key, or
-//! settings that fail [`TableConfig::validate`], make the manifest `Corrupt`.
+//! `f64`), `compaction_min_segment_size`; and, since leveled compaction (a manifest
+//! written before lacks them: they take their defaults), `compaction_strategy`
+//! (`size_tiered` or `leveled`), `compaction_target_segment_size`,
+//! `compaction_l0_trigger`, `compaction_base_level_size`,
+//! `compaction_level_multiplier`, `compaction_write_bytes_per_sec`. A missing (of the
+//! first nine), unknown or malformed key, or settings that fail
+//! [`TableConfig::validate`], make the manifest `Corrupt`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::table::{CompactionConfig, TableConfig};
+use crate::table::{CompactionConfig, CompactionStrategy, TableConfig};
 
-const KEYS: [&str; 9] = [
+/// The keys every settings manifest holds, then [`LATER`]'s.
+const KEYS: [&str; 15] = [
     "memtable_flush_bytes",
     "max_frozen_memtables",
     "gc_grace_secs",
@@ -28,7 +34,16 @@ const KEYS: [&str; 9] = [
     "compaction_bucket_low",
     "compaction_bucket_high",
     "compaction_min_segment_size",
+    "compaction_strategy",
+    "compaction_target_segment_size",
+    "compaction_l0_trigger",
+    "compaction_base_level_size",
+    "compaction_level_multiplier",
+    "compaction_write_bytes_per_sec",
 ];
+
+/// [`KEYS`] from this index on may be missing (manifests written before them).
+const LATER: usize = 9;
 
 /// The manifest lines of `c`.
 pub fn encode(c: &TableConfig) -> BTreeMap<String, String> {
@@ -43,6 +58,12 @@ pub fn encode(c: &TableConfig) -> BTreeMap<String, String> {
         k.bucket_low.to_string(),
         k.bucket_high.to_string(),
         k.min_segment_size.to_string(),
+        k.strategy.as_str().to_string(),
+        k.target_segment_size.to_string(),
+        k.l0_trigger.to_string(),
+        k.base_level_size.to_string(),
+        k.level_multiplier.to_string(),
+        k.write_bytes_per_sec.to_string(),
     ];
     KEYS.iter().map(|k| k.to_string()).zip(values).collect()
 }
@@ -57,10 +78,19 @@ pub fn decode(manifest: &Path, lines: &BTreeMap<String, String>) -> Result<Optio
     if let Some(k) = lines.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return Err(bad(format!("unknown setting {k:?}")));
     }
-    let text = |i: usize| {
-        lines
-            .get(KEYS[i])
-            .ok_or_else(|| bad(format!("{} is missing", KEYS[i])))
+    let defaults = CompactionConfig::default();
+    let default_text = [
+        defaults.strategy.as_str().to_string(),
+        defaults.target_segment_size.to_string(),
+        defaults.l0_trigger.to_string(),
+        defaults.base_level_size.to_string(),
+        defaults.level_multiplier.to_string(),
+        defaults.write_bytes_per_sec.to_string(),
+    ];
+    let text = |i: usize| match lines.get(KEYS[i]) {
+        Some(v) => Ok(v),
+        None if i >= LATER => Ok(&default_text[i - LATER]),
+        None => Err(bad(format!("{} is missing", KEYS[i]))),
     };
     let int = |i: usize| -> Result<u64> {
         let v = text(i)?;
@@ -80,6 +110,11 @@ pub fn decode(manifest: &Path, lines: &BTreeMap<String, String>) -> Result<Optio
         1 => true,
         n => return Err(bad(format!("background_compaction {n}"))),
     };
+    let strategy = match text(9)?.as_str() {
+        "size_tiered" => CompactionStrategy::SizeTiered,
+        "leveled" => CompactionStrategy::Leveled,
+        v => return Err(bad(format!("compaction_strategy {v:?}"))),
+    };
     let c = TableConfig {
         memtable_flush_bytes: size(0)?,
         max_frozen_memtables: size(1)?,
@@ -91,6 +126,12 @@ pub fn decode(manifest: &Path, lines: &BTreeMap<String, String>) -> Result<Optio
             bucket_low: float(6)?,
             bucket_high: float(7)?,
             min_segment_size: int(8)?,
+            strategy,
+            target_segment_size: int(10)?,
+            l0_trigger: size(11)?,
+            base_level_size: int(12)?,
+            level_multiplier: int(13)?,
+            write_bytes_per_sec: int(14)?,
         },
     };
     c.validate().map_err(|e| bad(e.to_string()))?;
@@ -113,6 +154,12 @@ mod tests {
                 bucket_low: 0.1 + 0.2,
                 bucket_high: 1.75,
                 min_segment_size: 1,
+                strategy: CompactionStrategy::Leveled,
+                target_segment_size: 5000,
+                l0_trigger: 1,
+                base_level_size: 7777,
+                level_multiplier: 3,
+                write_bytes_per_sec: 1 << 20,
             },
         }
     }
@@ -124,6 +171,26 @@ mod tests {
             assert_eq!(decode(path, &encode(&c)).unwrap(), Some(c));
         }
         assert_eq!(decode(path, &BTreeMap::new()).unwrap(), None);
+    }
+
+    /// A manifest written before leveled compaction lacks its keys: they default.
+    #[test]
+    fn manifests_before_leveled_compaction_read() {
+        let path = Path::new("t.manifest");
+        let mut lines = encode(&odd());
+        for k in &KEYS[LATER..] {
+            lines.remove(*k);
+        }
+        let c = decode(path, &lines).unwrap().unwrap();
+        assert_eq!(c.compaction.strategy, CompactionStrategy::SizeTiered);
+        assert_eq!(c.compaction.target_segment_size, 64 << 20);
+        assert_eq!(c.compaction.min_threshold, 2);
+        let mut lines = encode(&odd());
+        lines.insert("compaction_strategy".into(), "tiered".into());
+        assert!(decode(path, &lines)
+            .unwrap_err()
+            .to_string()
+            .contains("compaction_strategy"));
     }
 
     #[test]

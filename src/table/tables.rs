@@ -1,5 +1,6 @@
 //! The store-wide side of the tables: one commit log for every table, the write clock,
-//! the positions file, and the background worker that flushes and compacts.
+//! the positions file, and the background threads that flush and compact
+//! (`worker.rs`).
 //!
 //! # Open
 //! 1. Load `commitlog/positions` ([`super::positions`]).
@@ -7,7 +8,8 @@
 //!    memtable of its table unless the table's flushed position already covers it.
 //! 3. Create a [`Table`] per replayed table (its segment set opened through the store),
 //!    checkpoint (which releases log files of earlier runs that nothing needs), start
-//!    the worker, and schedule flushes of full memtables and compaction checks.
+//!    the background threads, and schedule flushes of full memtables and compaction
+//!    checks.
 //!
 //! # Checkpoint (after every flush)
 //! Under the positions lock: the lowest unflushed sequence number is the minimum of the
@@ -17,7 +19,7 @@
 //! to the store's [`Deleter`] (commit log invariant 5).
 //!
 //! # Close
-//! Refuse new writes, stop the worker, flush every table, checkpoint, close the log
+//! Refuse new writes, stop the background threads, flush every table, checkpoint, close the log
 //! (final fsync). A store dropped without close stops the worker and closes the log
 //! (its final fsync, so that a write acknowledged under `periodic` sync is as durable
 //! as a close would have made it) and flushes nothing: replay at the next open brings
@@ -38,24 +40,25 @@
 //! file ([`CommitLog::open_read_only`]), no checkpoint, no worker. Writes, flushes and
 //! checkpoints fail with [`Error::ReadOnly`].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 
-use super::commitlog::{CommitLog, CommitLogConfig};
+use super::commitlog::CommitLog;
 use super::lsm::{Table, TableConfig};
 use super::memtable::Memtable;
 use super::positions::{DroppedTable, Positions};
 use super::registry::Registry;
 use super::settings;
 use super::visibility::Visibility;
+use super::worker::{self, Lane, Pool};
 use crate::error::{Error, Result};
-use crate::io::{FileRules, StoreFs};
+use crate::io::StoreFs;
 use crate::lifecycle::{Deleter, SegmentSet};
 
 /// Directory of the commit log inside a store directory.
@@ -101,18 +104,6 @@ impl Clock {
     }
 }
 
-enum Job {
-    Flush(String),
-    Compact(String),
-}
-
-#[derive(Default)]
-struct WorkerState {
-    jobs: VecDeque<Job>,
-    busy: bool,
-    stop: bool,
-}
-
 /// What every table shares.
 pub(crate) struct Context {
     pub(crate) log: CommitLog,
@@ -126,9 +117,8 @@ pub(crate) struct Context {
     /// The store's one registry of tables (shared with [`crate::Store`]).
     pub(crate) registry: Arc<Registry>,
     positions: Mutex<Positions>,
-    worker: Mutex<WorkerState>,
-    worker_cv: Condvar,
-    idle_cv: Condvar,
+    /// The background threads' queues.
+    pub(crate) pool: Pool,
     closed: AtomicBool,
     /// Set once close has flushed: from then on no flush or compaction starts (each
     /// checks under its table's lock), so none writes a file after the close.
@@ -189,26 +179,29 @@ impl Context {
         self.closed.load(Ordering::Acquire)
     }
 
-    fn push(&self, job: Job) {
-        let mut w = self.worker.lock();
-        if !w.stop && !self.read_only {
-            w.jobs.push_back(job);
-            self.worker_cv.notify_one();
+    fn push(&self, lane: Lane, t: &Table) {
+        if !self.read_only {
+            self.pool.push(lane, t.name().to_string());
         }
     }
 
-    /// Ask the worker to flush `t` (once, however many writers ask).
+    /// Ask the flush thread to flush `t` (once, however many writers ask).
     pub(crate) fn schedule_flush(&self, t: &Table) {
         if !t.flush_queued.swap(true, Ordering::AcqRel) {
-            self.push(Job::Flush(t.name().to_string()));
+            self.push(Lane::Flush, t);
         }
     }
 
-    /// Ask the worker to run size-tiered compaction on `t`.
+    /// Ask the compaction threads to run `t`'s compaction policy.
     pub(crate) fn schedule_compaction(&self, t: &Table) {
         if t.config().background_compaction && !t.compaction_queued.swap(true, Ordering::AcqRel) {
-            self.push(Job::Compact(t.name().to_string()));
+            self.push(Lane::Compaction, t);
         }
+    }
+
+    /// Wait `d` for a compaction's rate limit ([`Pool::pace`]).
+    pub(crate) fn pace(&self, d: std::time::Duration) -> Result<()> {
+        self.pool.pace(d)
     }
 
     pub(crate) fn table(&self, name: &str) -> Option<Arc<Table>> {
@@ -265,57 +258,12 @@ impl Context {
         }
         Ok(())
     }
-
-    fn run_worker(self: Arc<Self>) {
-        loop {
-            let job = {
-                let mut w = self.worker.lock();
-                w.busy = false;
-                self.idle_cv.notify_all();
-                while w.jobs.is_empty() && !w.stop {
-                    self.worker_cv.wait(&mut w);
-                }
-                if w.stop {
-                    return;
-                }
-                w.busy = true;
-                w.jobs.pop_front().expect("not empty")
-            };
-            match job {
-                Job::Flush(name) => {
-                    let Some(t) = self.table(&name) else { continue };
-                    t.flush_queued.store(false, Ordering::Release);
-                    match t.flush_memtables(false).and_then(|_| self.checkpoint()) {
-                        Ok(()) => self.schedule_compaction(&t),
-                        Err(e) => {
-                            tracing::error!(table = %name, error = %e, "background flush failed; writers waiting for it get the error, the commit log keeps the data, and the next flush retries");
-                            t.flush_failed(e);
-                        }
-                    }
-                }
-                Job::Compact(name) => {
-                    let Some(t) = self.table(&name) else { continue };
-                    t.compaction_queued.store(false, Ordering::Release);
-                    while !self.worker.lock().stop {
-                        match t.compact_once() {
-                            Ok(true) => continue,
-                            Ok(false) => break,
-                            Err(e) => {
-                                tracing::error!(table = %name, error = %e, "background compaction failed");
-                                break;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// The tables of a store. See the module docs.
 pub struct Tables {
     ctx: Arc<Context>,
-    worker: Mutex<Option<JoinHandle<()>>>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Tables {
@@ -331,46 +279,39 @@ impl Tables {
     /// opens (creating if needed) a table's segment set.
     pub(crate) fn open(
         store_dir: &Path,
-        log_config: &CommitLogConfig,
-        config: &TableConfig,
-        rules: &FileRules,
+        config: &crate::Config,
         deleter: &Deleter,
         registry: Arc<Registry>,
         open_set: &dyn Fn(&str) -> Result<Arc<SegmentSet>>,
     ) -> Result<Tables> {
-        Self::open_inner(
-            store_dir, log_config, config, rules, deleter, registry, open_set, false,
-        )
+        Self::open_inner(store_dir, config, deleter, registry, open_set, false)
     }
 
     /// As [`Tables::open`], writing nothing (module docs, "Read-only"). `open_set` must
     /// not create tables either.
     pub(crate) fn open_read_only(
         store_dir: &Path,
-        log_config: &CommitLogConfig,
-        config: &TableConfig,
-        rules: &FileRules,
+        config: &crate::Config,
         deleter: &Deleter,
         registry: Arc<Registry>,
         open_set: &dyn Fn(&str) -> Result<Arc<SegmentSet>>,
     ) -> Result<Tables> {
-        Self::open_inner(
-            store_dir, log_config, config, rules, deleter, registry, open_set, true,
-        )
+        Self::open_inner(store_dir, config, deleter, registry, open_set, true)
     }
 
-    // The two entry points' arguments and the mode that tells them apart.
-    #[allow(clippy::too_many_arguments)]
+    /// The two entry points: the store's `Config` (its commit log, table defaults,
+    /// compaction threads and file rules) and the mode that tells them apart.
     fn open_inner(
         store_dir: &Path,
-        log_config: &CommitLogConfig,
-        config: &TableConfig,
-        rules: &FileRules,
+        store_config: &crate::Config,
         deleter: &Deleter,
         registry: Arc<Registry>,
         open_set: &dyn Fn(&str) -> Result<Arc<SegmentSet>>,
         read_only: bool,
     ) -> Result<Tables> {
+        let log_config = &store_config.commitlog;
+        let rules = &store_config.file_rules;
+        let config = &store_config.table;
         config.validate()?;
         let log_dir = store_dir.join(COMMITLOG_DIR);
         let positions = Positions::load(&log_dir)?;
@@ -434,9 +375,7 @@ impl Tables {
             deleter: deleter.clone(),
             registry,
             positions: Mutex::new(positions),
-            worker: Mutex::new(WorkerState::default()),
-            worker_cv: Condvar::new(),
-            idle_cv: Condvar::new(),
+            pool: Pool::default(),
             closed: AtomicBool::new(false),
             sealed: AtomicBool::new(false),
             read_only,
@@ -450,7 +389,7 @@ impl Tables {
         // the context: a cycle that would otherwise keep their segments mapped).
         let out = Tables {
             ctx,
-            worker: Mutex::new(None),
+            workers: Mutex::new(Vec::new()),
         };
         let ctx = &out.ctx;
         let mut created = Vec::new();
@@ -485,12 +424,7 @@ impl Tables {
             return Ok(out);
         }
         ctx.checkpoint()?;
-        let c = Arc::clone(ctx);
-        let handle = std::thread::Builder::new()
-            .name("segstore-tables".into())
-            .spawn(move || c.run_worker())
-            .map_err(|e| Error::io("spawn worker", store_dir, e))?;
-        *out.worker.lock() = Some(handle);
+        *out.workers.lock() = worker::spawn(ctx, store_config.compaction_threads, store_dir)?;
         for t in &created {
             if t.stats().memtable_bytes >= config.memtable_flush_bytes {
                 ctx.schedule_flush(t);
@@ -641,23 +575,15 @@ impl Tables {
         self.ctx.log.check_poisoned()
     }
 
-    /// Wait until the worker has nothing queued or running (tests, tools).
+    /// Wait until the background threads have nothing queued or running (tests,
+    /// tools).
     pub fn wait_idle(&self) {
-        let mut w = self.ctx.worker.lock();
-        while (w.busy || !w.jobs.is_empty()) && !w.stop {
-            self.ctx.idle_cv.wait(&mut w);
-        }
+        self.ctx.pool.wait_idle();
     }
 
     fn stop_worker(&self) {
-        {
-            let mut w = self.ctx.worker.lock();
-            w.stop = true;
-            w.jobs.clear();
-            self.ctx.worker_cv.notify_all();
-            self.ctx.idle_cv.notify_all();
-        }
-        if let Some(h) = self.worker.lock().take() {
+        self.ctx.pool.stop();
+        for h in std::mem::take(&mut *self.workers.lock()) {
             let _ = h.join();
         }
     }

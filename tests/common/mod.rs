@@ -275,3 +275,42 @@ pub fn scan_all(
 pub fn component_path(dir: &Path, c: Component) -> std::path::PathBuf {
     seg_name().path(dir, c)
 }
+
+/// Check leveled compaction's layout of `set` (`table::leveled` invariant 2): the
+/// segments of each level 1 or more hold disjoint key spans (cells and range
+/// tombstones). Returns the levels, segment ids and data bytes: `(level, id, bytes)`.
+pub fn check_levels(set: &SegmentSet) -> Vec<(u32, u64, u64)> {
+    use segstore::table::leveled::Span;
+    let levels = set.levels();
+    let view = set.view();
+    let mut out = Vec::new();
+    let mut spans: Vec<(u32, u64, Span)> = Vec::new();
+    for h in &view.segments {
+        let s = h.stats();
+        let id = h.name().id;
+        let level = levels.get(&id).copied().unwrap_or(0);
+        out.push((level, id, s.data_len));
+        if level == 0 {
+            continue;
+        }
+        let mut span = (s.entry_count > 0).then(|| Span::of_keys(&s.min_key, &s.max_key));
+        for r in h.range_tombstones().fragments() {
+            let r = Span {
+                start: r.start.clone(),
+                end: r.end.clone(),
+            };
+            span = Some(span.map_or(r.clone(), |s| s.union(&r)));
+        }
+        if let Some(span) = span {
+            for (l, other, o) in &spans {
+                assert!(
+                    *l != level || !o.overlaps(&span),
+                    "segments {other} and {id} of level {level} overlap: {o:?} {span:?}"
+                );
+            }
+            spans.push((level, id, span));
+        }
+    }
+    out.sort_unstable();
+    out
+}

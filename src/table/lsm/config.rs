@@ -17,7 +17,7 @@ pub struct TableConfig {
     /// Writers wait while this many frozen memtables await their flush (at least 1);
     /// a flush failing meanwhile refuses their writes with [`Error::FlushFailed`].
     pub max_frozen_memtables: usize,
-    /// Size-tiered compaction.
+    /// Compaction: the policy (size-tiered or leveled), its settings, the rate limit.
     pub compaction: CompactionConfig,
     /// Tombstones younger than this many seconds are kept by compaction (Cassandra's
     /// `gc_grace_seconds`, default 10 days): repair must run more often than this. In a
@@ -26,7 +26,7 @@ pub struct TableConfig {
     /// 864000` is still read.
     #[serde(rename = "gc_grace", alias = "gc_grace_secs", with = "grace_text")]
     pub gc_grace_secs: u64,
-    /// Run size-tiered compaction in the background after flushes.
+    /// Run compaction (of `compaction.strategy`) in the background after flushes.
     pub background_compaction: bool,
 }
 

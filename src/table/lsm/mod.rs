@@ -73,7 +73,11 @@
 //! - `snap.rs`: `TableSnap`, the table as a read at one sequence number sees it
 //!   (`Table::capture`), and the reads of [`crate::table::view`] through it.
 //! - `maintenance.rs`: flush (invariants 2, 3), quiescing, the flushed and lowest
-//!   unflushed sequence numbers, size-tiered and major compaction (invariant 5).
+//!   unflushed sequence numbers.
+//! - `compact.rs`: a round of the table's compaction policy (size-tiered or leveled),
+//!   major compaction, and the merge they share (invariant 5).
+//! - `output.rs`: a merge's output segments (cut at the leveled target size, range
+//!   tombstones clipped to each) and the pacing of the compaction rate limit.
 //! - `tests.rs`: unit tests that reach into the table's internals.
 //!
 //! Range tombstones, when they come, get a file of their own here (`range_tombstones.rs`,
@@ -92,8 +96,10 @@ use super::tables::Context;
 use crate::error::Error;
 use crate::lifecycle::SegmentSet;
 
+mod compact;
 mod config;
 mod maintenance;
+mod output;
 mod ranges;
 mod read;
 mod scan;
@@ -102,7 +108,10 @@ mod snap;
 mod tests;
 mod write;
 
+pub(crate) use compact::Round;
 pub use config::TableConfig;
+#[cfg(feature = "testing")]
+pub use read::set_key_range_skip;
 pub(crate) use scan::ScanSource;
 pub use scan::{Cells, Scan};
 pub(crate) use snap::TableSnap;
@@ -125,6 +134,11 @@ pub struct TableStats {
     pub flushes: u64,
     /// Compactions completed since open.
     pub compactions: u64,
+    /// Data bytes (the data components of segments) flushes wrote since open.
+    pub flush_bytes: u64,
+    /// Data bytes compactions wrote since open (with `flush_bytes`, the table's write
+    /// amplification: everything written over what flushes wrote).
+    pub compaction_bytes: u64,
 }
 
 /// A test hook run with the table at a chosen point.
@@ -169,8 +183,12 @@ pub struct Table {
     stall: Condvar,
     flushes: AtomicU64,
     compactions: AtomicU64,
+    flush_bytes: AtomicU64,
+    compaction_bytes: AtomicU64,
     pub(crate) flush_queued: AtomicBool,
     pub(crate) compaction_queued: AtomicBool,
+    /// A background round found the compaction lock held: its holder looks again.
+    compaction_rerun: AtomicBool,
     /// Dropped ([`crate::Store::drop_table`]): writes are refused; read under the
     /// memtable read lock, so once a drop has taken the write lock no write is left.
     dropped: AtomicBool,
@@ -221,8 +239,11 @@ impl Table {
             stall: Condvar::new(),
             flushes: AtomicU64::new(0),
             compactions: AtomicU64::new(0),
+            flush_bytes: AtomicU64::new(0),
+            compaction_bytes: AtomicU64::new(0),
             flush_queued: AtomicBool::new(false),
             compaction_queued: AtomicBool::new(false),
+            compaction_rerun: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
             #[cfg(test)]
             cutoff_hook: Mutex::new(None),
@@ -313,6 +334,8 @@ impl Table {
             flushed_seq: self.flushed_seq(),
             flushes: self.flushes.load(Ordering::Relaxed),
             compactions: self.compactions.load(Ordering::Relaxed),
+            flush_bytes: self.flush_bytes.load(Ordering::Relaxed),
+            compaction_bytes: self.compaction_bytes.load(Ordering::Relaxed),
         }
     }
 }

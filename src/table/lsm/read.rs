@@ -189,8 +189,10 @@ impl Table {
     /// `view`'s segments, handed to `f` (`None` if no source holds the key). `f` runs
     /// exactly once.
     ///
-    /// Every segment's filter is tested before any index work (issue 19): their lines
-    /// are loaded together, and only the segments they leave are searched, newest first.
+    /// Segments whose key range (`min_key`..=`max_key`) leaves the key out are skipped
+    /// first; every other segment's filter is tested before any index work (issue 19):
+    /// their lines are loaded together, and only the segments they leave are searched,
+    /// newest first.
     /// A segment cell that beats everything read so far is final when no later segment
     /// left may hold a cell as new (their `max_ts` are all below its timestamp): `f`
     /// then runs on the bytes where the reader found them (the map, or its scratch
@@ -260,13 +262,21 @@ impl Table {
         if key.len() > MAX_KEY_LEN {
             return Ok(None);
         }
-        for s in segments {
-            s.prefetch_filter(h);
-        }
         // Bit i: segment i may hold the key. Segments past the 64th are always searched.
+        // A segment whose key range leaves the key out is ruled out before its filter
+        // is touched: under leveled compaction that is all but one segment per level.
         let mut maybe = u64::MAX;
+        let by_range = key_range_skip();
+        for (i, s) in segments.iter().enumerate() {
+            let st = s.stats();
+            if i < 64 && by_range && (key < &st.min_key[..] || key > &st.max_key[..]) {
+                maybe &= !(1 << i);
+            } else {
+                s.prefetch_filter(h);
+            }
+        }
         for (i, s) in segments.iter().enumerate().take(64) {
-            if !s.may_contain_hash(h) {
+            if maybe >> i & 1 == 1 && !s.may_contain_hash(h) {
                 maybe &= !(1 << i);
             }
         }
@@ -318,6 +328,31 @@ impl Table {
             origin: Origin::Copied,
         }))))
     }
+}
+
+/// Whether point reads skip segments by key range (`testing` feature: benches measure
+/// the skip against its absence, [`set_key_range_skip`]).
+#[cfg(feature = "testing")]
+static KEY_RANGE_SKIP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+#[cfg(feature = "testing")]
+#[inline(always)]
+fn key_range_skip() -> bool {
+    KEY_RANGE_SKIP.load(Ordering::Relaxed)
+}
+
+#[cfg(not(feature = "testing"))]
+#[inline(always)]
+fn key_range_skip() -> bool {
+    true
+}
+
+/// Turn the point reads' skip of segments by key range on (the default) or off, for
+/// every table of the process (`testing` feature: `benches/compaction_amp.rs`
+/// measures what it saves).
+#[cfg(feature = "testing")]
+pub fn set_key_range_skip(on: bool) {
+    KEY_RANGE_SKIP.store(on, Ordering::Relaxed);
 }
 
 thread_local! {

@@ -100,7 +100,7 @@ fn flush_between_the_cutoff_reads_never_drops_a_needed_tombstone() {
     }));
     {
         let _g = t.compaction_lock.lock();
-        t.merge_segments(&tomb_segment).unwrap();
+        t.merge_segments(&tomb_segment, super::compact::Placement::ONE_SEGMENT).unwrap();
     }
     assert!(t.cutoff_hook.lock().is_none(), "the hook ran");
     assert_eq!(
@@ -142,7 +142,7 @@ fn a_filters_removal_never_resurrects_an_older_version_outside_the_merge() {
             FilterDecision::Keep
         }
     })));
-    t.merge_segments(&inside).unwrap();
+    t.merge_segments(&inside, super::compact::Placement::ONE_SEGMENT).unwrap();
     // `k` has an older cell outside the merge: a tombstone hides it.
     assert!(t.get(b"k").unwrap().is_none(), "the old value came back");
     let cell = t.get_cell(b"k").unwrap().unwrap();

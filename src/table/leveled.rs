@@ -1,0 +1,205 @@
+//! The leveled compaction policy (LevelDB's, RocksDB's leveled, Cassandra's LCS), as a
+//! pure function: [`choose`] looks at the live segments with their levels and key spans
+//! and returns which to merge and into which level. The table's worker carries the
+//! choice out (`lsm/maintenance.rs`), splitting the output into segments of
+//! `target_segment_size`.
+//!
+//! # Layout
+//! Level 0 holds flushed segments, whose key spans overlap. Each level `n >= 1` holds
+//! segments whose key spans are pairwise disjoint, about `target_segment_size` each, and
+//! about `base_level_size * level_multiplier^(n-1)` bytes in all. A key's cells are
+//! then in at most one segment per level `n >= 1`.
+//!
+//! # The algorithm
+//! 1. Level 0 holding `l0_trigger` segments or more: merge every level 0 segment with
+//!    the level 1 segments the union of their spans overlaps, into level 1.
+//! 2. Otherwise the level `n >= 1` whose bytes exceed its budget by the largest ratio
+//!    (bytes / budget, at least 1) gives one segment: the one whose overlap with level
+//!    `n + 1` is the fewest bytes per byte of its own (RocksDB's
+//!    `kMinOverlappingRatio`: the cheapest to push down), ties to the smallest id. It is
+//!    merged with the level `n + 1` segments its span overlaps, into level `n + 1`.
+//! 3. Otherwise nothing.
+//!
+//! # Invariants (property tests below, over simulated compactions)
+//! 1. A [`LeveledChoice`] names distinct ids of the input, from levels `to_level - 1`
+//!    and `to_level` only, and every segment of `to_level` whose span overlaps the
+//!    union of the spans of the chosen upper-level segments.
+//! 2. So, when the output's spans lie inside the union of the inputs' (a merge's do),
+//!    levels `n >= 1` stay pairwise disjoint.
+//! 3. The choice does not depend on the order of the input.
+//!
+//! Levels are kept in the table's manifest (`segment <id> <level>`), so they survive a
+//! reopen; a segment the manifest gives no level is at level 0.
+
+use std::cmp::Ordering;
+
+/// A half-open key span `[start, end)`, `end` `None` being past every key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Span {
+    /// First key.
+    pub start: Vec<u8>,
+    /// First key past the span (`None`: unbounded).
+    pub end: Option<Vec<u8>>,
+}
+
+impl Span {
+    /// The span of cells from `min_key` to `max_key` inclusive.
+    pub fn of_keys(min_key: &[u8], max_key: &[u8]) -> Span {
+        Span {
+            start: min_key.to_vec(),
+            end: Some(successor(max_key)),
+        }
+    }
+
+    /// Do the spans share a key?
+    pub fn overlaps(&self, other: &Span) -> bool {
+        before_end(&self.start, &other.end) && before_end(&other.start, &self.end)
+    }
+
+    /// The smallest span holding both.
+    pub fn union(&self, other: &Span) -> Span {
+        Span {
+            start: self.start.clone().min(other.start.clone()),
+            end: match cmp_ends(&self.end, &other.end) {
+                Ordering::Less => other.end.clone(),
+                _ => self.end.clone(),
+            },
+        }
+    }
+
+    /// Does `self` lie inside `outer`?
+    pub fn within(&self, outer: &Span) -> bool {
+        self.start >= outer.start && cmp_ends(&self.end, &outer.end).is_le()
+    }
+}
+
+/// `k` followed by a zero byte: the smallest key above `k`.
+pub fn successor(k: &[u8]) -> Vec<u8> {
+    let mut s = Vec::with_capacity(k.len() + 1);
+    s.extend_from_slice(k);
+    s.push(0);
+    s
+}
+
+fn before_end(key: &[u8], end: &Option<Vec<u8>>) -> bool {
+    end.as_deref().is_none_or(|e| key < e)
+}
+
+fn cmp_ends(a: &Option<Vec<u8>>, b: &Option<Vec<u8>>) -> Ordering {
+    match (a, b) {
+        (None, None) => Ordering::Equal,
+        (None, Some(_)) => Ordering::Greater,
+        (Some(_), None) => Ordering::Less,
+        (Some(a), Some(b)) => a.cmp(b),
+    }
+}
+
+/// What the leveled policy needs to know about a segment.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LevelSummary {
+    /// Segment id within its table.
+    pub id: u64,
+    /// Its level (0: flushed, spans overlap).
+    pub level: u32,
+    /// Bytes of its data component.
+    pub data_bytes: u64,
+    /// Keys its cells and range tombstones cover.
+    pub span: Span,
+}
+
+/// The settings [`choose`] reads (from [`crate::table::CompactionConfig`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeveledParams {
+    /// Level 0 segments that start a level 0 compaction.
+    pub l0_trigger: usize,
+    /// Budget of level 1, bytes.
+    pub base_level_size: u64,
+    /// Each level's budget is this many times the one above.
+    pub level_multiplier: u64,
+}
+
+impl LeveledParams {
+    /// The byte budget of level `n >= 1`.
+    pub fn budget(&self, n: u32) -> u64 {
+        (1..n).fold(self.base_level_size, |b, _| {
+            b.saturating_mul(self.level_multiplier)
+        })
+    }
+}
+
+/// What to compact, and where the output goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeveledChoice {
+    /// Segments to merge, ascending ids.
+    pub ids: Vec<u64>,
+    /// The level of every output segment.
+    pub to_level: u32,
+}
+
+/// The segments of `view` at `level` whose spans overlap `span`.
+fn overlapping<'a>(
+    view: &'a [LevelSummary],
+    level: u32,
+    span: &'a Span,
+) -> impl Iterator<Item = &'a LevelSummary> + 'a {
+    view.iter()
+        .filter(move |s| s.level == level && s.span.overlaps(span))
+}
+
+/// The choice merging `upper` (segments of `to_level - 1`) with every segment of
+/// `to_level` that the union of their spans overlaps (the union, not each span: a
+/// segment of `to_level` between two upper ones would end up inside the output).
+fn with_overlaps(view: &[LevelSummary], upper: &[&LevelSummary], to_level: u32) -> LeveledChoice {
+    let mut ids: Vec<u64> = upper.iter().map(|s| s.id).collect();
+    if let Some(first) = upper.first() {
+        let union = upper[1..]
+            .iter()
+            .fold(first.span.clone(), |u, s| u.union(&s.span));
+        ids.extend(overlapping(view, to_level, &union).map(|s| s.id));
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    LeveledChoice { ids, to_level }
+}
+
+/// Choose what to compact (module docs). `view` holds the table's live segments.
+pub fn choose(view: &[LevelSummary], params: &LeveledParams) -> Option<LeveledChoice> {
+    let l0: Vec<&LevelSummary> = view.iter().filter(|s| s.level == 0).collect();
+    if !l0.is_empty() && l0.len() >= params.l0_trigger {
+        return Some(with_overlaps(view, &l0, 1));
+    }
+    let deepest = view.iter().map(|s| s.level).max().unwrap_or(0);
+    // The most over-budget level: bytes / budget compared as fractions (no floats).
+    let mut worst: Option<(u32, u128, u128)> = None;
+    for n in 1..=deepest {
+        let bytes: u128 = view
+            .iter()
+            .filter(|s| s.level == n)
+            .map(|s| u128::from(s.data_bytes))
+            .sum();
+        let budget = u128::from(params.budget(n).max(1));
+        if bytes <= budget {
+            continue;
+        }
+        if worst.is_none_or(|(_, b, g)| bytes * g > b * budget) {
+            worst = Some((n, bytes, budget));
+        }
+    }
+    let (n, _, _) = worst?;
+    // The segment of level n cheapest to push down: overlap bytes / own bytes, least.
+    let pick = view
+        .iter()
+        .filter(|s| s.level == n)
+        .map(|s| {
+            let below: u128 = overlapping(view, n + 1, &s.span)
+                .map(|o| u128::from(o.data_bytes))
+                .sum();
+            (s, below, u128::from(s.data_bytes.max(1)))
+        })
+        .min_by(|(a, ab, an), (b, bb, bn)| (ab * bn).cmp(&(bb * an)).then(a.id.cmp(&b.id)))
+        .map(|(s, _, _)| s)?;
+    Some(with_overlaps(view, &[pick], n + 1))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,199 @@
+use super::*;
+use proptest::prelude::*;
+
+fn key(k: u16) -> Vec<u8> {
+    k.to_be_bytes().to_vec()
+}
+
+fn seg(id: u64, level: u32, lo: u16, hi: u16, data_bytes: u64) -> LevelSummary {
+    LevelSummary {
+        id,
+        level,
+        data_bytes,
+        span: Span::of_keys(&key(lo), &key(hi)),
+    }
+}
+
+const PARAMS: LeveledParams = LeveledParams {
+    l0_trigger: 4,
+    base_level_size: 1000,
+    level_multiplier: 10,
+};
+
+/// The key range `[lo, hi]` of a span made by [`seg`] or by [`apply`].
+fn bounds(s: &Span) -> (u16, u16) {
+    let lo = u16::from_be_bytes([s.start[0], s.start[1]]);
+    let end = s.end.as_ref().expect("bounded");
+    (lo, u16::from_be_bytes([end[0], end[1]]))
+}
+
+/// Carry out `c` as a merge would: the inputs' bytes, split into pieces of at most
+/// `target` bytes, over disjoint spans covering the union of the inputs' spans.
+fn apply(view: &mut Vec<LevelSummary>, c: &LeveledChoice, next_id: &mut u64, target: u64) {
+    let inputs: Vec<LevelSummary> = view
+        .iter()
+        .filter(|s| c.ids.contains(&s.id))
+        .cloned()
+        .collect();
+    view.retain(|s| !c.ids.contains(&s.id));
+    let union = inputs[1..]
+        .iter()
+        .fold(inputs[0].span.clone(), |u, s| u.union(&s.span));
+    let (lo, hi) = bounds(&union);
+    let total: u64 = inputs.iter().map(|s| s.data_bytes).sum();
+    let keys = u64::from(hi - lo) + 1;
+    let pieces = total.div_ceil(target).clamp(1, keys);
+    for i in 0..pieces {
+        let a = lo as u64 + keys * i / pieces;
+        let b = lo as u64 + keys * (i + 1) / pieces - 1;
+        view.push(seg(*next_id, c.to_level, a as u16, b as u16, total / pieces));
+        *next_id += 1;
+    }
+}
+
+fn check_layout(view: &[LevelSummary]) -> Result<(), TestCaseError> {
+    for a in view.iter().filter(|s| s.level > 0) {
+        for b in view.iter().filter(|s| s.level == a.level && s.id != a.id) {
+            prop_assert!(!a.span.overlaps(&b.span), "invariant 2: {a:?} {b:?}");
+        }
+    }
+    Ok(())
+}
+
+fn check_choice(view: &[LevelSummary], c: &LeveledChoice, seed: u64) -> Result<(), TestCaseError> {
+    let mut uniq = c.ids.clone();
+    uniq.dedup();
+    prop_assert_eq!(&uniq, &c.ids, "invariant 1: distinct, ascending");
+    prop_assert!(c.to_level >= 1);
+    let chosen: Vec<&LevelSummary> = view.iter().filter(|s| c.ids.contains(&s.id)).collect();
+    prop_assert_eq!(chosen.len(), c.ids.len(), "invariant 1: ids of the input");
+    prop_assert!(chosen
+        .iter()
+        .all(|s| s.level == c.to_level || s.level + 1 == c.to_level));
+    let upper: Vec<&&LevelSummary> = chosen.iter().filter(|s| s.level + 1 == c.to_level).collect();
+    prop_assert!(!upper.is_empty());
+    let union = upper[1..]
+        .iter()
+        .fold(upper[0].span.clone(), |u, s| u.union(&s.span));
+    for below in view.iter().filter(|s| s.level == c.to_level) {
+        if below.span.overlaps(&union) {
+            prop_assert!(c.ids.contains(&below.id), "invariant 1: overlaps all taken");
+        }
+    }
+    // Invariant 3: shuffled input, same choice.
+    let mut shuffled = view.to_vec();
+    let mut s = seed | 1;
+    for i in (1..shuffled.len()).rev() {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        shuffled.swap(i, (s % (i as u64 + 1)) as usize);
+    }
+    prop_assert_eq!(choose(&shuffled, &PARAMS), Some(c.clone()));
+    Ok(())
+}
+
+#[test]
+fn level_0_waits_for_its_trigger_then_takes_overlapping_level_1() {
+    let mut v = vec![
+        seg(1, 1, 0, 99, 100),
+        seg(2, 1, 100, 199, 100),
+        seg(3, 1, 200, 299, 100),
+        seg(10, 0, 150, 160, 10),
+        seg(11, 0, 120, 170, 10),
+        seg(12, 0, 110, 210, 10),
+    ];
+    assert_eq!(choose(&v, &PARAMS), None);
+    v.push(seg(13, 0, 105, 106, 10));
+    assert_eq!(
+        choose(&v, &PARAMS),
+        Some(LeveledChoice {
+            ids: vec![2, 3, 10, 11, 12, 13],
+            to_level: 1
+        })
+    );
+}
+
+#[test]
+fn the_most_over_budget_level_pushes_its_cheapest_segment_down() {
+    // Level 1 holds 1200 of 1000 bytes (ratio 1.2), level 2 holds 11000 of 10000 (1.1).
+    let mut v = vec![
+        seg(1, 1, 0, 99, 600),
+        seg(2, 1, 100, 199, 600),
+        seg(3, 2, 0, 49, 5000),
+        seg(4, 2, 50, 99, 5000),
+        seg(5, 2, 150, 159, 1000),
+    ];
+    // Segment 2 overlaps 1000 bytes below, segment 1 10000: 2 goes.
+    assert_eq!(
+        choose(&v, &PARAMS),
+        Some(LeveledChoice {
+            ids: vec![2, 5],
+            to_level: 2
+        })
+    );
+    // Level 2 the worse: its cheapest (no overlap in level 3) goes, ties to the lowest id.
+    v[0].data_bytes = 400;
+    v[4].data_bytes = 4000;
+    assert_eq!(
+        choose(&v, &PARAMS),
+        Some(LeveledChoice {
+            ids: vec![3],
+            to_level: 3
+        })
+    );
+    v.retain(|s| s.level == 1);
+    assert_eq!(choose(&v, &PARAMS), None, "within budget");
+}
+
+#[test]
+fn budgets_grow_by_the_multiplier_without_overflow() {
+    assert_eq!(PARAMS.budget(1), 1000);
+    assert_eq!(PARAMS.budget(3), 100_000);
+    assert_eq!(PARAMS.budget(40), u64::MAX);
+}
+
+#[test]
+fn spans_are_half_open() {
+    let a = Span::of_keys(b"a", b"c");
+    let b = Span {
+        start: successor(b"c"),
+        end: None,
+    };
+    assert!(!a.overlaps(&b) && !b.overlaps(&a));
+    assert!(a.overlaps(&Span::of_keys(b"c", b"c")));
+    assert_eq!(a.union(&b), Span { start: b"a".to_vec(), end: None });
+    assert!(a.within(&a.union(&b)) && !b.within(&a));
+}
+
+proptest! {
+    /// Random flushes, each followed by compactions until the policy rests: every
+    /// choice keeps invariants 1 and 3, every layout invariant 2, and the policy always
+    /// comes to rest.
+    #[test]
+    fn simulated_compactions_keep_levels_disjoint(
+        flushes in proptest::collection::vec((0u16..2000, 0u16..400, 1u64..400), 1..40),
+        target in 50u64..800,
+        seed: u64,
+    ) {
+        let mut view = Vec::new();
+        let mut next_id = 1;
+        for (lo, width, bytes) in flushes {
+            view.push(seg(next_id, 0, lo, lo.saturating_add(width), bytes));
+            next_id += 1;
+            let mut rounds = 0;
+            while let Some(c) = choose(&view, &PARAMS) {
+                check_choice(&view, &c, seed)?;
+                apply(&mut view, &c, &mut next_id, target);
+                check_layout(&view)?;
+                rounds += 1;
+                prop_assert!(rounds < 1000, "the policy never rests");
+            }
+            prop_assert!(view.iter().filter(|s| s.level == 0).count() < PARAMS.l0_trigger);
+            for n in 1..=view.iter().map(|s| s.level).max().unwrap_or(0) {
+                let bytes: u64 = view.iter().filter(|s| s.level == n).map(|s| s.data_bytes).sum();
+                prop_assert!(bytes <= PARAMS.budget(n), "level {n} over budget at rest");
+            }
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! Compaction: a round of the table's policy (size-tiered, `table::compaction`, or
+//! leveled, `table::leveled`), major compaction, and the merge both carry out
+//! (invariant 5), its output one segment or segments of the leveled target size
+//! (`output.rs`), paced by the table's `write_bytes_per_sec`.
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::output::Outputs;
+use super::Table;
+use crate::error::{Error, Result};
+use crate::format::ranges::RangeTombstones;
+use crate::lifecycle::SegmentHandle;
+use crate::segment::SegmentIter;
+use crate::table::compaction::{choose, Choice, CompactionStrategy, SegmentSummary};
+use crate::table::compaction_filter::{decide, FilterDecision};
+use crate::table::leveled::{self, LevelSummary, Span};
+use crate::table::merge::{BoxedSource, MergeIter, RangeFilter, TombstonePolicy};
+
+/// Shorter waits of the rate limit are saved up rather than slept one by one.
+const MIN_PAUSE: Duration = Duration::from_millis(5);
+
+/// Where a merge's output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Placement {
+    /// The level the manifest gives the output (0: none).
+    level: u32,
+    /// Cut the output into segments of about this many bytes (`None`: one segment).
+    target: Option<u64>,
+}
+
+/// What a round of background compaction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Round {
+    /// Merged segments: there may be more to do.
+    Merged,
+    /// The policy chose nothing.
+    Nothing,
+    /// Another compaction of the table holds its lock; it will look again.
+    Busy,
+}
+
+impl Placement {
+    pub(super) const ONE_SEGMENT: Placement = Placement {
+        level: 0,
+        target: None,
+    };
+}
+
+/// The keys a segment's cells and range tombstones cover.
+fn span_of(h: &SegmentHandle) -> Span {
+    let s = h.stats();
+    let mut span = (s.entry_count > 0).then(|| Span::of_keys(&s.min_key, &s.max_key));
+    let ranges = h.range_tombstones();
+    if let (Some(first), Some(last)) = (ranges.fragments().first(), ranges.fragments().last()) {
+        let r = Span {
+            start: first.start.clone(),
+            end: last.end.clone(),
+        };
+        span = Some(span.map_or_else(|| r.clone(), |s| s.union(&r)));
+    }
+    span.unwrap_or(Span {
+        start: vec![0],
+        end: Some(vec![0]),
+    })
+}
+
+impl Table {
+    fn summaries(view: &[SegmentHandle]) -> Vec<SegmentSummary> {
+        view.iter()
+            .map(|h| {
+                let s = h.stats();
+                SegmentSummary {
+                    id: h.name().id,
+                    data_bytes: s.data_len,
+                    entry_count: s.entry_count,
+                    min_ts: s.min_ts,
+                    max_ts: s.max_ts,
+                }
+            })
+            .collect()
+    }
+
+    /// The segments of `view` with their levels (the manifest's) and spans.
+    fn level_summaries(&self, view: &[SegmentHandle]) -> Vec<LevelSummary> {
+        let levels = self.set.levels();
+        view.iter()
+            .map(|h| LevelSummary {
+                id: h.name().id,
+                level: levels.get(&h.name().id).copied().unwrap_or(0),
+                data_bytes: h.stats().data_len,
+                span: span_of(h),
+            })
+            .collect()
+    }
+
+    /// The level of every live segment: the manifest's, 0 for a segment it gives none
+    /// (ids ascending).
+    pub fn segment_levels(&self) -> Vec<(u64, u32)> {
+        let levels = self.set.levels();
+        let mut out: Vec<(u64, u32)> = self
+            .set
+            .view()
+            .segments
+            .iter()
+            .map(|h| (h.name().id, levels.get(&h.name().id).copied().unwrap_or(0)))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// One round of the table's compaction policy.
+    ///
+    /// A compaction of the table already running (a caller's `compact()`, or another
+    /// compaction thread's round) makes this round [`Round::Busy`] rather than wait:
+    /// the thread stays free for other tables, and a close never waits for it behind a
+    /// long major compaction. The holder is told to look again ([`Round::Nothing`]
+    /// asks [`Table::compaction_rerun`] before it gives up), so a flush whose round
+    /// found the table busy is not forgotten.
+    pub(crate) fn compact_once(&self) -> Result<Round> {
+        let guard = match self.compaction_lock.try_lock() {
+            Some(g) => g,
+            None => {
+                self.compaction_rerun.store(true, Ordering::SeqCst);
+                // The holder may have looked and left just before the flag was set.
+                match self.compaction_lock.try_lock() {
+                    Some(g) => g,
+                    None => return Ok(Round::Busy),
+                }
+            }
+        };
+        let merged = self.compact_round()?;
+        drop(guard);
+        Ok(if merged { Round::Merged } else { Round::Nothing })
+    }
+
+    /// Whether a round found the table busy since the last call (and clear it).
+    pub(crate) fn compaction_rerun(&self) -> bool {
+        self.compaction_rerun.swap(false, Ordering::SeqCst)
+    }
+
+    /// Run the table's compaction policy in this thread, round after round, until it
+    /// chooses nothing (what the background compactions do after a flush; for tables
+    /// with `background_compaction` off, tests and tools). Returns the rounds run.
+    pub fn compact_pending(&self) -> Result<usize> {
+        self.ctx.check_open()?;
+        let _one_at_a_time = self.compaction_lock.lock();
+        let mut rounds = 0;
+        while self.compact_round()? {
+            rounds += 1;
+        }
+        Ok(rounds)
+    }
+
+    /// [`Table::compact_once`] with the compaction lock held.
+    fn compact_round(&self) -> Result<bool> {
+        self.ctx.check_unsealed()?;
+        let config = self.config();
+        let view = self.set.view();
+        let (ids, placement) = match config.compaction.strategy {
+            CompactionStrategy::SizeTiered => {
+                match choose(&Self::summaries(&view.segments), &config.compaction) {
+                    Choice::DoNothing => return Ok(false),
+                    Choice::Merge(ids) => (ids, Placement::ONE_SEGMENT),
+                }
+            }
+            CompactionStrategy::Leveled => {
+                let summaries = self.level_summaries(&view.segments);
+                match leveled::choose(&summaries, &config.compaction.leveled()) {
+                    None => return Ok(false),
+                    Some(c) => (
+                        c.ids,
+                        Placement {
+                            level: c.to_level,
+                            target: Some(config.compaction.target_segment_size),
+                        },
+                    ),
+                }
+            }
+        };
+        drop(view);
+        self.merge_segments(&ids, placement)?;
+        Ok(true)
+    }
+
+    /// Where a major compaction of `ids` puts its output: one segment (size-tiered), or
+    /// segments of the target size in the first level whose budget holds them all, and
+    /// no higher than the deepest level now (leveled).
+    fn major_placement(&self, ids: &[u64]) -> Placement {
+        let config = self.config();
+        let c = &config.compaction;
+        if c.strategy == CompactionStrategy::SizeTiered {
+            return Placement::ONE_SEGMENT;
+        }
+        let view = self.set.view();
+        let summaries = self.level_summaries(&view.segments);
+        let bytes: u64 = summaries
+            .iter()
+            .filter(|s| ids.contains(&s.id))
+            .map(|s| s.data_bytes)
+            .sum();
+        let deepest = summaries.iter().map(|s| s.level).max().unwrap_or(0);
+        let params = c.leveled();
+        let fits = (1..64).find(|&n| params.budget(n) >= bytes).unwrap_or(64);
+        Placement {
+            level: fits.max(deepest).max(1),
+            target: Some(c.target_segment_size),
+        }
+    }
+
+    /// Major compaction: flush, then merge every segment into one (size-tiered) or into
+    /// one level of segments of the target size (leveled), dropping tombstones past
+    /// `gc_grace` (invariant 5) and running the compaction filter, if one is set, on
+    /// every live cell (a sole segment is rewritten for it too).
+    pub fn compact(&self) -> Result<()> {
+        self.flush()?;
+        let _one_at_a_time = self.compaction_lock.lock();
+        self.ctx.check_unsealed()?;
+        let view = self.set.view();
+        let ids: Vec<u64> = view.segments.iter().map(|h| h.name().id).collect();
+        let filtered = self.compaction_filter.read().is_some();
+        let purgeable = view
+            .segments
+            .iter()
+            .any(|h| h.stats().tombstone_count > 0 || !h.range_tombstones().is_empty());
+        drop(view);
+        if ids.len() > 1 || (filtered && !ids.is_empty()) || purgeable {
+            self.merge_segments(&ids, self.major_placement(&ids))?;
+        }
+        // The worker skipped rounds while this ran; flushes meanwhile may want one.
+        self.ctx.schedule_compaction(self);
+        Ok(())
+    }
+
+    /// Merge segments `ids` into segments placed as `placement` says (none, if nothing
+    /// survives). The caller holds the compaction lock.
+    pub(super) fn merge_segments(&self, ids: &[u64], placement: Placement) -> Result<()> {
+        // Invariant 5 needs the oldest cell outside the merge. Memtables first, then the
+        // view, as readers do (invariant 2): a flush completing in between shows its
+        // cells in both reads, never in neither.
+        let memtables_min = self.memtables().iter().filter_map(|m| m.min_ts()).min();
+        #[cfg(test)]
+        if let Some(hook) = self.cutoff_hook.lock().take() {
+            hook(self);
+        }
+        let view = self.set.view();
+        let (chosen, others): (Vec<&SegmentHandle>, Vec<&SegmentHandle>) = view
+            .segments
+            .iter()
+            .partition(|h| ids.contains(&h.name().id));
+        if chosen.len() != ids.len() {
+            return Err(Error::InvalidArgument(format!(
+                "compaction of {}: some of segments {ids:?} are not live",
+                self.name
+            )));
+        }
+        // Invariant 5: the cutoff is below every cell outside the merge (every other
+        // segment, whatever its level or span, and the memtables).
+        let config = self.config();
+        let gc = self
+            .ctx
+            .clock
+            .wall_micros()
+            .saturating_sub(config.gc_grace_secs.saturating_mul(1_000_000));
+        let cutoff = others
+            .iter()
+            .map(|h| h.stats().min_ts)
+            .chain(memtables_min)
+            .fold(gc, u64::min);
+        let sources: Vec<BoxedSource<'static>> = chosen
+            .iter()
+            .map(|h| {
+                SegmentIter::new::<&[u8]>((*h).clone(), ..)
+                    .map(|it| Box::new(it) as BoxedSource<'static>)
+            })
+            .collect::<Result<_>>()?;
+        let filter = self.compaction_filter.read().clone();
+        // The inputs' range tombstones: the cells they delete are dropped; they stay
+        // unless under the cutoff, as point tombstones (invariant 5).
+        let mut ranges = RangeTombstones::new();
+        for h in &chosen {
+            ranges.extend(h.range_tombstones());
+        }
+        let range_filter = RangeFilter {
+            ranges: Arc::new(ranges.clone()),
+            newest: vec![u64::MAX; sources.len()],
+        };
+        ranges.retain(|r| r.ts >= cutoff);
+        let mut out = Outputs::new(
+            &self.set,
+            placement.target,
+            ranges,
+            config.compaction.write_bytes_per_sec,
+        );
+        let policy = TombstonePolicy::DropOlderThan(cutoff);
+        for e in MergeIter::with_ranges(sources, policy, range_filter) {
+            let e = e?;
+            // A failing filter returns here: the unfinished outputs discard their files.
+            let (value, tombstone) = match (&filter, e.tombstone) {
+                (Some(f), false) => match decide(&**f, &self.name, &e.key, &e.value, e.ts)? {
+                    FilterDecision::Keep => (Cow::Borrowed(&e.value[..]), false),
+                    // Nothing older outside the merge to hide (invariant 5's cutoff).
+                    FilterDecision::Remove if e.ts < cutoff => continue,
+                    FilterDecision::Remove => (Cow::Borrowed(&[][..]), true),
+                    FilterDecision::Replace(v) => (Cow::Owned(v), false),
+                },
+                _ => (Cow::Borrowed(&e.value[..]), e.tombstone),
+            };
+            out.add(&e.key, &value, e.ts, tombstone)?;
+            let pause = out.pause();
+            if pause >= MIN_PAUSE {
+                self.ctx.pace(pause)?;
+            }
+        }
+        let new = out.finish()?;
+        drop(chosen);
+        drop(others);
+        drop(view);
+        self.set.replace_at_level(ids, &new, placement.level)?;
+        self.compactions.fetch_add(1, Ordering::Relaxed);
+        let written: u64 = self
+            .set
+            .view()
+            .segments
+            .iter()
+            .filter(|h| new.contains(h.name()))
+            .map(|h| h.stats().data_len)
+            .sum();
+        self.compaction_bytes.fetch_add(written, Ordering::Relaxed);
+        tracing::debug!(table = %self.name, merged = ?ids, into = ?new, level = placement.level, "compaction done");
+        Ok(())
+    }
+}

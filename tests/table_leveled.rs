@@ -1,0 +1,264 @@
+//! Leveled compaction (`table::leveled`) on real tables: outputs cut at the target
+//! size, levels disjoint and kept across a reopen and a checkpoint, range tombstones
+//! split between output segments; a flush never waiting behind a long merge (the
+//! compaction pool); a rate-limited compaction abandoned by a close rather than waited
+//! for.
+
+mod common;
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use segstore::{
+    CompactionStrategy, Config, DiskAccessMode, Error, FileRules, FilterDecision, Store,
+    TableConfig,
+};
+
+/// A failing test's deadline for an event, so a regression fails instead of hanging.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn config() -> Config {
+    let mut c = common::test_config(DiskAccessMode::Mmap, FileRules::posix());
+    c.table = TableConfig::default();
+    c.table.background_compaction = false;
+    c
+}
+
+/// Leveled, segments of 4 KiB, level 1 of 16 KiB, each level 4 times the last.
+fn leveled() -> TableConfig {
+    let mut t = TableConfig::default();
+    t.background_compaction = false;
+    t.compaction.strategy = CompactionStrategy::Leveled;
+    t.compaction.target_segment_size = 4096;
+    t.compaction.base_level_size = 16 * 1024;
+    t.compaction.level_multiplier = 4;
+    t.compaction.l0_trigger = 2;
+    t
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    format!("{round:04}-{}", "v".repeat(90 + (i % 7) as usize)).into_bytes()
+}
+
+#[test]
+fn leveled_outputs_are_cut_at_the_target_and_levels_survive_reopen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Store::open(tmp.path(), config()).unwrap();
+    let t = s.table_with("t", leveled()).unwrap();
+    let mut model = std::collections::BTreeMap::new();
+    let mut rounds = 0;
+    for round in 0..12u32 {
+        // Each flush overwrites a stripe of keys and adds new ones.
+        for i in (round * 97 % 400)..(round * 97 % 400 + 250) {
+            t.put(key(i), value(i, round)).unwrap();
+            model.insert(key(i), value(i, round));
+        }
+        t.flush().unwrap();
+        rounds += t.compact_pending().unwrap();
+        let layout = common::check_levels(&s.segments("t").unwrap());
+        for (level, id, bytes) in &layout {
+            // A cut comes after the cell that reaches the target: one cell over at most.
+            assert!(
+                *level == 0 || *bytes <= 4096 + 200,
+                "segment {id} of level {level} holds {bytes} bytes"
+            );
+        }
+    }
+    assert!(rounds >= 6, "only {rounds} compactions");
+    t.delete_range(key(100)..key(300)).unwrap();
+    for i in 100..300 {
+        model.remove(&key(i));
+    }
+    for round in 12..16u32 {
+        for i in (round * 61 % 300)..(round * 61 % 300 + 120) {
+            t.put(key(i), value(i, round)).unwrap();
+            model.insert(key(i), value(i, round));
+        }
+        t.flush().unwrap();
+        t.compact_pending().unwrap();
+    }
+    let layout = common::check_levels(&s.segments("t").unwrap());
+    let deepest = layout.iter().map(|l| l.0).max().unwrap();
+    assert!(deepest >= 2, "{layout:?}");
+    assert!(
+        layout.iter().filter(|l| l.0 == deepest).count() >= 2,
+        "{layout:?}"
+    );
+    let check = |t: &segstore::Table| {
+        let got: Vec<(Vec<u8>, Vec<u8>)> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
+        let want: Vec<(Vec<u8>, Vec<u8>)> =
+            model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(got, want);
+        for i in (0..700).step_by(7) {
+            assert_eq!(
+                t.get(key(i)).unwrap().map(|v| v.to_vec()),
+                model.get(&key(i)).cloned()
+            );
+        }
+    };
+    check(&t);
+    let levels = t.segment_levels();
+    assert!(levels.iter().any(|l| l.1 >= 2), "{levels:?}");
+    // A checkpoint keeps the levels too.
+    let copy = tempfile::tempdir().unwrap();
+    let dest = copy.path().join("store");
+    s.checkpoint(&dest).unwrap();
+    {
+        let c = Store::open(&dest, config()).unwrap();
+        assert_eq!(c.table("t").unwrap().segment_levels(), levels);
+        assert!(c.close().unwrap().is_clean());
+    }
+    drop(t);
+    assert!(s.close().unwrap().is_clean());
+    let s = Store::open(tmp.path(), config()).unwrap();
+    let t = s.table("t").unwrap();
+    assert_eq!(t.config().compaction.strategy, CompactionStrategy::Leveled);
+    assert_eq!(t.segment_levels(), levels, "levels survive a reopen");
+    check(&t);
+    // A major compaction puts everything in one level, still cut at the target.
+    t.compact().unwrap();
+    let layout = common::check_levels(&s.segments("t").unwrap());
+    let level = layout[0].0;
+    assert!(level >= deepest, "{layout:?}");
+    assert!(
+        layout.iter().all(|l| l.0 == level && l.2 <= 4096 + 200),
+        "{layout:?}"
+    );
+    assert!(layout.len() >= 3, "{layout:?}");
+    check(&t);
+    drop(t);
+    assert!(s.close().unwrap().is_clean());
+}
+
+/// The compaction filter of `t` signals `entered` at its first cell, then waits for
+/// `release`: a merge as long as the test wants.
+fn blocking_filter(t: &segstore::Table) -> (mpsc::Receiver<()>, mpsc::Sender<()>) {
+    let (entered_tx, entered) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let state = Mutex::new(Some((entered_tx, release_rx)));
+    t.set_compaction_filter(Some(Arc::new(
+        move |_: &str, _: &[u8], _: &[u8], _: u64| {
+            if let Some((tx, rx)) = state.lock().unwrap().take() {
+                tx.send(()).unwrap();
+                let _ = rx.recv();
+            }
+            FilterDecision::Keep
+        },
+    )));
+    (entered, release)
+}
+
+#[test]
+fn a_flush_does_not_wait_behind_a_long_compaction() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = FileRules::posix().with_faults(segstore::io::faults::Faults::new());
+    let mut c = common::test_config(DiskAccessMode::Mmap, rules.clone());
+    c.table = TableConfig::default();
+    c.compaction_threads = 1;
+    let s = Store::open(tmp.path(), c).unwrap();
+    let mut own = TableConfig::default();
+    own.memtable_flush_bytes = 4096;
+    own.compaction.min_threshold = 2;
+    let t = s.table_with("t", own).unwrap();
+    let (entered, release) = blocking_filter(&t);
+    for round in 0..2 {
+        for i in 0..10 {
+            t.put(key(i), value(i, round)).unwrap();
+        }
+        t.flush().unwrap();
+    }
+    // Two segments: the background compaction starts and blocks in the filter, before
+    // its view swap; from here on every swap of the set's view is a flush's.
+    entered
+        .recv_timeout(DEADLINE)
+        .expect("no background compaction");
+    let points = rules.faults().unwrap().points();
+    let swaps = points.count("set swaps its view");
+    // Past the flush size: the writes queue a background flush.
+    for i in 0..100 {
+        t.put(key(1000 + i), value(i, 9)).unwrap();
+    }
+    // Panics after two minutes: the flush waited behind the compaction.
+    points.wait_for("set swaps its view", swaps + 1);
+    release.send(()).unwrap();
+    s.tables().wait_idle();
+    assert!(t.stats().flushes >= 3);
+    assert!(t.stats().compactions >= 1);
+    for i in 0..100 {
+        assert_eq!(t.get(key(1000 + i)).unwrap().unwrap().to_vec(), value(i, 9));
+    }
+    drop(t);
+    assert!(s.close().unwrap().is_clean());
+}
+
+#[test]
+fn a_close_abandons_a_rate_limited_compaction() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Arc::new(Store::open(tmp.path(), config()).unwrap());
+    let mut own = leveled();
+    // 50 KB at 10 bytes a second: hours.
+    own.compaction.write_bytes_per_sec = 10;
+    let t = s.table_with("t", own).unwrap();
+    for round in 0..2 {
+        for i in 0..250 {
+            t.put(key(i), value(i, round)).unwrap();
+        }
+        t.flush().unwrap();
+    }
+    let (entered_tx, entered) = mpsc::channel();
+    let entered_tx = Mutex::new(Some(entered_tx));
+    t.set_compaction_filter(Some(Arc::new(
+        move |_: &str, _: &[u8], _: &[u8], _: u64| {
+            if let Some(tx) = entered_tx.lock().unwrap().take() {
+                tx.send(()).unwrap();
+            }
+            FilterDecision::Keep
+        },
+    )));
+    let compaction = {
+        let t = Arc::clone(&t);
+        std::thread::spawn(move || t.compact_pending())
+    };
+    entered
+        .recv_timeout(DEADLINE)
+        .expect("the compaction did not start");
+    let (closed_tx, closed) = mpsc::channel();
+    let closer = {
+        let s = Arc::clone(&s);
+        std::thread::spawn(move || closed_tx.send(s.close().map(|r| r.is_clean())).unwrap())
+    };
+    let closed = closed
+        .recv_timeout(DEADLINE)
+        .expect("close waited for the paced compaction");
+    assert!(closed.unwrap());
+    closer.join().unwrap();
+    assert!(matches!(compaction.join().unwrap(), Err(Error::Closed)));
+    drop(t);
+    drop(s);
+    // Nothing was replaced: both flushed segments, every cell, no orphan outputs.
+    let s = Store::open(tmp.path(), config()).unwrap();
+    let t = s.table("t").unwrap();
+    assert_eq!(t.stats().segments, 2);
+    assert_eq!(t.scan(..).unwrap().count(), 250);
+    let files = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".db")
+        })
+        .count();
+    let per_segment = segstore::segment::Component::ALL.len();
+    assert_eq!(
+        files,
+        2 * per_segment,
+        "outputs of the abandoned compaction left"
+    );
+}
