@@ -1,0 +1,325 @@
+//! Aligned chunks of data files held in memory for point reads of segments whose data is
+//! read with positional reads (`standard`, and `auto`, whose data is always read so).
+//!
+//! Without it every such `get` costs one `pread` (a system call and a copy) even when
+//! the record is in the page cache, and reads larger than memory have no cache of their
+//! own. With it a get finds the [`CHUNK`]-byte aligned chunk holding its record and
+//! decodes the record from the chunk's bytes with no system call; a miss reads the
+//! whole chunk once (one `pread`, the same system call a get made before) and keeps it.
+//!
+//! One [`BlockCache`] per store, shared by its segments (`memory.block_cache_mb`), a
+//! `quick_cache` concurrent cache (sharded, S3-FIFO-like eviction, weighed in bytes, so
+//! memory is bounded by the budget plus a small per-entry overhead). Invariants:
+//!
+//! 1. A chunk is keyed by (reader id, chunk index), where the reader id is unique in the
+//!    process for the life of the process ([`BlockCache::new_reader_id`]): a chunk of a
+//!    reader that has dropped is never served to another reader, whatever file that
+//!    reader has open (segment ids are never reused either, but a reopened store, a
+//!    snapshot or a repaired segment may name a different file the same way). Entries of
+//!    dropped readers are never read again and age out under eviction, as RocksDB's
+//!    entries keyed by a table's unique cache key prefix do.
+//! 2. Only bytes read from the file are cached, whole chunks (the last one of a file
+//!    shorter), never a partial read: a read that fails caches nothing.
+//! 3. Cached bytes are not trusted: a point read decodes and checks its record from
+//!    them exactly as from a fresh read (`crc_check_chance`; ARCHITECTURE invariant 6),
+//!    so damage on disk is reported on every read of it, cached or not.
+//! 4. Records that span chunks are assembled from their chunks (each cached); a record
+//!    larger than [`CHUNK`] is read straight from the file and not cached, so one huge
+//!    value cannot evict the working set.
+//! 5. Scans (`SegmentIter`, both directions) and `SegmentReader::verify` read the file
+//!    and neither look in the cache nor fill it (RocksDB's `fill_cache = false` for
+//!    iterators): a scan over a table would otherwise evict every hot chunk for data it
+//!    reads once, and `verify` must see the file as it is now.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use quick_cache::sync::Cache;
+use quick_cache::Weighter;
+use serde::Serialize;
+
+use super::reader::with_scratch;
+use crate::error::{Error, Result};
+use crate::io::PositionalFile;
+
+/// Bytes per cached chunk: a page, as RocksDB's default block size. Measured against
+/// 16 KiB with `benches/table_get` (README, Measured): a miss reads only what it must,
+/// and a budget smaller than the data holds four times as many distinct hot records.
+pub const CHUNK: usize = 4096;
+
+/// Bytes charged per entry beyond its chunk: the key, the `Arc` header and the cache's
+/// own bookkeeping (an estimate that keeps the budget honest for small tails).
+const ENTRY_OVERHEAD: u64 = 64;
+
+/// (reader id, chunk index).
+type Key = (u64, u64);
+
+/// Hashes a key (two integers) with a multiply-xorshift mix: every output bit depends
+/// on every input bit, as the cache needs (it picks shards from the middle bits and
+/// hashbrown probes with the top ones).
+#[derive(Clone, Default)]
+struct MixHasher(u64);
+
+impl std::hash::Hasher for MixHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        // MurmurHash3's fmix64.
+        let mut x = self.0;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^ (x >> 33)
+    }
+}
+
+type Mix = std::hash::BuildHasherDefault<MixHasher>;
+
+#[derive(Clone)]
+struct ByBytes;
+
+impl Weighter<Key, Arc<[u8]>> for ByBytes {
+    fn weight(&self, _: &Key, v: &Arc<[u8]>) -> u64 {
+        v.len() as u64 + ENTRY_OVERHEAD
+    }
+}
+
+/// The store's data block cache, shared by its readers.
+pub struct BlockCache {
+    limit: u64,
+    cache: Cache<Key, Arc<[u8]>, ByBytes, Mix>,
+    /// Chunks loaded (counted here: the cache's own miss count counts a miss twice,
+    /// once per shard lock it takes).
+    misses: AtomicU64,
+    /// Point reads of records larger than a chunk, read past the cache.
+    bypassed: AtomicU64,
+}
+
+impl std::fmt::Debug for BlockCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockCache")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// What the block cache holds and how it did (see [`BlockCache::stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BlockCacheStats {
+    /// The budget in bytes.
+    pub limit_bytes: u64,
+    /// Bytes held, chunks and the per-entry overhead charged for them.
+    pub used_bytes: u64,
+    /// Chunks held.
+    pub blocks: u64,
+    /// Chunk lookups answered from memory.
+    pub hits: u64,
+    /// Chunk lookups that read the file (and kept the chunk).
+    pub misses: u64,
+    /// Point reads of records larger than a chunk, read from the file and not cached.
+    pub bypassed: u64,
+}
+
+/// The next reader id; ids are never reused in a process (invariant 1).
+static NEXT_READER: AtomicU64 = AtomicU64::new(1);
+
+impl BlockCache {
+    /// A cache of `limit_bytes`; `None` when it is 0 (disabled).
+    pub fn new(limit_bytes: u64) -> Option<BlockCache> {
+        if limit_bytes == 0 {
+            return None;
+        }
+        let items = usize::try_from(limit_bytes / (CHUNK as u64 + ENTRY_OVERHEAD))
+            .unwrap_or(usize::MAX)
+            .max(16);
+        Some(BlockCache {
+            limit: limit_bytes,
+            cache: Cache::with(
+                items,
+                limit_bytes,
+                ByBytes,
+                Mix::default(),
+                Default::default(),
+            ),
+            misses: AtomicU64::new(0),
+            bypassed: AtomicU64::new(0),
+        })
+    }
+
+    /// Current figures (hits and misses are summed over the cache's shards).
+    pub fn stats(&self) -> BlockCacheStats {
+        BlockCacheStats {
+            limit_bytes: self.limit,
+            used_bytes: self.cache.weight(),
+            blocks: self.cache.len() as u64,
+            hits: self.cache.hits(),
+            misses: self.misses.load(Ordering::Relaxed),
+            bypassed: self.bypassed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A reader id never handed out before in this process.
+    pub(crate) fn new_reader_id() -> u64 {
+        NEXT_READER.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Chunk `index` of reader `reader`, loading it with `load` on a miss (concurrent
+    /// misses of one chunk wait for the first loader rather than all reading it).
+    #[inline]
+    pub(crate) fn chunk<E>(
+        &self,
+        reader: u64,
+        index: u64,
+        load: impl FnOnce() -> std::result::Result<Arc<[u8]>, E>,
+    ) -> std::result::Result<Arc<[u8]>, E> {
+        self.cache.get_or_insert_with(&(reader, index), || {
+            self.misses.fetch_add(1, Ordering::Relaxed);
+            load()
+        })
+    }
+
+    /// Count a read that went past the cache (a record larger than a chunk).
+    pub(crate) fn count_bypass(&self) {
+        self.bypassed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One reader's view of the store's cache: the cache and the reader's unique id.
+#[derive(Debug)]
+pub(crate) struct DataCache {
+    cache: Arc<BlockCache>,
+    id: u64,
+}
+
+impl DataCache {
+    /// A new reader's handle on `cache`, with an id never used before.
+    pub(crate) fn new(cache: &Arc<BlockCache>) -> DataCache {
+        DataCache {
+            cache: Arc::clone(cache),
+            id: BlockCache::new_reader_id(),
+        }
+    }
+
+    /// Run `f` over bytes `[off, off+len)` of `file`, from cached chunks (loading those
+    /// missing) when the range fits in a chunk, or read from the file past the cache
+    /// when it is larger (invariant 4). The caller has checked that the range lies in
+    /// the file.
+    #[inline]
+    pub(crate) fn with_bytes<R>(
+        &self,
+        file: &PositionalFile,
+        off: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> Result<R>,
+    ) -> Result<R> {
+        let chunk = CHUNK as u64;
+        let first = off / chunk;
+        let last = off.saturating_add(len.max(1) as u64 - 1) / chunk;
+        let at = (off - first * chunk) as usize;
+        if first == last {
+            let c = self.load(file, first)?;
+            let bytes = c.get(at..at + len).ok_or_else(|| past_end(file, off, len))?;
+            return f(bytes);
+        }
+        if len > CHUNK {
+            self.cache.count_bypass();
+        }
+        with_scratch(|buf| {
+            if buf.len() < len {
+                buf.resize(len, 0);
+            }
+            if len > CHUNK {
+                file.read_at(&mut buf[..len], off)?;
+            } else {
+                // Two chunks: the tail of the first and the head of the second.
+                let (a, b) = (self.load(file, first)?, self.load(file, last)?);
+                let head = CHUNK - at;
+                let (x, y) = (a.get(at..), b.get(..len - head));
+                match (x, y) {
+                    (Some(x), Some(y)) if x.len() == head => {
+                        buf[..head].copy_from_slice(x);
+                        buf[head..len].copy_from_slice(y);
+                    }
+                    _ => return Err(past_end(file, off, len)),
+                }
+            }
+            f(&buf[..len])
+        })
+    }
+
+    /// Chunk `index` of `file`, from the cache or read and kept.
+    #[inline]
+    fn load(&self, file: &PositionalFile, index: u64) -> Result<Arc<[u8]>> {
+        self.cache.chunk(self.id, index, || {
+            let start = index * CHUNK as u64;
+            let n = file.len().saturating_sub(start).min(CHUNK as u64) as usize;
+            let mut bytes: Arc<[u8]> = vec![0u8; n].into();
+            let buf = Arc::get_mut(&mut bytes).ok_or_else(|| past_end(file, start, n))?;
+            file.read_at(buf, start)?;
+            Ok(bytes)
+        })
+    }
+}
+
+#[cold]
+fn past_end(file: &PositionalFile, off: u64, len: usize) -> Error {
+    Error::corrupt(
+        file.path(),
+        off,
+        format!("{len} bytes at {off} pass the end of the file"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(n: usize, b: u8) -> Result<Arc<[u8]>, ()> {
+        Ok(Arc::from(vec![b; n]))
+    }
+
+    #[test]
+    fn hits_misses_and_the_byte_budget_are_counted() {
+        let c = BlockCache::new(8 * (CHUNK as u64 + ENTRY_OVERHEAD)).unwrap();
+        let r = BlockCache::new_reader_id();
+        assert_eq!(c.chunk(r, 0, || bytes(CHUNK, 1)).unwrap()[0], 1);
+        // Cached: the loader does not run.
+        assert_eq!(c.chunk(r, 0, || bytes(CHUNK, 9)).unwrap()[0], 1);
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses, s.blocks), (1, 1, 1));
+        assert_eq!(s.used_bytes, CHUNK as u64 + ENTRY_OVERHEAD);
+        for i in 1..100 {
+            c.chunk(r, i, || bytes(CHUNK, 2)).unwrap();
+        }
+        let s = c.stats();
+        assert!(s.used_bytes <= s.limit_bytes, "{s:?}");
+        assert!(s.blocks <= 8, "{s:?}");
+    }
+
+    #[test]
+    fn readers_never_share_entries_and_failed_loads_cache_nothing() {
+        let c = BlockCache::new(1 << 20).unwrap();
+        let (a, b) = (BlockCache::new_reader_id(), BlockCache::new_reader_id());
+        assert_ne!(a, b);
+        c.chunk(a, 0, || bytes(10, 1)).unwrap();
+        assert_eq!(c.chunk(b, 0, || bytes(10, 2)).unwrap()[0], 2);
+        assert!(c.chunk(a, 1, || Err::<Arc<[u8]>, _>("io")).is_err());
+        assert_eq!(c.chunk(a, 1, || bytes(10, 3)).unwrap()[0], 3);
+    }
+
+    #[test]
+    fn a_zero_budget_disables_the_cache() {
+        assert!(BlockCache::new(0).is_none());
+    }
+}
