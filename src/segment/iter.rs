@@ -456,7 +456,9 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         if !range::above(key, &self.lo) {
             return Ok(None);
         }
-        let got = self.reader.read_record(loc, Some(key), true, Via::File, f)?;
+        let got = self
+            .reader
+            .read_record(loc, Some(key), true, Via::File, f)?;
         self.end_pos = loc.data_offset;
         self.back = if i > 0 {
             Back::At(b, i - 1)

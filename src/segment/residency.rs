@@ -30,8 +30,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::reader::Source;
-use super::{BlockCache, IndexCache};
 use super::SegmentReader;
+use super::{BlockCache, IndexCache};
 use crate::config::{
     AccessMode, DiskAccessMode, HugePages, LockMemory, MemoryOptions, ResolvedModes,
 };
