@@ -7,9 +7,10 @@
 //! decodes the record from the chunk's bytes with no system call; a miss reads the
 //! whole chunk once (one `pread`, the same system call a get made before) and keeps it.
 //!
-//! One [`BlockCache`] per store, shared by its segments (`memory.block_cache_mb`), a
-//! `quick_cache` concurrent cache (sharded, S3-FIFO-like eviction, weighed in bytes, so
-//! memory is bounded by the budget plus a small per-entry overhead). Invariants:
+//! One [`BlockCache`] per store, shared by its segments (`memory.block_cache_mb`): shards
+//! of `quick_cache`'s cache (S3-FIFO-like eviction, weighed in bytes, so memory is
+//! bounded by the budget plus a small per-entry overhead) behind read-write locks; a hit
+//! copies the record out under the shard's read lock. Invariants:
 //!
 //! 1. A chunk is keyed by (reader id, chunk index), where the reader id is unique in the
 //!    process for the life of the process ([`BlockCache::new_reader_id`]): a chunk of a
@@ -34,7 +35,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use quick_cache::sync::Cache;
+use parking_lot::RwLock;
+use quick_cache::unsync::Cache;
 use quick_cache::Weighter;
 use serde::Serialize;
 
@@ -47,7 +49,7 @@ use crate::io::PositionalFile;
 /// and a budget smaller than the data holds four times as many distinct hot records.
 pub const CHUNK: usize = 4096;
 
-/// Bytes charged per entry beyond its chunk: the key, the `Arc` header and the cache's
+/// Bytes charged per entry beyond its chunk: the key, the chunk's pointer and the cache's
 /// own bookkeeping (an estimate that keeps the budget honest for small tails).
 const ENTRY_OVERHEAD: u64 = 64;
 
@@ -89,18 +91,24 @@ type Mix = std::hash::BuildHasherDefault<MixHasher>;
 #[derive(Clone)]
 struct ByBytes;
 
-impl Weighter<Key, Arc<[u8]>> for ByBytes {
-    fn weight(&self, _: &Key, v: &Arc<[u8]>) -> u64 {
+impl Weighter<Key, Box<[u8]>> for ByBytes {
+    fn weight(&self, _: &Key, v: &Box<[u8]>) -> u64 {
         v.len() as u64 + ENTRY_OVERHEAD
     }
 }
 
+/// One shard: a `quick_cache` cache behind a read-write lock. A hit takes the read lock
+/// (`quick_cache`'s `get` marks the entry with an atomic, so readers share the shard)
+/// and copies the record out before releasing it; nothing is reference counted, so a
+/// hit touches the entry and the record's bytes only (an `Arc` per chunk cost one more
+/// cache miss per get, on its count, and a line the cores pass around on hot chunks).
+type Shard = RwLock<Cache<Key, Box<[u8]>, ByBytes, Mix>>;
+
 /// The store's data block cache, shared by its readers.
 pub struct BlockCache {
     limit: u64,
-    cache: Cache<Key, Arc<[u8]>, ByBytes, Mix>,
-    /// Chunks loaded (counted here: the cache's own miss count counts a miss twice,
-    /// once per shard lock it takes).
+    shards: Box<[Shard]>,
+    /// Chunks loaded.
     misses: AtomicU64,
     /// Point reads of records larger than a chunk, read past the cache.
     bypassed: AtomicU64,
@@ -140,30 +148,44 @@ impl BlockCache {
         if limit_bytes == 0 {
             return None;
         }
-        let items = usize::try_from(limit_bytes / (CHUNK as u64 + ENTRY_OVERHEAD))
-            .unwrap_or(usize::MAX)
-            .max(16);
+        let entry = CHUNK as u64 + ENTRY_OVERHEAD;
+        // Four shards per core, as `quick_cache::sync` makes, but each with room for at
+        // least 32 chunks (a tiny budget is one shard, so it still holds what it can).
+        let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+        let by_room = (limit_bytes / (32 * entry)).max(1);
+        let n = (cores as u64 * 4).min(by_room).min(1 << 10);
+        let n = 1usize << (63 - n.leading_zeros());
+        let per = limit_bytes / n as u64;
+        let items = usize::try_from(per / entry).unwrap_or(usize::MAX).max(1);
+        let shards = (0..n)
+            .map(|_| {
+                RwLock::new(Cache::with(
+                    items,
+                    per,
+                    ByBytes,
+                    Mix::default(),
+                    Default::default(),
+                ))
+            })
+            .collect();
         Some(BlockCache {
             limit: limit_bytes,
-            cache: Cache::with(
-                items,
-                limit_bytes,
-                ByBytes,
-                Mix::default(),
-                Default::default(),
-            ),
+            shards,
             misses: AtomicU64::new(0),
             bypassed: AtomicU64::new(0),
         })
     }
 
-    /// Current figures (hits and misses are summed over the cache's shards).
+    /// Current figures (summed over the cache's shards).
     pub fn stats(&self) -> BlockCacheStats {
+        let sum = |f: &dyn Fn(&Cache<Key, Box<[u8]>, ByBytes, Mix>) -> u64| -> u64 {
+            self.shards.iter().map(|s| f(&s.read())).sum()
+        };
         BlockCacheStats {
             limit_bytes: self.limit,
-            used_bytes: self.cache.weight(),
-            blocks: self.cache.len() as u64,
-            hits: self.cache.hits(),
+            used_bytes: sum(&|c| c.weight()),
+            blocks: sum(&|c| c.len() as u64),
+            hits: sum(&|c| c.hits()),
             misses: self.misses.load(Ordering::Relaxed),
             bypassed: self.bypassed.load(Ordering::Relaxed),
         }
@@ -174,19 +196,42 @@ impl BlockCache {
         NEXT_READER.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Chunk `index` of reader `reader`, loading it with `load` on a miss (concurrent
-    /// misses of one chunk wait for the first loader rather than all reading it).
+    /// Copy bytes `at..at + out.len()` of chunk `index` of reader `reader` into `out`,
+    /// loading the chunk with `load` on a miss and keeping it (two threads missing one
+    /// chunk at once both read it; the second copy replaces the first). `None` when the
+    /// chunk is shorter than the range asks.
     #[inline]
-    pub(crate) fn chunk<E>(
+    pub(crate) fn copy_out<E>(
         &self,
         reader: u64,
         index: u64,
-        load: impl FnOnce() -> std::result::Result<Arc<[u8]>, E>,
-    ) -> std::result::Result<Arc<[u8]>, E> {
-        self.cache.get_or_insert_with(&(reader, index), || {
-            self.misses.fetch_add(1, Ordering::Relaxed);
-            load()
-        })
+        at: usize,
+        out: &mut [u8],
+        load: impl FnOnce() -> std::result::Result<Box<[u8]>, E>,
+    ) -> std::result::Result<Option<()>, E> {
+        let key = (reader, index);
+        let shard = &self.shards[self.shard_of(&key)];
+        let copy = |c: &[u8], out: &mut [u8]| {
+            let src = c.get(at..at.checked_add(out.len())?)?;
+            out.copy_from_slice(src);
+            Some(())
+        };
+        if let Some(c) = shard.read().get(&key) {
+            return Ok(copy(c, out));
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let c = load()?;
+        let done = copy(&c, out);
+        shard.write().insert(key, c);
+        Ok(done)
+    }
+
+    #[inline]
+    fn shard_of(&self, key: &Key) -> usize {
+        use std::hash::BuildHasher;
+        // The middle bits: the shard's own table probes with the low and top ones.
+        let h = Mix::default().hash_one(key);
+        (h.rotate_right(32) as usize) & (self.shards.len() - 1)
     }
 
     /// Count a read that went past the cache (a record larger than a chunk).
@@ -211,10 +256,11 @@ impl DataCache {
         }
     }
 
-    /// Run `f` over bytes `[off, off+len)` of `file`, from cached chunks (loading those
-    /// missing) when the range fits in a chunk, or read from the file past the cache
-    /// when it is larger (invariant 4). The caller has checked that the range lies in
-    /// the file.
+    /// Run `f` over bytes `[off, off+len)` of `file`, copied from cached chunks
+    /// (loading those missing) when the range fits in a chunk or spans two, or read from
+    /// the file past the cache when it is larger than a chunk (invariant 4). The bytes
+    /// are copied into this thread's scratch buffer, so `f` runs with no lock held. The
+    /// caller has checked that the range lies in the file.
     #[inline]
     pub(crate) fn with_bytes<R>(
         &self,
@@ -225,50 +271,47 @@ impl DataCache {
     ) -> Result<R> {
         let chunk = CHUNK as u64;
         let first = off / chunk;
-        let last = off.saturating_add(len.max(1) as u64 - 1) / chunk;
         let at = (off - first * chunk) as usize;
-        if first == last {
-            let c = self.load(file, first)?;
-            let bytes = c.get(at..at + len).ok_or_else(|| past_end(file, off, len))?;
-            return f(bytes);
-        }
-        if len > CHUNK {
-            self.cache.count_bypass();
-        }
         with_scratch(|buf| {
             if buf.len() < len {
                 buf.resize(len, 0);
             }
+            let out = &mut buf[..len];
             if len > CHUNK {
-                file.read_at(&mut buf[..len], off)?;
+                self.cache.count_bypass();
+                file.read_at(out, off)?;
+            } else if at + len <= CHUNK {
+                self.copy(file, first, at, out, off)?;
             } else {
                 // Two chunks: the tail of the first and the head of the second.
-                let (a, b) = (self.load(file, first)?, self.load(file, last)?);
-                let head = CHUNK - at;
-                let (x, y) = (a.get(at..), b.get(..len - head));
-                match (x, y) {
-                    (Some(x), Some(y)) if x.len() == head => {
-                        buf[..head].copy_from_slice(x);
-                        buf[head..len].copy_from_slice(y);
-                    }
-                    _ => return Err(past_end(file, off, len)),
-                }
+                let (head, tail) = out.split_at_mut(CHUNK - at);
+                self.copy(file, first, at, head, off)?;
+                self.copy(file, first + 1, 0, tail, off)?;
             }
             f(&buf[..len])
         })
     }
 
-    /// Chunk `index` of `file`, from the cache or read and kept.
+    /// Copy `out.len()` bytes at `at` in chunk `index` of `file` into `out`.
     #[inline]
-    fn load(&self, file: &PositionalFile, index: u64) -> Result<Arc<[u8]>> {
-        self.cache.chunk(self.id, index, || {
-            let start = index * CHUNK as u64;
-            let n = file.len().saturating_sub(start).min(CHUNK as u64) as usize;
-            let mut bytes: Arc<[u8]> = vec![0u8; n].into();
-            let buf = Arc::get_mut(&mut bytes).ok_or_else(|| past_end(file, start, n))?;
-            file.read_at(buf, start)?;
-            Ok(bytes)
-        })
+    fn copy(
+        &self,
+        file: &PositionalFile,
+        index: u64,
+        at: usize,
+        out: &mut [u8],
+        off: u64,
+    ) -> Result<()> {
+        let len = out.len();
+        self.cache
+            .copy_out(self.id, index, at, out, || {
+                let start = index * CHUNK as u64;
+                let n = file.len().saturating_sub(start).min(CHUNK as u64) as usize;
+                let mut bytes = vec![0u8; n].into_boxed_slice();
+                file.read_at(&mut bytes, start)?;
+                Ok::<_, Error>(bytes)
+            })?
+            .ok_or_else(|| past_end(file, off, len))
     }
 }
 
@@ -285,26 +328,36 @@ fn past_end(file: &PositionalFile, off: u64, len: usize) -> Error {
 mod tests {
     use super::*;
 
-    fn bytes(n: usize, b: u8) -> Result<Arc<[u8]>, ()> {
-        Ok(Arc::from(vec![b; n]))
+    fn bytes(n: usize, b: u8) -> Result<Box<[u8]>, ()> {
+        Ok(vec![b; n].into_boxed_slice())
+    }
+
+    /// The first byte of chunk `i` of reader `r`, loaded as `n` bytes of `b` on a miss.
+    fn first(c: &BlockCache, r: u64, i: u64, n: usize, b: u8) -> u8 {
+        let mut out = [0u8; 1];
+        c.copy_out(r, i, 0, &mut out, || bytes(n, b)).unwrap().unwrap();
+        out[0]
     }
 
     #[test]
     fn hits_misses_and_the_byte_budget_are_counted() {
         let c = BlockCache::new(8 * (CHUNK as u64 + ENTRY_OVERHEAD)).unwrap();
         let r = BlockCache::new_reader_id();
-        assert_eq!(c.chunk(r, 0, || bytes(CHUNK, 1)).unwrap()[0], 1);
+        assert_eq!(first(&c, r, 0, CHUNK, 1), 1);
         // Cached: the loader does not run.
-        assert_eq!(c.chunk(r, 0, || bytes(CHUNK, 9)).unwrap()[0], 1);
+        assert_eq!(first(&c, r, 0, CHUNK, 9), 1);
         let s = c.stats();
         assert_eq!((s.hits, s.misses, s.blocks), (1, 1, 1));
         assert_eq!(s.used_bytes, CHUNK as u64 + ENTRY_OVERHEAD);
         for i in 1..100 {
-            c.chunk(r, i, || bytes(CHUNK, 2)).unwrap();
+            first(&c, r, i, CHUNK, 2);
         }
         let s = c.stats();
         assert!(s.used_bytes <= s.limit_bytes, "{s:?}");
         assert!(s.blocks <= 8, "{s:?}");
+        // A range past the chunk's end is refused, not cut short.
+        let mut out = [0u8; 8];
+        assert_eq!(c.copy_out(r, 500, 4, &mut out, || bytes(10, 3)), Ok(None));
     }
 
     #[test]
@@ -312,10 +365,11 @@ mod tests {
         let c = BlockCache::new(1 << 20).unwrap();
         let (a, b) = (BlockCache::new_reader_id(), BlockCache::new_reader_id());
         assert_ne!(a, b);
-        c.chunk(a, 0, || bytes(10, 1)).unwrap();
-        assert_eq!(c.chunk(b, 0, || bytes(10, 2)).unwrap()[0], 2);
-        assert!(c.chunk(a, 1, || Err::<Arc<[u8]>, _>("io")).is_err());
-        assert_eq!(c.chunk(a, 1, || bytes(10, 3)).unwrap()[0], 3);
+        assert_eq!(first(&c, a, 0, 10, 1), 1);
+        assert_eq!(first(&c, b, 0, 10, 2), 2);
+        let mut out = [0u8; 1];
+        assert!(c.copy_out(a, 1, 0, &mut out, || Err("io")).is_err());
+        assert_eq!(first(&c, a, 1, 10, 3), 3);
     }
 
     #[test]
