@@ -149,7 +149,11 @@ fn the_block_cache_shows_in_store_stats() {
         }
         t.flush().unwrap();
     };
-    for mode in [DiskAccessMode::Auto, DiskAccessMode::Standard, DiskAccessMode::Mmap] {
+    for mode in [
+        DiskAccessMode::Auto,
+        DiskAccessMode::Standard,
+        DiskAccessMode::Mmap,
+    ] {
         let tmp = tempfile::tempdir().unwrap();
         let mut cfg = common::test_config(mode, FileRules::posix());
         cfg.memory = MemoryOptions::default();
@@ -158,11 +162,18 @@ fn the_block_cache_shows_in_store_stats() {
         let t = store.table("t").unwrap();
         put_and_flush(&t);
         let c = store.stats().block_cache.unwrap();
-        assert_eq!((c.limit_bytes, c.used_bytes, c.hits, c.misses), (2 << 20, 0, 0, 0));
+        assert_eq!(
+            (c.limit_bytes, c.used_bytes, c.hits, c.misses),
+            (2 << 20, 0, 0, 0)
+        );
         for n in t.scan(..).unwrap() {
             n.unwrap();
         }
-        assert_eq!(store.stats().block_cache.unwrap(), c, "{mode}: scans bypass it");
+        assert_eq!(
+            store.stats().block_cache.unwrap(),
+            c,
+            "{mode}: scans bypass it"
+        );
         for _ in 0..2 {
             for i in 0..2000u32 {
                 let v = t.get(format!("key{i:06}").as_bytes()).unwrap().unwrap();

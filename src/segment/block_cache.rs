@@ -71,7 +71,9 @@ impl std::hash::Hasher for MixHasher {
 
     #[inline]
     fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+        self.0 = (self.0 ^ n)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29);
     }
 
     #[inline]
@@ -335,7 +337,9 @@ mod tests {
     /// The first byte of chunk `i` of reader `r`, loaded as `n` bytes of `b` on a miss.
     fn first(c: &BlockCache, r: u64, i: u64, n: usize, b: u8) -> u8 {
         let mut out = [0u8; 1];
-        c.copy_out(r, i, 0, &mut out, || bytes(n, b)).unwrap().unwrap();
+        c.copy_out(r, i, 0, &mut out, || bytes(n, b))
+            .unwrap()
+            .unwrap();
         out[0]
     }
 
