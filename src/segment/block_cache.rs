@@ -104,7 +104,10 @@ impl Weighter<Key, Box<[u8]>> for ByBytes {
 /// and copies the record out before releasing it; nothing is reference counted, so a
 /// hit touches the entry and the record's bytes only (an `Arc` per chunk cost one more
 /// cache miss per get, on its count, and a line the cores pass around on hot chunks).
-type Shard = RwLock<Cache<Key, Box<[u8]>, ByBytes, Mix>>;
+type Shard = RwLock<Chunks>;
+
+/// One shard's chunks.
+type Chunks = Cache<Key, Box<[u8]>, ByBytes, Mix>;
 
 /// The store's data block cache, shared by its readers.
 pub struct BlockCache {
@@ -180,9 +183,8 @@ impl BlockCache {
 
     /// Current figures (summed over the cache's shards).
     pub fn stats(&self) -> BlockCacheStats {
-        let sum = |f: &dyn Fn(&Cache<Key, Box<[u8]>, ByBytes, Mix>) -> u64| -> u64 {
-            self.shards.iter().map(|s| f(&s.read())).sum()
-        };
+        let sum =
+            |f: &dyn Fn(&Chunks) -> u64| -> u64 { self.shards.iter().map(|s| f(&s.read())).sum() };
         BlockCacheStats {
             limit_bytes: self.limit,
             used_bytes: sum(&|c| c.weight()),
