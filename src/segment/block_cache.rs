@@ -44,9 +44,9 @@ use super::reader::with_scratch;
 use crate::error::{Error, Result};
 use crate::io::PositionalFile;
 
-/// Bytes per cached chunk: a page, as RocksDB's default block size. Measured against
-/// 16 KiB with `benches/table_get` (README, Measured): a miss reads only what it must,
-/// and a budget smaller than the data holds four times as many distinct hot records.
+/// Bytes per cached chunk: a page, as RocksDB's default block size. Not yet measured
+/// against 16 KiB: a smaller chunk reads less per miss, and a budget smaller than the
+/// data holds more distinct hot records; a larger one costs fewer entries per byte.
 pub const CHUNK: usize = 4096;
 
 /// Bytes charged per entry beyond its chunk: the key, the chunk's pointer and the cache's
