@@ -21,6 +21,9 @@
 //! issue's target compares Table scans with LMDB's (`benches/peers`).
 //!
 //! `cargo bench --bench table_get` (about 40 s: the load, then six short rows).
+//! `TABLE_GET_MODE=auto` (or `standard`, `mmap_index_only`; default `mmap`) opens the
+//! store in another `disk_access_mode`; the block cache's figures are printed after the
+//! interleaved rows (`memory.block_cache_mb` at its default).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -85,7 +88,10 @@ struct Fixture {
 
 fn config() -> Config {
     let mut c = Config::default();
-    c.disk_access_mode = DiskAccessMode::Mmap;
+    c.disk_access_mode = match std::env::var("TABLE_GET_MODE") {
+        Ok(m) => m.parse().expect("TABLE_GET_MODE: a disk_access_mode"),
+        Err(_) => DiskAccessMode::Mmap,
+    };
     c.track_leaks = false;
     c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
     c.table.background_compaction = false;
@@ -137,9 +143,10 @@ fn fixture() -> (tempfile::TempDir, Store, Fixture) {
         assert!(table.get(k).unwrap().is_none());
     }
     println!(
-        "fixture: {CELLS} cells through Table::write (batches of 1,000), compacted into one segment of {} MB data, in {:.1?}",
+        "fixture: {CELLS} cells through Table::write (batches of 1,000), compacted into one segment of {} MB data, in {:.1?} ({:?})",
         segment.stats().data_len >> 20,
-        t0.elapsed()
+        t0.elapsed(),
+        segment.modes()
     );
     let f = Fixture {
         table,
@@ -336,6 +343,11 @@ fn table_get(c: &mut Criterion) {
     let (dir, store, f) = fixture();
     interleaved(&f, "hit", &f.hits);
     interleaved(&f, "miss", &f.misses);
+    println!(
+        "mode {:?}: block cache {:?}",
+        store.stats().modes,
+        store.stats().block_cache
+    );
     scans(&f, &f.hits[..20_000]);
     lookups(c, &f, "table_get_hit", &f.hits);
     lookups(c, &f, "table_get_miss", &f.misses);

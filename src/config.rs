@@ -298,17 +298,27 @@ pub struct MemoryOptions {
     /// lookup there costs one read instead of two. 0 keeps none. Blocks stay until their
     /// segment closes; past the budget, blocks are read per lookup.
     pub index_cache_mb: u64,
+    /// MiB of data file chunks (4 KiB, aligned) kept in memory for point reads of data
+    /// read with positional reads (`standard`, and `auto`, whose data is read so), shared
+    /// by all segments of the store, evicted when full (weighed in bytes). A get whose
+    /// record is cached makes no system call. 0 disables it: every such get is a
+    /// `pread`. Scans and `verify` read the files and leave the cache alone.
+    pub block_cache_mb: u64,
 }
 
 /// Default share of `vm.max_map_count` for segment maps (the rest is left to the
 /// allocator, thread stacks, libraries and whatever else shares the process).
 pub const DEFAULT_MAP_BUDGET_PERCENT: u8 = 50;
 
-/// Largest accepted `index_cache_mb` (1 PiB), so the byte count cannot overflow.
+/// Largest accepted `index_cache_mb` and `block_cache_mb` (1 PiB), so the byte count
+/// cannot overflow.
 pub const MAX_INDEX_CACHE_MB: u64 = 1 << 30;
 
 /// Default index cache budget in MiB: the index of about 4 million 16-byte keys.
 pub const DEFAULT_INDEX_CACHE_MB: u64 = 128;
+
+/// Default block cache budget in MiB: about a million records of 100-byte values.
+pub const DEFAULT_BLOCK_CACHE_MB: u64 = 128;
 
 impl Default for MemoryOptions {
     fn default() -> Self {
@@ -317,6 +327,7 @@ impl Default for MemoryOptions {
             huge_pages: HugePages::Off,
             map_budget_percent: DEFAULT_MAP_BUDGET_PERCENT,
             index_cache_mb: DEFAULT_INDEX_CACHE_MB,
+            block_cache_mb: DEFAULT_BLOCK_CACHE_MB,
         }
     }
 }
@@ -331,12 +342,17 @@ impl MemoryOptions {
                 reason: "must be between 1 and 100".into(),
             });
         }
-        if self.index_cache_mb > MAX_INDEX_CACHE_MB {
-            return Err(Error::InvalidConfig {
-                setting: "index_cache_mb",
-                value: self.index_cache_mb.to_string(),
-                reason: format!("must be at most {MAX_INDEX_CACHE_MB} (1 PiB)"),
-            });
+        for (setting, mb) in [
+            ("index_cache_mb", self.index_cache_mb),
+            ("block_cache_mb", self.block_cache_mb),
+        ] {
+            if mb > MAX_INDEX_CACHE_MB {
+                return Err(Error::InvalidConfig {
+                    setting,
+                    value: mb.to_string(),
+                    reason: format!("must be at most {MAX_INDEX_CACHE_MB} (1 PiB)"),
+                });
+            }
         }
         Ok(())
     }

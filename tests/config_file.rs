@@ -29,6 +29,7 @@ fn the_readme_config_parses() {
     assert_eq!(cfg.table.memtable_flush_bytes, 64 << 20);
     assert_eq!(cfg.table.gc_grace_secs, 864_000);
     assert_eq!(cfg.memory.index_cache_mb, 128);
+    assert_eq!(cfg.memory.block_cache_mb, 128);
     assert_eq!(cfg.crc_check_chance, 1.0);
 }
 
@@ -53,6 +54,14 @@ fn bad_crc_check_chance_or_index_cache_is_refused_before_anything_changes() {
     match segstore::Store::open(&dir, cfg) {
         Err(segstore::Error::InvalidConfig { setting, .. }) => {
             assert_eq!(setting, "index_cache_mb")
+        }
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+    let mut cfg = Config::default();
+    cfg.memory.block_cache_mb = u64::MAX;
+    match segstore::Store::open(&dir, cfg) {
+        Err(segstore::Error::InvalidConfig { setting, .. }) => {
+            assert_eq!(setting, "block_cache_mb")
         }
         other => panic!("expected InvalidConfig, got {other:?}"),
     }

@@ -137,3 +137,69 @@ fn lock_index_under_standard_access_warns_once_and_shows_in_stats() {
         warnings[0]
     );
 }
+
+/// Where data is read with positional reads (`auto`, `standard`) gets go through the
+/// block cache (`memory.block_cache_mb`): the store's stats count its hits, misses and
+/// bytes; scans leave it alone; `mmap` data never touches it; 0 disables it.
+#[test]
+fn the_block_cache_shows_in_store_stats() {
+    let put_and_flush = |t: &segstore::Table| {
+        for i in 0..2000u32 {
+            t.put(format!("key{i:06}").as_bytes(), [7u8; 40]).unwrap();
+        }
+        t.flush().unwrap();
+    };
+    for mode in [
+        DiskAccessMode::Auto,
+        DiskAccessMode::Standard,
+        DiskAccessMode::Mmap,
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut cfg = common::test_config(mode, FileRules::posix());
+        cfg.memory = MemoryOptions::default();
+        cfg.memory.block_cache_mb = 2;
+        let store = Store::open(tmp.path(), cfg).unwrap();
+        let t = store.table("t").unwrap();
+        put_and_flush(&t);
+        let c = store.stats().block_cache.unwrap();
+        assert_eq!(
+            (c.limit_bytes, c.used_bytes, c.hits, c.misses),
+            (2 << 20, 0, 0, 0)
+        );
+        for n in t.scan(..).unwrap() {
+            n.unwrap();
+        }
+        assert_eq!(
+            store.stats().block_cache.unwrap(),
+            c,
+            "{mode}: scans bypass it"
+        );
+        for _ in 0..2 {
+            for i in 0..2000u32 {
+                let v = t.get(format!("key{i:06}").as_bytes()).unwrap().unwrap();
+                assert_eq!(v, [7u8; 40]);
+            }
+        }
+        let c = store.stats().block_cache.unwrap();
+        if mode == DiskAccessMode::Mmap {
+            assert_eq!((c.hits, c.misses, c.used_bytes), (0, 0, 0), "{c:?}");
+        } else {
+            // About 60 bytes a record: some 30 chunks, each read once.
+            assert!(c.misses > 0 && c.misses < 100, "{mode}: {c:?}");
+            assert!(c.hits >= 4000 - c.misses, "{mode}: {c:?}");
+            assert!(c.used_bytes > 0 && c.blocks == c.misses, "{mode}: {c:?}");
+        }
+        drop(t);
+        assert!(store.close().unwrap().is_clean());
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = common::test_config(DiskAccessMode::Standard, FileRules::posix());
+    cfg.memory.block_cache_mb = 0;
+    let store = Store::open(tmp.path(), cfg).unwrap();
+    let t = store.table("t").unwrap();
+    put_and_flush(&t);
+    assert_eq!(t.get(b"key000001").unwrap().unwrap(), [7u8; 40]);
+    assert!(store.stats().block_cache.is_none());
+    drop(t);
+    assert!(store.close().unwrap().is_clean());
+}

@@ -4,7 +4,7 @@
 
 use std::ops::{Bound, Deref, RangeBounds};
 
-use super::reader::{Located, SegmentReader, Source};
+use super::reader::{Located, SegmentReader, Source, Via};
 use crate::error::{Error, Result};
 use crate::format::record::{self, RecordRef, MAX_HEADER_LEN};
 use crate::format::Malformed;
@@ -456,7 +456,9 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         if !range::above(key, &self.lo) {
             return Ok(None);
         }
-        let got = self.reader.read_record(loc, Some(key), true, f)?;
+        let got = self
+            .reader
+            .read_record(loc, Some(key), true, Via::File, f)?;
         self.end_pos = loc.data_offset;
         self.back = if i > 0 {
             Back::At(b, i - 1)

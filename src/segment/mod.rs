@@ -5,6 +5,7 @@
 //! `<table>-<id>-Data.db`, `<table>-<id>-Index.db` and `<table>-<id>-Meta.db`.
 //! The byte formats are in `format` and `docs/format.md`.
 
+mod block_cache;
 mod index_cache;
 mod iter;
 mod reader;
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 pub use crate::format::meta::SegmentStats;
 pub use crate::format::ranges::{RangeTombstone, RangeTombstones};
 pub use crate::format::record::RecordRef;
+pub use block_cache::{BlockCache, BlockCacheStats, CHUNK as BLOCK_CACHE_CHUNK};
 pub use index_cache::{IndexCache, IndexCacheStats};
 pub use iter::{Entry, SegmentIter};
 pub use reader::SegmentReader;

@@ -22,6 +22,7 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use super::block_cache::DataCache;
 use super::index_cache::CachedIndex;
 use super::residency::{OpenPlan, ReaderOptions, SegmentResidency};
 use super::{Component, SegmentName};
@@ -188,6 +189,9 @@ pub struct SegmentReader {
     checked: Box<[AtomicU32]>,
     /// Index blocks kept in memory when the index is read with positional reads.
     cached_index: Option<CachedIndex>,
+    /// The store's data block cache, for point reads when the data is read with
+    /// positional reads (`block_cache` module).
+    data_cache: Option<DataCache>,
     /// Whether point reads check record checksums (`crc_check_chance`).
     record_check: RecordCheck,
     pub(crate) residency: SegmentResidency,
@@ -291,6 +295,10 @@ impl SegmentReader {
             (Source::Standard(_), Some(budget)) => CachedIndex::new(meta.summary.len(), budget),
             _ => None,
         };
+        let data_cache = match (&data, &opts.block_cache) {
+            (Source::Standard(_), Some(cache)) => Some(DataCache::new(cache)),
+            _ => None,
+        };
         Ok(SegmentReader {
             name: name.clone(),
             dir: dir.to_path_buf(),
@@ -299,6 +307,7 @@ impl SegmentReader {
             meta,
             checked,
             cached_index,
+            data_cache,
             record_check: RecordCheck::from_chance(opts.crc_check_chance),
             residency,
         })
@@ -430,7 +439,8 @@ impl SegmentReader {
         let Some(loc) = self.find_entry(b, key, h)? else {
             return Ok(None);
         };
-        self.read_record(loc, Some(key), self.record_check.roll(), f)
+        let check = self.record_check.roll();
+        self.read_record(loc, Some(key), check, Via::Cache, f)
             .map(Some)
     }
 
@@ -644,12 +654,14 @@ impl SegmentReader {
     /// Read and check the record an index entry points at (its checksum too if
     /// `check_crc`); if `expect` is given, its key must match. A sound record (checksum
     /// correct) that disagrees with its entry is reported against the index file, at the
-    /// entry: the index holds the bad bytes.
+    /// entry: the index holds the bad bytes. `via` says whether positional data reads
+    /// go through the block cache (point reads) or to the file (scans, `verify`).
     pub(super) fn read_record<R>(
         &self,
         loc: Located,
         expect: Option<&[u8]>,
         check_crc: bool,
+        via: Via,
         f: impl FnOnce(RecordRef<'_>) -> R,
     ) -> Result<R> {
         let (off, len) = (loc.data_offset, loc.record_len);
@@ -660,7 +672,7 @@ impl SegmentReader {
                 format!("index entry points at {len} bytes at {off}, past the end of the data ({body} bytes)"),
             ));
         }
-        let decoded = self.data.with_bytes(off, len as usize, |b| {
+        let decoded = self.data_bytes(off, len as usize, via, |b| {
             let (r, used) = match record::decode_with(b, check_crc) {
                 Ok(x) => x,
                 Err(m) => return Ok(Err(m)),
@@ -695,6 +707,23 @@ impl SegmentReader {
             Ok(Ok(f(r)))
         })?;
         decoded.map_err(|m| self.record_error(loc, m))
+    }
+
+    /// Run `f` over data bytes `[off, off+len)`: from the block cache when `via` says so
+    /// and the data is read with positional reads and a cache is configured, else from
+    /// the map or the file.
+    #[inline]
+    fn data_bytes<R>(
+        &self,
+        off: u64,
+        len: usize,
+        via: Via,
+        f: impl FnOnce(&[u8]) -> Result<R>,
+    ) -> Result<R> {
+        match (&self.data_cache, &self.data, via) {
+            (Some(c), Source::Standard(p), Via::Cache) => c.with_bytes(p, off, len, f),
+            _ => self.data.with_bytes(off, len, f),
+        }
     }
 
     fn index_error(&self, loc: Located, reason: String) -> Error {
@@ -737,6 +766,15 @@ impl SegmentReader {
     fn meta_path(&self) -> PathBuf {
         self.name.path(&self.dir, Component::Meta)
     }
+}
+
+/// Where a positional data read goes (see [`SegmentReader::read_record`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Via {
+    /// The block cache, if there is one: point reads.
+    Cache,
+    /// The file itself, past the cache: scans and `verify` (`block_cache` invariant 5).
+    File,
 }
 
 /// An index entry: where its record is, and where the entry itself is in the index file.

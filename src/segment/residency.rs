@@ -30,8 +30,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::reader::Source;
-use super::IndexCache;
 use super::SegmentReader;
+use super::{BlockCache, IndexCache};
 use crate::config::{
     AccessMode, DiskAccessMode, HugePages, LockMemory, MemoryOptions, ResolvedModes,
 };
@@ -43,7 +43,7 @@ use crate::io::residency::{self, AdviceReport, LockReport, MappingResidency, Res
 use crate::io::{MapBudget, MappedFile};
 
 /// How a reader treats memory and checks what it reads. The default (no budget, no
-/// locks, no huge pages, no index cache, every record checked) is what
+/// locks, no huge pages, no index or block cache, every record checked) is what
 /// [`SegmentReader::open`] uses.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -57,6 +57,9 @@ pub struct ReaderOptions {
     /// The byte budget for index blocks kept in memory by readers whose index is read
     /// with positional reads, shared by the store's readers; `None`: none are kept.
     pub index_cache: Option<Arc<IndexCache>>,
+    /// The data block cache shared by the store's readers, for point reads of data read
+    /// with positional reads (`standard`, `auto`); `None`: every such read is a `pread`.
+    pub block_cache: Option<Arc<BlockCache>>,
     /// Probability (0.0 to 1.0) that a point read checks its record's checksum
     /// (Cassandra's `crc_check_chance`; see [`crate::Config::crc_check_chance`]).
     pub crc_check_chance: f64,
@@ -69,6 +72,7 @@ impl Default for ReaderOptions {
             huge_pages: HugePages::default(),
             map_budget: None,
             index_cache: None,
+            block_cache: None,
             crc_check_chance: 1.0,
         }
     }
@@ -86,6 +90,7 @@ impl ReaderOptions {
             index_cache: Some(Arc::new(IndexCache::new(
                 m.index_cache_mb.saturating_mul(1 << 20),
             ))),
+            block_cache: BlockCache::new(m.block_cache_mb.saturating_mul(1 << 20)).map(Arc::new),
             crc_check_chance: 1.0,
         })
     }

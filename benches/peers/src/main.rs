@@ -146,12 +146,14 @@ fn open_segstore(dir: &Path, mode: DiskAccessMode, v: Variant) -> Seg {
             Variant::AnonIndex => "mmap anon_index",
             Variant::NoCrc => "mmap crc_chance=0",
         },
-        // The store's defaults, except that the index cache gets the same 1 GiB that
-        // RocksDB, fjall and redb get for their caches (it only acts where the index
-        // is read with positional reads: `standard`).
+        // The store's defaults, except that the index cache and the block cache get
+        // the same 1 GiB that RocksDB, fjall and redb get for their caches (they only
+        // act where the index, or the data, is read with positional reads: `standard`,
+        // and the data of `auto`).
         r: SegmentReader::open_with(dir, &name, mode.resolve(), &{
             let mut c = segstore::segment::ReaderOptions::default();
             c.index_cache = Some(Arc::new(segstore::segment::IndexCache::new(1 << 30)));
+            c.block_cache = segstore::segment::BlockCache::new(1 << 30).map(Arc::new);
             c.huge_pages = if v == Variant::AnonIndex {
                 segstore::HugePages::AnonymousIndex
             } else {

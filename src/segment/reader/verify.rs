@@ -55,7 +55,7 @@ impl SegmentReader {
                     ));
                 }
                 let (ts, tombstone) =
-                    self.read_record(loc, Some(&key), true, |r| (r.ts, r.tombstone))?;
+                    self.read_record(loc, Some(&key), true, Via::File, |r| (r.ts, r.tombstone))?;
                 if !self.meta.filter.may_contain(key_hash(&key)) {
                     return Err(Error::corrupt(
                         self.meta_path(),

@@ -79,11 +79,12 @@ pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
 }
 
 /// Open a loaded system; `cache` bytes for the systems with a block or page cache of
-/// their own (RocksDB, fjall, redb; segstore keeps its default index cache).
+/// their own (RocksDB, fjall, redb, and segstore's block cache, which serves its
+/// positional data reads: `auto`; segstore keeps its default index cache).
 pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
     match id {
-        "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto)),
-        "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap)),
+        "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto, cache)),
+        "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap, cache)),
         "lmdb" => Box::new(Lmdb::open(dir)),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Box::new(super::rocks::Rocks::open(dir, cache)),
@@ -106,15 +107,16 @@ struct Seg {
     t: Arc<segstore::Table>,
 }
 
-fn seg_config(mode: DiskAccessMode) -> segstore::Config {
+fn seg_config(mode: DiskAccessMode, cache: usize) -> segstore::Config {
     let mut c = segstore::Config::default();
     c.disk_access_mode = mode;
+    c.memory.block_cache_mb = (cache >> 20) as u64;
     c
 }
 
 impl Seg {
-    fn open(dir: &Path, mode: DiskAccessMode) -> Seg {
-        let store = segstore::Store::open(dir, seg_config(mode)).unwrap();
+    fn open(dir: &Path, mode: DiskAccessMode, cache: usize) -> Seg {
+        let store = segstore::Store::open(dir, seg_config(mode, cache)).unwrap();
         let t = store.table(SEG_TABLE).unwrap();
         Seg { store, t }
     }
@@ -123,7 +125,7 @@ impl Seg {
 /// `Table::write` batches of 1,000 (the commit log's default sync mode), then flush,
 /// compact to one segment and close.
 fn load_seg(dir: &Path, sorted: &[u64]) {
-    let s = Seg::open(dir, DiskAccessMode::Auto);
+    let s = Seg::open(dir, DiskAccessMode::Auto, 1 << 30);
     for chunk in sorted.chunks(1000) {
         let mut b = segstore::WriteBatch::default();
         for &n in chunk {
