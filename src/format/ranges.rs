@@ -88,7 +88,7 @@ impl RangeTombstone {
 }
 
 /// `k` followed by a zero byte: the smallest key above `k`.
-fn successor(k: &[u8]) -> Vec<u8> {
+pub(crate) fn successor(k: &[u8]) -> Vec<u8> {
     let mut s = Vec::with_capacity(k.len() + 1);
     s.extend_from_slice(k);
     s.push(0);
@@ -106,12 +106,12 @@ fn bounds_text(b: &KeyBounds) -> String {
 
 /// `key < end`, `None` being past every key.
 #[inline]
-fn before_end(key: &[u8], end: &Option<Vec<u8>>) -> bool {
+pub(crate) fn before_end(key: &[u8], end: &Option<Vec<u8>>) -> bool {
     end.as_deref().is_none_or(|e| key < e)
 }
 
 /// Order of two ends, `None` last.
-fn cmp_ends(a: &Option<Vec<u8>>, b: &Option<Vec<u8>>) -> Ordering {
+pub(crate) fn cmp_ends(a: &Option<Vec<u8>>, b: &Option<Vec<u8>>) -> Ordering {
     match (a, b) {
         (None, None) => Ordering::Equal,
         (None, Some(_)) => Ordering::Greater,

@@ -33,6 +33,9 @@
 
 use std::cmp::Ordering;
 
+pub(crate) use crate::format::ranges::successor;
+use crate::format::ranges::{before_end, cmp_ends};
+
 /// A half-open key span `[start, end)`, `end` `None` being past every key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Span {
@@ -70,27 +73,6 @@ impl Span {
     /// Does `self` lie inside `outer`?
     pub fn within(&self, outer: &Span) -> bool {
         self.start >= outer.start && cmp_ends(&self.end, &outer.end).is_le()
-    }
-}
-
-/// `k` followed by a zero byte: the smallest key above `k`.
-pub fn successor(k: &[u8]) -> Vec<u8> {
-    let mut s = Vec::with_capacity(k.len() + 1);
-    s.extend_from_slice(k);
-    s.push(0);
-    s
-}
-
-fn before_end(key: &[u8], end: &Option<Vec<u8>>) -> bool {
-    end.as_deref().is_none_or(|e| key < e)
-}
-
-fn cmp_ends(a: &Option<Vec<u8>>, b: &Option<Vec<u8>>) -> Ordering {
-    match (a, b) {
-        (None, None) => Ordering::Equal,
-        (None, Some(_)) => Ordering::Greater,
-        (Some(_), None) => Ordering::Less,
-        (Some(a), Some(b)) => a.cmp(b),
     }
 }
 
