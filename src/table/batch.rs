@@ -115,6 +115,11 @@ impl WriteBatch {
         1 + self.ranges.iter().filter(|r| r.ts.is_none()).count() as u64
     }
 
+    /// Does any operation take its timestamp from the clock (none given explicitly)?
+    pub(crate) fn uses_clock(&self) -> bool {
+        self.cells.iter().any(|c| c.ts.is_none()) || self.ranges.iter().any(|r| r.ts.is_none())
+    }
+
     /// The range tombstones, with timestamps from `ts` for those without an explicit
     /// one (see [`WriteBatch::ts_span`]).
     pub(crate) fn ranges(&self, ts: u64) -> Vec<RangeTombstone> {

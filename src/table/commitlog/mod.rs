@@ -43,6 +43,14 @@
 //!    of one file may see one writeback error between them (Linux reports it to one),
 //!    and a roll whose fsync got the clean half must not acknowledge the batch whose
 //!    leader got the `EIO`.
+//! 8. Records whose timestamps came from the store's clock are numbered in the order
+//!    of those timestamps ([`CommitLog::append_ordered`] refuses one timestamped
+//!    before the last such record appended, and the writer takes new ones). So a later
+//!    sequence number never loses to an earlier one by timestamp: sequence order is the
+//!    order in which reads see writes, as replication, a commit's number and the
+//!    transaction check assume. Writes stamped by the clock overlap between taking
+//!    their timestamps and their append, so without this two racing plain writes
+//!    could be numbered in one order and resolved in the other.
 
 pub mod config;
 pub mod durable;
@@ -119,6 +127,10 @@ struct State {
     closed: bool,
     /// Callbacks waiting for their records to be durable ([`durable`]).
     waiting: durable::Waiting,
+    /// The last clock timestamp of the records appended so far that took theirs from
+    /// the clock ([`CommitLog::append_ordered`]): such records are numbered in the
+    /// order of their timestamps.
+    clock_ts: u64,
 }
 
 struct Shared {
@@ -252,6 +264,7 @@ impl CommitLog {
                 poisoned: None,
                 closed: false,
                 waiting: durable::Waiting::default(),
+                clock_ts: 0,
             }),
             synced: Condvar::new(),
             wake: Condvar::new(),
@@ -301,6 +314,21 @@ impl CommitLog {
         parts: &[format::PartRef<'_>],
         visibility: Option<&Visibility>,
     ) -> Result<u64> {
+        let appended = self.append_ordered(parts, visibility, None)?;
+        Ok(appended.expect("an append without clock timestamps is never refused"))
+    }
+
+    /// [`CommitLog::append_parts`] of a record whose timestamps `clock_ts` (first and
+    /// last) came from the store's clock: appended only if they are above those of
+    /// every such record before it, so sequence numbers and timestamps order writes
+    /// alike (invariant 8). `Ok(None)`: a write that took its timestamps later was
+    /// numbered first; nothing was written, and the caller takes new timestamps.
+    pub(crate) fn append_ordered(
+        &self,
+        parts: &[format::PartRef<'_>],
+        visibility: Option<&Visibility>,
+        clock_ts: Option<(u64, u64)>,
+    ) -> Result<Option<u64>> {
         if parts.is_empty() || parts.iter().any(|(_, c, r)| c.is_empty() && r.is_empty()) {
             return Err(Error::InvalidArgument("empty write batch".into()));
         }
@@ -345,6 +373,11 @@ impl CommitLog {
             s.roll(&mut st)?;
             break;
         }
+        if let Some((first, _)) = clock_ts {
+            if first <= st.clock_ts {
+                return Ok(None);
+            }
+        }
         let seq = st.next_seq;
         let bytes = rec.seal(seq);
         let written = match &st.active.file {
@@ -361,6 +394,9 @@ impl CommitLog {
         }
         st.next_seq += 1;
         st.written_seq = seq;
+        if let Some((_, last)) = clock_ts {
+            st.clock_ts = last;
+        }
         st.active.len += frame_len;
         s.appends.fetch_add(1, Ordering::Relaxed);
         s.bytes.fetch_add(frame_len, Ordering::Relaxed);
@@ -377,7 +413,7 @@ impl CommitLog {
             }
             return Err(e);
         }
-        Ok(seq)
+        Ok(Some(seq))
     }
 
     /// fsync everything appended so far (in any mode) and wait for it.

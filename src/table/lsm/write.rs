@@ -178,9 +178,15 @@ fn write_tables_inner(
             w[0].0.name
         )));
     }
+    let uses_clock = parts.iter().any(|(_, b)| b.uses_clock());
+    // Times this write took timestamps and saw a later-timestamped write numbered first.
+    let mut overtaken = 0;
     loop {
-        // The commit lock: shared for a plain write, exclusive for a checked one.
+        // The commit lock: shared for a plain write, exclusive for a checked one and
+        // for a plain write overtaken twice (no other write is then in flight, so its
+        // next timestamps are numbered in order).
         let commit = match check.as_mut() {
+            None if overtaken >= 2 => (None, Some(ctx.commit.write())),
             None => match ctx.commit.try_read() {
                 Some(g) => (Some(g), None),
                 None => {
@@ -200,6 +206,7 @@ fn write_tables_inner(
         // `WriteBatch::ts_span`), taken again after a wait.
         let span = parts.iter().map(|(_, b)| b.ts_span()).max().unwrap_or(1);
         let ts = ctx.clock.now_span(span);
+        ctx.point("write timestamped", Path::new(&first.name));
         let mut guards = Vec::with_capacity(parts.len());
         let mut stalled = None;
         for (t, _) in &parts {
@@ -232,7 +239,16 @@ fn write_tables_inner(
         // A `sync` write under `periodic` is fsynced after it is applied, so other
         // writers' visibility never waits for its fsync (under `batch` and `group` the
         // append syncs before anything is applied, as always).
-        let seq = ctx.log.append_parts(&records, Some(&ctx.visibility))?;
+        let clock_ts = uses_clock.then_some((ts, ts + span - 1));
+        let Some(seq) = ctx
+            .log
+            .append_ordered(&records, Some(&ctx.visibility), clock_ts)?
+        else {
+            // Commit log invariant 8: a write timestamped after this one was numbered first; take
+            // new timestamps (nothing was written).
+            overtaken += 1;
+            continue;
+        };
         // Finished (visible) however this ends, a panic included: a number left
         // pending would stop every later write and flush. (A panic inside the apply
         // would be a bug; it can leave part of the batch visible.)
