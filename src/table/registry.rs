@@ -74,11 +74,13 @@ impl Registry {
 
     /// Every entry.
     pub(crate) fn entries(&self) -> Vec<(String, Registered)> {
-        self.map
-            .read()
-            .iter()
-            .map(|(n, r)| (n.clone(), r.clone()))
-            .collect()
+        self.map_entries(|(n, r)| (n.clone(), r.clone()))
+    }
+
+    /// `f` of every entry in name order, under the registry's read lock (no copy of
+    /// the list: a read view's capture, once per transaction).
+    pub(crate) fn map_entries<R>(&self, f: impl FnMut((&String, &Registered)) -> R) -> Vec<R> {
+        self.map.read().iter().map(f).collect()
     }
 
     /// The map, for a caller that checks and inserts under one lock.

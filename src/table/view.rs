@@ -14,10 +14,10 @@
 //! table for its own duration, and a point read sees only what is visible, so none of
 //! them sees half of a batch.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::lsm::{Cells, Scan, Table, TableSnap};
+use crate::lifecycle::View;
 use super::merge::TombstonePolicy;
 use super::tables::Context;
 use super::value::Value;
@@ -57,14 +57,18 @@ impl Drop for Pin {
 /// may outlive it.
 pub struct ReadView {
     pin: Arc<Pin>,
-    tables: BTreeMap<String, TableSnap>,
+    /// Every table's picture, by name in order.
+    tables: Vec<(String, TableSnap)>,
 }
 
 impl std::fmt::Debug for ReadView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReadView")
             .field("seq", &self.pin.seq)
-            .field("tables", &self.tables.keys().collect::<Vec<_>>())
+            .field(
+                "tables",
+                &self.tables.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -75,9 +79,9 @@ impl ReadView {
     pub(crate) fn capture(ctx: &Arc<Context>) -> ReadView {
         let _install = ctx.install.read();
         let pin = Arc::new(Pin::new(ctx));
-        let mut tables = BTreeMap::new();
-        for (name, r) in ctx.registry.entries() {
-            let snap = match r.table {
+        // In name order, as the registry holds them (`snap` searches them).
+        let tables = ctx.registry.map_entries(|(name, r)| {
+            let snap = match &r.table {
                 Some(t) => t.snap(),
                 None => TableSnap {
                     set: Arc::clone(&r.set),
@@ -85,8 +89,8 @@ impl ReadView {
                     view: r.set.view(),
                 },
             };
-            tables.insert(name, snap);
-        }
+            (name.clone(), snap)
+        });
         ReadView { pin, tables }
     }
 
@@ -106,10 +110,27 @@ impl ReadView {
             )));
         }
         self.pin.ctx.check_open()?;
-        Ok(match self.tables.get(table.name()) {
+        Ok(match self.picture(table.name()) {
             Some(s) if Arc::ptr_eq(&s.set, table.segments()) => std::borrow::Cow::Borrowed(s),
             _ => std::borrow::Cow::Owned(TableSnap::empty(Arc::clone(table.segments()))),
         })
+    }
+
+    /// The picture of the table named `name`, if the view holds one.
+    fn picture(&self, name: &str) -> Option<&TableSnap> {
+        let i = self
+            .tables
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()?;
+        Some(&self.tables[i].1)
+    }
+
+    /// The segments of `table` this view reads, if it holds a picture of this table
+    /// (not of one dropped and created again since, nor of one created since).
+    pub(crate) fn segments_of(&self, table: &Table) -> Option<&Arc<View>> {
+        self.picture(table.name())
+            .filter(|s| Arc::ptr_eq(&s.set, table.segments()))
+            .map(|s| &s.view)
     }
 
     /// `table` as of this view, looked up once for many reads (a batch of gets, as an

@@ -158,6 +158,33 @@ impl Table {
         )
     }
 
+    /// Whether no write numbered after `seq` can have changed what a read of `key`
+    /// gives, judged without reading any segment: the table's segments are still
+    /// `segments` (no flush or compaction since) and no memtable holds a version of
+    /// `key`, or a newer range tombstone over it, numbered after `seq`. `false` when it
+    /// cannot tell. For a transaction's commit check, under the commit lock (every
+    /// write numbered so far is applied).
+    ///
+    /// Sound because a flush publishes its segment before it drops the memtable
+    /// ([`Table::flush_frozen_locked`]), and the drop needs the memtable lock held
+    /// here: while the segments are `segments`, every memtable holding a write after
+    /// `seq` is in the list read.
+    pub(crate) fn unwritten_since(&self, key: &[u8], seq: u64, segments: &Arc<View>) -> bool {
+        let h = key_hash(key);
+        let m = self.mem.read();
+        if !Arc::ptr_eq(&self.set.view(), segments) {
+            return false;
+        }
+        std::iter::once(&*m.active)
+            .chain(m.frozen.iter().map(|f| &**f))
+            .all(|mt| {
+                mt.newest_seq_hashed(key, h).is_none_or(|s| s <= seq)
+                    && (!mt.has_ranges()
+                        || mt.range_cover(key, ReadAt::Newest)
+                            == mt.range_cover(key, ReadAt::Seq(seq)))
+            })
+    }
+
     /// The winner among the cells `memtables` hold for `key` (whose [`key_hash`] is
     /// `h`). A memtable whose key filter rules the key out is not searched.
     #[inline]

@@ -343,6 +343,18 @@ impl Memtable {
         versions.at(at.seq()).map(Cell::shared)
     }
 
+    /// The sequence number of the newest version of `key` (whose [`key_hash`] is `h`)
+    /// held here, if any: the key filter first, as [`Memtable::get_shared_hashed`].
+    #[inline]
+    pub(crate) fn newest_seq_hashed(&self, key: &[u8], h: u64) -> Option<u64> {
+        if self.map.is_empty() || !self.filter.may_contain(h) {
+            return None;
+        }
+        let e = self.map.get(key)?;
+        let seq = e.value().read().head_seq;
+        Some(seq)
+    }
+
     /// Number of keys.
     pub fn len(&self) -> usize {
         self.map.len()

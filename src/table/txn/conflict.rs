@@ -1,7 +1,8 @@
 //! A transaction's read set and the commit's check of it (the module docs of
 //! [`super`]): every key it read from the store, with the value it read (a [`Value`]
 //! shares the bytes, it copies nothing), and every interval it scanned; at commit each
-//! key is read again at the latest state and compared with that value, each interval
+//! key is read again at the latest state and compared with that value (unless the
+//! memtables show that nothing wrote it since the view: `Table::unwritten_since`), each interval
 //! scanned through the view and at the latest state; any difference is a conflict.
 
 use std::collections::BTreeMap;
@@ -142,7 +143,13 @@ impl ReadSet {
         order.sort_by(|a, b| a.table.name().cmp(b.table.name()));
         for r in order {
             let t = &*r.table;
+            let segments = view.segments_of(t);
             for (k, then) in &r.keys {
+                // Nothing written to it since the view: it reads the same (no segment
+                // read). Else compare the values.
+                if segments.is_some_and(|s| t.unwritten_since(k, view.seq(), s)) {
+                    continue;
+                }
                 if !t.get_with(k, |now| then.as_deref() == now)? {
                     return Err(conflict(t, k.clone()));
                 }

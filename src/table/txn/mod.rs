@@ -68,7 +68,11 @@
 //!
 //! # Costs
 //! Every plain write takes the commit lock shared (a read of an uncontended
-//! `RwLock`). A commit reads each key it read once more, and scans each interval it
+//! `RwLock`). A commit looks up each key it read in the table's memtables: when no
+//! flush or compaction changed the table's segments since the view and no memtable
+//! holds a version of the key (or a range tombstone over it) numbered after the view,
+//! nothing can have changed what it read, and no segment is read. Otherwise it reads
+//! the key once more and compares the values. It scans each interval it
 //! scanned twice (view and latest), under the exclusive lock, so a transaction that
 //! scanned much holds off every write for as long as the scans take; keep transactions'
 //! reads small. The view's memtable versions are
