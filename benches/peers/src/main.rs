@@ -21,6 +21,7 @@ use std::time::Instant;
 use segstore::segment::{SegmentName, SegmentReader, SegmentWriter};
 use segstore::{DiskAccessMode, FileRules, SegmentOptions};
 
+mod txn;
 mod ycsb;
 
 const VALUE_LEN: usize = 100;
@@ -835,6 +836,10 @@ fn rss_child(root: &Path, id: &str, a: &Args) {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("--txn") {
+        txn::main(std::env::args().skip(2));
+        return;
+    }
     if std::env::args().nth(1).as_deref() == Some("--ycsb") {
         ycsb::main(std::env::args().skip(2));
         return;

@@ -5,13 +5,13 @@
 //! child process in a memory cgroup whose limit caps its page cache. See README.md.
 
 mod cap;
-mod generators;
+pub(crate) mod generators;
 mod kv;
 mod report;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 mod run;
-mod workload;
+pub(crate) mod workload;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
