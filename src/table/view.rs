@@ -15,6 +15,7 @@
 //! them sees half of a batch.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use super::lsm::{Cells, Scan, Table, TableSnap};
@@ -73,7 +74,14 @@ impl ReadView {
     /// Capture every table of the store's registry (a table with segments but not
     /// opened as a [`Table`] in this run has no memtable).
     pub(crate) fn capture(ctx: &Arc<Context>) -> ReadView {
-        let _install = ctx.install.read();
+        let _install = match ctx.install.try_read() {
+            Some(g) => g,
+            None => {
+                // A flush or an ingest swaps views: tests see this capture wait for it.
+                ctx.point("read view waits for the install lock", Path::new(""));
+                ctx.install.read()
+            }
+        };
         let pin = Arc::new(Pin::new(ctx));
         let mut tables = BTreeMap::new();
         for (name, r) in ctx.registry.entries() {
