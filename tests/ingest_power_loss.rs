@@ -123,12 +123,14 @@ fn run(dir: &Path, load: &Path, rules: FileRules, o: Opts) -> Outcome {
     out
 }
 
-fn check(dir: &Path, out: &Outcome, o: Opts, point: &str) {
-    let store = Store::open(dir, config(FileRules::posix(), o))
-        .unwrap_or_else(|e| panic!("{point}: the store does not open: {e}"));
+/// What the store holds of the ingest, per table, checking the writes before it.
+fn ingested(store: &Store, out: &Outcome, point: &str) -> [usize; 2] {
     let mut ingested = [0; 2];
     for (ti, t) in ["a", "b"].iter().enumerate() {
-        let table = store.table(t).unwrap();
+        let Ok(table) = store.table(t) else {
+            assert_eq!(out.acked[ti], 0, "{point}: table {t} lost");
+            continue;
+        };
         let want = format!("ingested-{t}");
         for i in 0..KEYS {
             let got = table.get(format!("k{i}")).unwrap().map(|v| v.to_vec());
@@ -150,6 +152,24 @@ fn check(dir: &Path, out: &Outcome, o: Opts, point: &str) {
     );
     assert!(!out.ingest_ok || all, "{point}: acknowledged ingest lost");
     assert!(out.ingest_attempted || !all, "{point}: ingest out of nowhere");
+    ingested
+}
+
+fn check(dir: &Path, out: &Outcome, o: Opts, point: &str) {
+    // A read-only open first: it writes nothing, and sees a committed ingest whole
+    // (from the journal) or none of it.
+    // (A crash before the store's lock file was made leaves no store to open.)
+    let seen_ro = dir.join("LOCK").exists().then(|| {
+        let ro = Store::open_read_only(dir, config(FileRules::posix(), o))
+            .unwrap_or_else(|e| panic!("{point}: the store does not open read-only: {e}"));
+        ingested(&ro, out, &format!("{point} (read-only)"))
+    });
+    let store = Store::open(dir, config(FileRules::posix(), o))
+        .unwrap_or_else(|e| panic!("{point}: the store does not open: {e}"));
+    let seen = ingested(&store, out, point);
+    if let Some(ro) = seen_ro {
+        assert_eq!(ro, seen, "{point}: read-only and read-write opens differ");
+    }
     let mut live = Vec::new();
     for t in store.table_names() {
         for id in store.segments(&t).unwrap().live_ids() {

@@ -303,3 +303,94 @@ fn ingest_is_refused_on_a_read_only_store() {
     drop(t);
     ro.close().unwrap();
 }
+
+fn faulty_store(db: &Path) -> (Store, FileRules) {
+    let rules = FileRules::posix().with_faults(Faults::new());
+    let mut c = Config::default();
+    c.table.background_compaction = false;
+    c.file_rules = rules.clone();
+    (Store::open(db, c).unwrap(), rules)
+}
+
+/// The journal is written but a manifest replacement fails: the ingest is committed,
+/// so this run shows none of it (the tables refuse changes) and the reopen completes it
+/// in both tables.
+#[test]
+fn a_failure_after_the_commit_point_is_completed_by_the_next_open() {
+    let root = tempfile::tempdir().unwrap();
+    let (db, load) = (root.path().join("db"), root.path().join("load"));
+    let (store, rules) = faulty_store(&db);
+    let faults = rules.faults().unwrap();
+    let (a, b) = (store.table("a").unwrap(), store.table("b").unwrap());
+    let ts = store.now().unwrap();
+    let pa = segment(&load, 1, &[("k", "a", ts)]);
+    let pb = segment(&load, 2, &[("k", "b", ts)]);
+    faults.add(segstore::io::faults::FaultKind::Rename, "b.manifest", 0, 1);
+    let e = store
+        .ingest(&[(&a, vec![pa]), (&b, vec![pb])])
+        .unwrap_err();
+    assert!(matches!(e, Error::Poisoned(_)), "{e}");
+    assert_eq!(get(&a, "k"), None);
+    assert_eq!(get(&b, "k"), None);
+    assert!(matches!(a.flush(), Err(Error::Poisoned(_))));
+    drop((a, b, store));
+    let store = open(&db);
+    let (a, b) = (store.table("a").unwrap(), store.table("b").unwrap());
+    assert_eq!(get(&a, "k").as_deref(), Some("a"));
+    assert_eq!(get(&b, "k").as_deref(), Some("b"));
+    drop((a, b));
+    store.close().unwrap();
+}
+
+/// The journal cannot be published: nothing is adopted, the placed files are deleted,
+/// and the same files ingest afterwards.
+#[test]
+fn a_failure_before_the_commit_point_adopts_nothing_and_leaves_no_file() {
+    let root = tempfile::tempdir().unwrap();
+    let (db, load) = (root.path().join("db"), root.path().join("load"));
+    let (store, rules) = faulty_store(&db);
+    let faults = rules.faults().unwrap();
+    let (a, b) = (store.table("a").unwrap(), store.table("b").unwrap());
+    let segment_files = || -> Vec<String> {
+        common::files(&db)
+            .into_iter()
+            .filter(|f| f.ends_with(".db") || f.ends_with(".tmp"))
+            .collect()
+    };
+    let before = segment_files();
+    let ts = store.now().unwrap();
+    let pa = segment(&load, 1, &[("k", "a", ts)]);
+    let pb = segment(&load, 2, &[("k", "b", ts)]);
+    faults.add(segstore::io::faults::FaultKind::Rename, "ingest.pending", 0, 1);
+    let parts = [(&*a, vec![pa]), (&*b, vec![pb])];
+    assert!(store.ingest(&parts).is_err());
+    assert_eq!(get(&a, "k"), None);
+    assert_eq!(segment_files(), before);
+    store.ingest(&parts).unwrap();
+    assert_eq!(get(&a, "k").as_deref(), Some("a"));
+    assert_eq!(get(&b, "k").as_deref(), Some("b"));
+    drop((a, b));
+    store.close().unwrap();
+}
+
+/// A journal naming a segment whose files are gone is refused at open, naming it.
+#[test]
+fn a_journal_naming_missing_files_is_corrupt() {
+    let root = tempfile::tempdir().unwrap();
+    let db = root.path().join("db");
+    let store = open(&db);
+    store.table("a").unwrap();
+    store.close().unwrap();
+    let mut j = segstore::lifecycle::ingest_journal::IngestJournal::default();
+    j.segments.entry("a".into()).or_default().insert(7);
+    j.store(&db, &segstore::io::StoreFs::new(&db, &FileRules::posix()))
+        .unwrap();
+    let e = Store::open(&db, Config::default()).unwrap_err();
+    match e {
+        Error::Corrupt { path, reason, .. } => {
+            assert!(path.ends_with("ingest.pending"), "{path:?}");
+            assert!(reason.contains("a-7"), "{reason}");
+        }
+        e => panic!("expected Corrupt, got {e}"),
+    }
+}
