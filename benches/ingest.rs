@@ -10,6 +10,8 @@
 //! Prints the median of each and their ratio. `cargo bench --bench ingest`
 //! (`INGEST_KEYS` changes the key count).
 
+#![allow(clippy::disallowed_methods)] // the caller's load directory, outside any store
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -79,7 +81,12 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() {
-    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|s| s.parse().ok()).unwrap_or(d);
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(d)
+    };
     let n = env("INGEST_KEYS", 1_000_000);
     let rounds = env("INGEST_ROUNDS", 5);
     let (mut put, mut put_flush, mut write, mut total) = (vec![], vec![], vec![], vec![]);
@@ -104,7 +111,11 @@ fn main() {
     println!("  puts                 {:>9}", ms(p));
     println!("  puts + flush         {:>9}", ms(f));
     println!("  SegmentWriter        {:>9}", ms(w));
-    println!("  SegmentWriter+ingest {:>9}  (ingest alone {})", ms(i), ms(i - w));
+    println!(
+        "  SegmentWriter+ingest {:>9}  (ingest alone {})",
+        ms(i),
+        ms(i - w)
+    );
     println!(
         "  puts+flush / SegmentWriter+ingest = {:.1}x",
         f.as_secs_f64() / i.as_secs_f64()

@@ -86,7 +86,12 @@ fn source(load: &Path, id: u64, t: &str, ts: u64) -> segstore::Result<PathBuf> {
         &FileRules::posix(),
     )?;
     for i in 0..KEYS {
-        w.add(format!("k{i}").as_bytes(), format!("ingested-{t}").as_bytes(), ts, false)?;
+        w.add(
+            format!("k{i}").as_bytes(),
+            format!("ingested-{t}").as_bytes(),
+            ts,
+            false,
+        )?;
     }
     w.finish()?;
     Ok(name.path(load, Component::Meta))
@@ -151,7 +156,10 @@ fn ingested(store: &Store, out: &Outcome, point: &str) -> [usize; 2] {
         "{point}: part of the ingest is visible: {ingested:?} of {KEYS} per table"
     );
     assert!(!out.ingest_ok || all, "{point}: acknowledged ingest lost");
-    assert!(out.ingest_attempted || !all, "{point}: ingest out of nowhere");
+    assert!(
+        out.ingest_attempted || !all,
+        "{point}: ingest out of nowhere"
+    );
     ingested
 }
 

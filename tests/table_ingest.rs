@@ -202,15 +202,27 @@ fn bad_input_is_refused_and_adopts_nothing() {
     ingest_err(e, "notes.txt", "not a segment component");
 
     let half = segment(&load, 2, &[("k", "x", ts)]);
-    std::fs::remove_file(SegmentName::new("load", 2).unwrap().path(&load, Component::Index))
-        .unwrap();
+    std::fs::remove_file(
+        SegmentName::new("load", 2)
+            .unwrap()
+            .path(&load, Component::Index),
+    )
+    .unwrap();
     let e = refused(&[(&a, vec![good.clone()]), (&b, vec![half])], "missing");
     ingest_err(e, "load-2-Index.db", "missing");
 
-    let e = refused(&[(&a, vec![good.clone()]), (&b, vec![good.clone()])], "twice");
+    let e = refused(
+        &[(&a, vec![good.clone()]), (&b, vec![good.clone()])],
+        "twice",
+    );
     ingest_err(e, "load-1-Data.db", "named twice");
-    let meta = SegmentName::new("load", 1).unwrap().path(&load, Component::Meta);
-    let e = refused(&[(&a, vec![good.clone(), meta])], "twice by another component");
+    let meta = SegmentName::new("load", 1)
+        .unwrap()
+        .path(&load, Component::Meta);
+    let e = refused(
+        &[(&a, vec![good.clone(), meta])],
+        "twice by another component",
+    );
     ingest_err(e, "load-1-Meta.db", "named twice");
 
     let future = segment(&load, 3, &[("k", "x", u64::MAX / 2)]);
@@ -281,7 +293,10 @@ fn a_read_view_sees_both_tables_ingested_or_neither() {
             !reached(&seen, "read view taken"),
             "a read view was taken between the ingest's view swaps: a={ga:?} b={gb:?}"
         );
-        assert_eq!((ga.as_deref(), gb.as_deref()), (Some(&b"a"[..]), Some(&b"b"[..])));
+        assert_eq!(
+            (ga.as_deref(), gb.as_deref()),
+            (Some(&b"a"[..]), Some(&b"b"[..]))
+        );
     });
     drop((a, b));
     Arc::try_unwrap(store).unwrap().close().unwrap();
@@ -326,9 +341,7 @@ fn a_failure_after_the_commit_point_is_completed_by_the_next_open() {
     let pa = segment(&load, 1, &[("k", "a", ts)]);
     let pb = segment(&load, 2, &[("k", "b", ts)]);
     faults.add(segstore::io::faults::FaultKind::Rename, "b.manifest", 0, 1);
-    let e = store
-        .ingest(&[(&a, vec![pa]), (&b, vec![pb])])
-        .unwrap_err();
+    let e = store.ingest(&[(&a, vec![pa]), (&b, vec![pb])]).unwrap_err();
     assert!(matches!(e, Error::Poisoned(_)), "{e}");
     assert_eq!(get(&a, "k"), None);
     assert_eq!(get(&b, "k"), None);
@@ -361,7 +374,12 @@ fn a_failure_before_the_commit_point_adopts_nothing_and_leaves_no_file() {
     let ts = store.now().unwrap();
     let pa = segment(&load, 1, &[("k", "a", ts)]);
     let pb = segment(&load, 2, &[("k", "b", ts)]);
-    faults.add(segstore::io::faults::FaultKind::Rename, "ingest.pending", 0, 1);
+    faults.add(
+        segstore::io::faults::FaultKind::Rename,
+        "ingest.pending",
+        0,
+        1,
+    );
     let parts = [(&*a, vec![pa]), (&*b, vec![pb])];
     assert!(store.ingest(&parts).is_err());
     assert_eq!(get(&a, "k"), None);
