@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::segment::{Component, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
 
 mod ingest;
+pub(crate) use ingest::Change;
 
 /// Manifest file name of a table.
 pub fn manifest_path(dir: &Path, table: &str) -> PathBuf {

@@ -32,6 +32,7 @@ use super::Table;
 use crate::error::{Error, Result};
 use crate::io::{fs::tmp_path, StoreFs};
 use crate::lifecycle::handle::SegmentHandle;
+use crate::lifecycle::set::Change;
 use crate::lifecycle::ingest_journal::IngestJournal;
 use crate::segment::{Component, SegmentName};
 use crate::table::ingest_source::{self, Source};
@@ -156,44 +157,32 @@ fn open_all(parts: &[Part<'_>]) -> Result<Vec<Vec<SegmentHandle>>> {
         .collect()
 }
 
+/// How a publish failed: before its commit point (retire the files) or after it, or
+/// with the commit point in doubt (the tables are poisoned; the next open settles it).
+enum Failed {
+    Retire(Error),
+    Poisoned(Error),
+}
+
 /// Steps 4 to 7.
 fn commit(store_dir: &Path, parts: &[Part<'_>], handles: Vec<Vec<SegmentHandle>>) -> Result<()> {
     let ctx = &parts[0].table.ctx;
-    let fs = parts[0].table.set.fs();
-    let mut changes = Vec::with_capacity(parts.len());
-    for p in parts {
-        match p.table.set.lock_change() {
-            Ok(c) => changes.push(c),
-            Err(e) => {
-                drop(changes);
-                retire(parts, handles);
-                return Err(e);
-            }
+    let changes: Result<Vec<Change<'_>>> = parts.iter().map(|p| p.table.set.lock_change()).collect();
+    let mut changes = match changes {
+        Ok(c) => c,
+        Err(e) => {
+            retire(parts, handles);
+            return Err(e);
         }
-    }
-    let mut journal = IngestJournal::default();
-    for p in parts {
-        let ids = journal.segments.entry(p.table.name.clone()).or_default();
-        ids.extend(p.names.iter().map(|n| n.id));
-    }
-    if let Err(e) = journal.store(store_dir, fs) {
-        drop(changes);
-        if matches!(e, Error::Io { op: "fsync dir", .. }) {
-            return Err(poison(parts, &format!("the ingest journal's durability is unknown ({e})")));
-        }
-        retire(parts, handles);
-        return Err(e);
-    }
-    ctx.point("ingest committed", store_dir);
-    for (p, c) in parts.iter().zip(changes.iter_mut()) {
-        if let Err(e) = c.store_added(&p.names) {
+    };
+    match publish(store_dir, parts, &mut changes) {
+        Ok(()) => {}
+        Err(Failed::Retire(e)) => {
             drop(changes);
-            return Err(poison(parts, &format!("the ingest is committed, but table {}'s manifest could not be replaced ({e})", p.table.name)));
+            retire(parts, handles);
+            return Err(e);
         }
-    }
-    if let Err(e) = IngestJournal::default().store(store_dir, fs) {
-        drop(changes);
-        return Err(poison(parts, &format!("the ingest is committed, but its journal could not be cleared ({e})")));
+        Err(Failed::Poisoned(e)) => return Err(e),
     }
     let max_ts = parts
         .iter()
@@ -217,6 +206,42 @@ fn commit(store_dir: &Path, parts: &[Part<'_>], handles: Vec<Vec<SegmentHandle>>
         .map(|p| (p.table.name.as_str(), p.names.len()))
         .collect();
     tracing::info!(segments = ?counts, "segments ingested");
+    Ok(())
+}
+
+/// Steps 5 and 6: the journal (the commit point), every manifest, the empty journal.
+fn publish(
+    store_dir: &Path,
+    parts: &[Part<'_>],
+    changes: &mut [Change<'_>],
+) -> std::result::Result<(), Failed> {
+    let fs = parts[0].table.set.fs();
+    let mut journal = IngestJournal::default();
+    for p in parts {
+        let ids = journal.segments.entry(p.table.name.clone()).or_default();
+        ids.extend(p.names.iter().map(|n| n.id));
+    }
+    if let Err(e) = journal.store(store_dir, fs) {
+        if matches!(e, Error::Io { op: "fsync dir", .. }) {
+            let why = format!("the ingest journal's durability is unknown ({e})");
+            return Err(Failed::Poisoned(poison(parts, &why)));
+        }
+        return Err(Failed::Retire(e));
+    }
+    parts[0].table.ctx.point("ingest committed", store_dir);
+    for (p, c) in parts.iter().zip(changes.iter_mut()) {
+        if let Err(e) = c.store_added(&p.names) {
+            let why = format!(
+                "the ingest is committed, but table {}'s manifest could not be replaced ({e})",
+                p.table.name
+            );
+            return Err(Failed::Poisoned(poison(parts, &why)));
+        }
+    }
+    if let Err(e) = IngestJournal::default().store(store_dir, fs) {
+        let why = format!("the ingest is committed, but its journal could not be emptied ({e})");
+        return Err(Failed::Poisoned(poison(parts, &why)));
+    }
     Ok(())
 }
 
