@@ -34,7 +34,7 @@ import time
 
 # The crash-point test binaries a mutant must fail: every I/O operation of the store's
 # workloads, of a checkpoint and of a drop loses power in turn.
-TESTS = ["power_loss", "store_checkpoint", "store_drop_table"]
+TESTS = ["power_loss", "store_checkpoint", "store_drop_table", "ingest_power_loss"]
 
 # What is a durability call.
 CALL = re.compile(r"\.(sync_all|sync_data|fsync_dir)\(|\blog\.sync\(\)")
@@ -45,6 +45,8 @@ OK = "Ok::<(), crate::error::Error>(())"
 # (file, enclosing fn, call expression, occurrence within that fn) -> label. The label
 # is what the README's table shows in its first column.
 SITES = {
+    ("src/table/lsm/ingest.rs", "place_all", "fs.fsync_dir(store_dir)", 0):
+        "ingest: store directory after placing the files",
     ("src/segment/writer.rs", "finish_file", "w.get_ref().sync_all()", 0):
         "segment data and index files",
     ("src/segment/writer.rs", "finish", "mf.sync_all()", 0):

@@ -50,6 +50,20 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// A file handed to [`Table::ingest`](crate::Table::ingest) or
+    /// [`Store::ingest`](crate::Store::ingest) cannot be adopted (a path with `..`, one
+    /// inside the store directory, a name that is not a segment component, a missing
+    /// component, a segment named twice, cells timestamped past the store's clock).
+    /// Nothing of the ingest was adopted. A file whose bytes are bad is
+    /// [`Error::Corrupt`] instead, naming it.
+    #[error("cannot ingest {path}: {reason}")]
+    Ingest {
+        /// The file (or segment component) concerned.
+        path: PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
+
     /// A key longer than the format allows.
     #[error("key of {len} bytes exceeds the maximum of {max} bytes")]
     KeyTooLarge {

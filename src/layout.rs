@@ -5,6 +5,7 @@
 //! ```text
 //! LOCK                                   the advisory lock (invariant 7)
 //! deletions.pending                      the deleter's journal
+//! ingest.pending                         the ingest journal (empty between ingests)
 //! <table>.manifest                       a table's live segments
 //! <table>-<id>-{Data,Index,Meta}.db      segment components
 //! commitlog/positions                    how far segments reach into the log
@@ -26,6 +27,8 @@ use crate::segment::{validate_name, Component, SegmentName};
 pub const LOCK_FILE: &str = "LOCK";
 /// The deleter's journal.
 pub const JOURNAL: &str = "deletions.pending";
+/// The ingest journal (`lifecycle::ingest_journal`).
+pub const INGEST_JOURNAL: &str = "ingest.pending";
 /// Suffix of a table manifest.
 pub const MANIFEST_SUFFIX: &str = ".manifest";
 /// The commit log's directory.
@@ -49,6 +52,8 @@ pub enum StoreFile {
     Lock,
     /// `deletions.pending`.
     Journal,
+    /// `ingest.pending`.
+    IngestJournal,
     /// `<table>.manifest`.
     Manifest(String),
     /// `<table>-<id>-<Component>.db`.
@@ -86,6 +91,7 @@ impl StoreFile {
         match self {
             StoreFile::Lock => LOCK_FILE.into(),
             StoreFile::Journal => JOURNAL.into(),
+            StoreFile::IngestJournal => INGEST_JOURNAL.into(),
             StoreFile::Manifest(t) => format!("{t}{MANIFEST_SUFFIX}").into(),
             StoreFile::Segment(n, c) => segment_file_name(n, *c).into(),
             StoreFile::CommitLogDir => COMMITLOG_DIR.into(),
@@ -153,7 +159,10 @@ impl StoreFile {
 fn parse_top(name: &str) -> Option<StoreFile> {
     if let Some(stem) = name.strip_suffix(TMP_SUFFIX) {
         return match parse_top(stem)? {
-            f @ (StoreFile::Journal | StoreFile::Manifest(_) | StoreFile::Segment(..)) => {
+            f @ (StoreFile::Journal
+            | StoreFile::IngestJournal
+            | StoreFile::Manifest(_)
+            | StoreFile::Segment(..)) => {
                 Some(StoreFile::Temp(Box::new(f)))
             }
             _ => None,
@@ -162,6 +171,7 @@ fn parse_top(name: &str) -> Option<StoreFile> {
     match name {
         LOCK_FILE => Some(StoreFile::Lock),
         JOURNAL => Some(StoreFile::Journal),
+        INGEST_JOURNAL => Some(StoreFile::IngestJournal),
         COMMITLOG_DIR => Some(StoreFile::CommitLogDir),
         SNAPSHOTS_DIR => Some(StoreFile::SnapshotsDir),
         _ => {
@@ -254,6 +264,7 @@ mod tests {
         prop_oneof![
             Just(StoreFile::Lock),
             Just(StoreFile::Journal),
+            Just(StoreFile::IngestJournal),
             name().prop_map(StoreFile::Manifest),
             (seg(), component()).prop_map(|(s, c)| StoreFile::Segment(s, c)),
             Just(StoreFile::CommitLogDir),
@@ -273,6 +284,7 @@ mod tests {
         matches!(
             f,
             StoreFile::Journal
+                | StoreFile::IngestJournal
                 | StoreFile::Manifest(_)
                 | StoreFile::Segment(..)
                 | StoreFile::Positions

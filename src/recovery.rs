@@ -54,6 +54,11 @@
 //!    the first positions file leaves segments and the whole log: replay re-applies
 //!    records already in segments, which is harmless).
 //!
+//! 10. A committed bulk ingest whose journal (`ingest.pending`) still names segments is
+//!     completed: its segments count as named by their manifests (never orphans) and
+//!     are added to them, durably, before the journal is emptied and before anything
+//!     is deleted (`recovery/ingest.rs`). A read-only open adds them to its views only.
+//!
 //! [`scan`] applies the rules without deleting anything (a read-only open);
 //! [`recover`] then hands what they doom to the deleter.
 
@@ -70,6 +75,9 @@ use crate::table::commitlog::replay;
 use crate::table::positions::{DroppedTable, Positions, FILE as POSITIONS_FILE};
 use crate::table::tables::COMMITLOG_DIR;
 
+mod ingest;
+pub(crate) use ingest::Ingested;
+
 /// What the recovery scan found.
 #[derive(Debug)]
 pub(crate) struct Recovered {
@@ -80,11 +88,14 @@ pub(crate) struct Recovered {
     pub(crate) dropped: BTreeMap<String, DroppedTable>,
     /// What the rules delete, in order.
     pub(crate) doomed: Vec<PathBuf>,
+    /// Rule 10: segments a committed ingest adds to their manifests.
+    pub(crate) ingested: Ingested,
 }
 
 /// Recovery at open: [`scan`], then delete what it doomed through the deleter.
 pub(crate) fn recover(dir: &Path, deleter: &Deleter) -> Result<Recovered> {
     let r = scan(dir, deleter)?;
+    ingest::roll_forward(dir, deleter.fs(), &r.ingested)?;
     deleter.delete(&r.doomed)?;
     Ok(r)
 }
@@ -142,6 +153,8 @@ pub(crate) fn scan(dir: &Path, deleter: &Deleter) -> Result<Recovered> {
             _ => {}
         }
     }
+    // Rule 10: a committed ingest's segments are live.
+    let ingested = ingest::scan(dir, &mut tables)?;
     // Rule 4: segment files of a table without a manifest are refused, not deleted.
     let mut unexplained: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (path, seg) in segment_files {
@@ -210,6 +223,7 @@ pub(crate) fn scan(dir: &Path, deleter: &Deleter) -> Result<Recovered> {
         tables: max_ids,
         dropped: positions.dropped,
         doomed,
+        ingested,
     })
 }
 

@@ -50,6 +50,7 @@ use crate::table::{TableConfig, Tables};
 mod builder;
 mod close;
 mod durability;
+mod ingest;
 mod open;
 mod snapshots;
 mod stats;

@@ -36,6 +36,7 @@
 
 testing_pub! { pub mod deleter; }
 testing_pub! { pub mod handle; }
+testing_pub! { pub mod ingest_journal; }
 mod journal;
 testing_pub! { pub mod lock; }
 testing_pub! { pub mod manifest; }

@@ -22,6 +22,9 @@ use crate::config::{ResolvedModes, SegmentOptions};
 use crate::error::{Error, Result};
 use crate::segment::{Component, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
 
+mod ingest;
+pub(crate) use ingest::Change;
+
 /// Manifest file name of a table.
 pub fn manifest_path(dir: &Path, table: &str) -> PathBuf {
     crate::layout::StoreFile::Manifest(table.to_string()).path(dir)

@@ -82,9 +82,14 @@ impl Store {
             reader: reader.clone(),
         };
         let mut sets = BTreeMap::new();
-        for (table, max_id) in recovered.tables {
+        for (table, max_id) in &recovered.tables {
+            let (table, max_id) = (table.clone(), *max_id);
             let set = SegmentSet::open(&dir, &table, opts.clone(), deleter.clone(), max_id + 1)?;
             if read_only {
+                // Rule 10 of recovery, in memory: a committed ingest's segments.
+                if let Some(ids) = recovered.ingested.missing.get(&table) {
+                    set.adopt_unstored(ids)?;
+                }
                 set.freeze(Some(Frozen::ReadOnly));
             }
             sets.insert(table, Arc::new(set));

@@ -43,6 +43,7 @@ pub mod cell;
 pub mod commitlog;
 pub mod compaction;
 pub mod compaction_filter;
+pub(crate) mod ingest_source;
 pub mod leveled;
 pub mod lsm;
 pub mod memtable;

@@ -98,6 +98,11 @@ impl Clock {
         wall.max(prev.saturating_add(1))
     }
 
+    /// The largest timestamp handed out or observed so far.
+    pub(crate) fn last(&self) -> u64 {
+        self.last.load(Ordering::Acquire)
+    }
+
     /// Never hand out a timestamp at or below `ts`.
     pub(crate) fn observe(&self, ts: u64) {
         self.last.fetch_max(ts, Ordering::AcqRel);

@@ -14,6 +14,7 @@
 //! table for its own duration, and a point read sees only what is visible, so none of
 //! them sees half of a batch.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use super::lsm::{Cells, Scan, Table, TableSnap};
@@ -77,7 +78,14 @@ impl ReadView {
     /// Capture every table of the store's registry (a table with segments but not
     /// opened as a [`Table`] in this run has no memtable).
     pub(crate) fn capture(ctx: &Arc<Context>) -> ReadView {
-        let _install = ctx.install.read();
+        let _install = match ctx.install.try_read() {
+            Some(g) => g,
+            None => {
+                // A flush or an ingest swaps views: tests see this capture wait for it.
+                ctx.point("read view waits for the install lock", Path::new(""));
+                ctx.install.read()
+            }
+        };
         let pin = Arc::new(Pin::new(ctx));
         // In name order, as the registry holds them (`snap` searches them).
         let tables = ctx.registry.map_entries(|(name, r)| {

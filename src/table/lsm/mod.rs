@@ -72,6 +72,8 @@
 //!   iterators [`Scan`] and [`Cells`].
 //! - `snap.rs`: `TableSnap`, the table as a read at one sequence number sees it
 //!   (`Table::capture`), and the reads of [`crate::table::view`] through it.
+//! - `ingest.rs`: [`Table::ingest`] and `ingest_tables` (also `Store::ingest`): segment
+//!   files adopted into several tables at once, committed by the ingest journal.
 //! - `maintenance.rs`: flush (invariants 2, 3), quiescing, the flushed and lowest
 //!   unflushed sequence numbers.
 //! - `compact.rs`: a round of the table's compaction policy (size-tiered or leveled),
@@ -98,6 +100,7 @@ use crate::lifecycle::SegmentSet;
 
 mod compact;
 mod config;
+mod ingest;
 mod maintenance;
 mod output;
 mod ranges;
@@ -109,6 +112,7 @@ mod tests;
 mod write;
 
 pub(crate) use compact::Round;
+pub(crate) use ingest::ingest_tables;
 pub use config::TableConfig;
 #[cfg(feature = "testing")]
 pub use read::set_key_range_skip;
