@@ -58,6 +58,8 @@ impl Drop for Pin {
 pub struct ReadView {
     pin: Arc<Pin>,
     tables: BTreeMap<String, TableSnap>,
+    /// The expiry clock's reading at its creation: its reads judge expiry there.
+    now: u64,
 }
 
 impl std::fmt::Debug for ReadView {
@@ -75,25 +77,31 @@ impl ReadView {
     pub(crate) fn capture(ctx: &Arc<Context>) -> ReadView {
         let _install = ctx.install.read();
         let pin = Arc::new(Pin::new(ctx));
+        // One moment for expiry, for every table, fixed for the view's life.
+        let now = ctx.clock.expiry_now();
         let mut tables = BTreeMap::new();
         for (name, r) in ctx.registry.entries() {
             let snap = match r.table {
-                Some(t) => t.snap(),
-                None => TableSnap {
-                    set: Arc::clone(&r.set),
-                    mems: Vec::new(),
-                    view: r.set.view(),
-                },
+                Some(t) => t.snap(now),
+                None => TableSnap::of_view(&r.set, now),
             };
             tables.insert(name, snap);
         }
-        ReadView { pin, tables }
+        ReadView { pin, tables, now }
     }
 
     /// The commit log sequence number it reads at: every write numbered at or below it,
     /// and nothing above.
     pub fn seq(&self) -> u64 {
         self.pin.seq
+    }
+
+    /// The moment on the store's expiry clock ([`crate::Store::expiry_now`]) at which
+    /// the view judges expiry, taken at its creation: a cell whose expiry is at or
+    /// before it reads as deleted, one expiring later reads live for the view's whole
+    /// life (a view never changes).
+    pub fn expiry_now(&self) -> u64 {
+        self.now
     }
 
     /// What this view holds of `table`: the picture taken at its creation, or nothing
@@ -108,7 +116,10 @@ impl ReadView {
         self.pin.ctx.check_open()?;
         Ok(match self.tables.get(table.name()) {
             Some(s) if Arc::ptr_eq(&s.set, table.segments()) => std::borrow::Cow::Borrowed(s),
-            _ => std::borrow::Cow::Owned(TableSnap::empty(Arc::clone(table.segments()))),
+            _ => std::borrow::Cow::Owned(TableSnap::empty(
+                Arc::clone(table.segments()),
+                self.now,
+            )),
         })
     }
 

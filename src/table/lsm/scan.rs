@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::lifecycle::SegmentHandle;
 use crate::range::{prefix_range, KeyBounds, KeyRange};
 use crate::segment::{Entry, RecordRef, SegmentIter};
+use crate::table::cell::is_dead;
 use crate::table::merge::{BoxedCursor, MergeIter, TombstonePolicy};
 use crate::table::view::Pin;
 
@@ -36,15 +37,11 @@ impl Table {
                 [s] if s.range_tombstones().is_empty() => Some(s.clone()),
                 _ => None,
             });
+            let now = self.ctx.clock.expiry_now();
             if let Some(h) = sole {
-                return Ok(Scan::new(sole_segment(h, bounds), None));
+                return Ok(Scan::new(sole_segment(h, bounds, now), None));
             }
-            let view = self.set.view();
-            let snap = TableSnap {
-                set: Arc::clone(&self.set),
-                mems: Vec::new(),
-                view,
-            };
+            let snap = TableSnap::of_view(&self.set, now);
             return Ok(Scan::new(snap.scan(u64::MAX, bounds), None));
         }
         let (pin, snap) = self.capture();
@@ -100,15 +97,16 @@ pub(crate) enum ScanSource {
     /// The merge of the memtables and segments.
     Merged(Merged),
     /// A single segment and no memtable cell (a compacted table at rest): the segment's
-    /// own iterator, tombstones skipped; no merge, and `next_with` lends each row
-    /// straight from the map.
-    Segment(SegmentIter<SegmentHandle>),
+    /// own iterator, tombstones and cells expired at the `u64` (the scan's moment on the
+    /// expiry clock) skipped; no merge, and `next_with` lends each row straight from the
+    /// map.
+    Segment(SegmentIter<SegmentHandle>, u64),
 }
 
 /// The rows of a table's only segment in `bounds`, read through its handle (the
 /// iterator derefs the handle on every row: one pointer away from the reader).
-pub(super) fn sole_segment(h: SegmentHandle, bounds: KeyBounds) -> ScanSource {
-    ScanSource::Segment(SegmentIter::with_bounds(h, bounds.0, bounds.1))
+pub(super) fn sole_segment(h: SegmentHandle, bounds: KeyBounds, now: u64) -> ScanSource {
+    ScanSource::Segment(SegmentIter::with_bounds(h, bounds.0, bounds.1), now)
 }
 
 impl Scan {
@@ -121,7 +119,7 @@ impl Scan {
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
         match &mut self.inner {
             ScanSource::Merged(m) => m.seek(key.as_ref()),
-            ScanSource::Segment(it) => it.seek(key.as_ref()),
+            ScanSource::Segment(it, _) => it.seek(key.as_ref()),
         }
     }
 
@@ -130,7 +128,7 @@ impl Scan {
     pub fn seek_back(&mut self, key: impl AsRef<[u8]>) {
         match &mut self.inner {
             ScanSource::Merged(m) => m.seek_back(key.as_ref()),
-            ScanSource::Segment(it) => it.seek_back(key.as_ref()),
+            ScanSource::Segment(it, _) => it.seek_back(key.as_ref()),
         }
     }
 
@@ -162,12 +160,14 @@ impl Scan {
                 };
                 r.map(|r| r.map(|e| f(&e.key, &e.value)))
             }
-            ScanSource::Segment(it) => {
+            ScanSource::Segment(it, now) => {
+                let now = *now;
                 let mut f = Some(f);
                 loop {
                     let lend = |r: RecordRef<'_>| {
-                        // `f` runs once, on the first live row (a tombstone keeps it).
-                        if r.tombstone {
+                        // `f` runs once, on the first live row (a tombstone or an expired
+                        // cell keeps it).
+                        if is_dead(r.tombstone, r.expires, || now) {
                             return None;
                         }
                         f.take().map(|f| f(r.key, r.value))
@@ -194,7 +194,7 @@ impl Iterator for Scan {
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.inner {
             ScanSource::Merged(m) => m.next_skipping().map(|r| r.map(|e| (e.key, e.value))),
-            ScanSource::Segment(_) => self.next_with(|k, v| (k.to_vec(), v.to_vec())),
+            ScanSource::Segment(..) => self.next_with(|k, v| (k.to_vec(), v.to_vec())),
         }
     }
 }
@@ -203,7 +203,7 @@ impl DoubleEndedIterator for Scan {
     fn next_back(&mut self) -> Option<Self::Item> {
         match &mut self.inner {
             ScanSource::Merged(m) => m.next_back_skipping().map(|r| r.map(|e| (e.key, e.value))),
-            ScanSource::Segment(_) => self.next_back_with(|k, v| (k.to_vec(), v.to_vec())),
+            ScanSource::Segment(..) => self.next_back_with(|k, v| (k.to_vec(), v.to_vec())),
         }
     }
 }

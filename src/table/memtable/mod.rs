@@ -93,6 +93,8 @@ pub struct SharedCell {
     pub ts: u64,
     /// True for a deletion.
     pub tombstone: bool,
+    /// 0, or the cell's expiry ([`RecordRef::expires`]).
+    pub expires: u64,
 }
 
 /// A memtable with this many range tombstone fragments counts as full: each range
@@ -230,6 +232,7 @@ impl Memtable {
                     value: &e.value,
                     ts: e.ts,
                     tombstone: e.tombstone,
+                    expires: e.expires,
                 },
                 u64::MAX,
             );
