@@ -626,8 +626,9 @@ fn random_operations_match_the_model_in_every_mode() {
         counts.filtered
     );
     eprintln!(
-        "{stale_views_checked} checks of views older than the tables; {} cells filtered",
-        counts.filtered
+        "{stale_views_checked} checks of views older than the tables; {} cells filtered; \
+         {} TTL puts, {} cells expired as the clock moved",
+        counts.filtered, counts.ttl_puts, counts.expired
     );
 }
 

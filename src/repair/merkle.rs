@@ -502,6 +502,7 @@ mod tests {
             value: value.to_vec(),
             ts,
             tombstone,
+            expires: 0,
         }
     }
 
