@@ -170,11 +170,11 @@ impl Ctx<'_> {
         }
     }
 
-    /// A put for `ttl` seconds of the expiry clock, which the scripts start at
-    /// [`TTL_T0`] and the check reads at [`TTL_CHECK`]: to the model the value if it
-    /// is still live then, else a delete (what every read after the reopen sees).
+    /// A put for `ttl` seconds of the expiry clock (which the TTL script sets, and the
+    /// check reads at [`TTL_CHECK`]): to the model the value if it is still live then,
+    /// else a delete (what every read after the reopen sees).
     fn put_ttl(&mut self, t: &str, k: &str, v: &str, ttl: u64) -> Result<()> {
-        let live = TTL_T0 + ttl * 1_000_000 > TTL_CHECK;
+        let live = self.store.expiry_now() + ttl * 1_000_000 > TTL_CHECK;
         let value = live.then_some(v.as_bytes());
         self.model.attempt(t, k.as_bytes(), value);
         let r = self.table(t).and_then(|table| {
@@ -323,6 +323,7 @@ fn ttl(c: &mut Ctx<'_>) -> Result<()> {
     c.flush("e")?;
     c.store.set_expiry_clock(Some(TTL_CHECK));
     c.compact("e")?;
+    c.store.set_expiry_clock(Some(TTL_CHECK - 1_000_000));
     c.put_ttl("e", "k007", "logged", 1)?;
     c.put_ttl("e", "k008", "logged", 1000)?;
     c.compact("e")?;
