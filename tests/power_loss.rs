@@ -177,9 +177,9 @@ impl Ctx<'_> {
         let live = self.store.expiry_now() + ttl * 1_000_000 > TTL_CHECK;
         let value = live.then_some(v.as_bytes());
         self.model.attempt(t, k.as_bytes(), value);
-        let r = self.table(t).and_then(|table| {
-            table.put_ttl(k.as_bytes(), v.as_bytes(), Duration::from_secs(ttl))
-        });
+        let r = self
+            .table(t)
+            .and_then(|table| table.put_ttl(k.as_bytes(), v.as_bytes(), Duration::from_secs(ttl)));
         match r {
             Ok(()) => {
                 self.model.acked(t, k.as_bytes(), value);

@@ -131,7 +131,11 @@ impl Model {
 
     /// Apply a cell expiring at `expires` (0: never).
     fn apply_expiring(&mut self, table: &str, key: Vec<u8>, v: Version, expires: u64) {
-        let slot = self.cells.entry(table.into()).or_default().entry(key.clone());
+        let slot = self
+            .cells
+            .entry(table.into())
+            .or_default()
+            .entry(key.clone());
         let won = match slot {
             std::collections::btree_map::Entry::Vacant(e) => {
                 e.insert(v);
@@ -246,7 +250,11 @@ fn check(store: &Store, model: &Model, rng: &mut Rng) {
                 "table {table}: get {k:?} at {}",
                 model.now
             );
-            assert_eq!(t.contains_key(&k).unwrap(), want.is_some(), "contains {k:?}");
+            assert_eq!(
+                t.contains_key(&k).unwrap(),
+                want.is_some(),
+                "contains {k:?}"
+            );
         }
         // A bounded scan agrees with the model's range.
         let (lo, hi) = (b"k030".to_vec(), b"k060".to_vec());
@@ -426,7 +434,10 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, counts: &mut C
                 }
                 let ts = model.next_clock();
                 model.apply_expiring(table, key.clone(), (ts, false, v), model.now + ttl);
-                assert_eq!(t.get(&key).unwrap().as_deref(), model.value(table, &key).as_deref());
+                assert_eq!(
+                    t.get(&key).unwrap().as_deref(),
+                    model.value(table, &key).as_deref()
+                );
                 counts.ttl_puts += 1;
             }
             126.. => {

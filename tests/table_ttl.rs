@@ -36,7 +36,11 @@ fn keys_back(t: &Table) -> Vec<Vec<u8>> {
 /// Every point read of `k` agrees that it is `want`.
 fn assert_reads(t: &Table, k: &str, want: Option<&[u8]>) {
     assert_eq!(get(t, k).as_deref(), want, "get {k}");
-    assert_eq!(t.contains_key(k).unwrap(), want.is_some(), "contains_key {k}");
+    assert_eq!(
+        t.contains_key(k).unwrap(),
+        want.is_some(),
+        "contains_key {k}"
+    );
     assert_eq!(
         t.get_with(k, |v| v.map(<[u8]>::to_vec)).unwrap().as_deref(),
         want,
@@ -106,7 +110,12 @@ fn a_read_view_judges_expiry_at_its_creation() {
     assert_eq!(rows, [b"a".to_vec(), b"b".to_vec()]);
     assert!(after.get(&t, "a").unwrap().is_none());
     assert!(!after.contains_key(&t, "a").unwrap());
-    let rows: Vec<_> = after.scan(&t, ..).unwrap().rev().map(|r| r.unwrap().0).collect();
+    let rows: Vec<_> = after
+        .scan(&t, ..)
+        .unwrap()
+        .rev()
+        .map(|r| r.unwrap().0)
+        .collect();
     assert_eq!(rows, [b"b".to_vec()]);
     // A transaction reads through its view.
     let tx = store.transaction().unwrap();
@@ -151,7 +160,10 @@ fn compaction_turns_expired_cells_into_tombstones_and_purges_them_after_gc_grace
     // gc_grace after the expiry (not after the write): purged.
     store.set_expiry_clock(Some(T0 + 110 * SEC - 1));
     t.compact().unwrap();
-    assert!(t.get_cell("k00").unwrap().is_some(), "purged before gc_grace");
+    assert!(
+        t.get_cell("k00").unwrap().is_some(),
+        "purged before gc_grace"
+    );
     store.set_expiry_clock(Some(T0 + 110 * SEC));
     t.compact().unwrap();
     assert_eq!(t.get_cell("k00").unwrap(), None);
@@ -187,11 +199,18 @@ fn an_expired_cell_is_not_purged_over_an_older_cell_outside_the_merge() {
     t.put("z", "v").unwrap();
     t.flush().unwrap();
     store.set_expiry_clock(Some(T0 + 5 * SEC));
-    assert_eq!(t.compact_pending().unwrap(), 1, "the two small segments merged");
+    assert_eq!(
+        t.compact_pending().unwrap(),
+        1,
+        "the two small segments merged"
+    );
     assert_eq!(t.segments().view().segments.len(), 2);
     assert_reads(&t, "a", None);
     let c = t.get_cell("a").unwrap().unwrap();
-    assert!(c.tombstone && c.expires == T0 + SEC, "kept as a tombstone: {c:?}");
+    assert!(
+        c.tombstone && c.expires == T0 + SEC,
+        "kept as a tombstone: {c:?}"
+    );
     // With the old cell in the merge too, both go.
     t.compact().unwrap();
     assert_reads(&t, "a", None);
@@ -222,10 +241,19 @@ fn batches_and_transactions_put_with_ttl() {
     tx.commit().unwrap();
     // A later put of a key in one batch overrides its TTL too (the last operation wins).
     let mut wb = WriteBatch::new();
-    wb.put_ttl("k5", "v", Duration::from_secs(1)).put("k5", "kept");
+    wb.put_ttl("k5", "v", Duration::from_secs(1))
+        .put("k5", "kept");
     a.write(&wb).unwrap();
     store.set_expiry_clock(Some(T0 + SEC));
-    assert_eq!(keys(&a), [b"k2".to_vec(), b"k3".to_vec(), b"k4".to_vec(), b"k5".to_vec()]);
+    assert_eq!(
+        keys(&a),
+        [
+            b"k2".to_vec(),
+            b"k3".to_vec(),
+            b"k4".to_vec(),
+            b"k5".to_vec()
+        ]
+    );
     assert_eq!(keys(&b), [b"k1".to_vec(), b"k3".to_vec()]);
     store.set_expiry_clock(Some(T0 + 3 * SEC));
     assert_eq!(keys(&a), [b"k2".to_vec(), b"k5".to_vec()]);
@@ -247,7 +275,10 @@ fn expiry_survives_replay_and_reopen() {
     let store = open(dir.path());
     let t = store.table("t").unwrap();
     assert_eq!(keys(&t), [b"flushed".to_vec(), b"logged".to_vec()]);
-    assert_eq!(t.get_cell("logged").unwrap().unwrap().expires, T0 + 10 * SEC);
+    assert_eq!(
+        t.get_cell("logged").unwrap().unwrap().expires,
+        T0 + 10 * SEC
+    );
     store.set_expiry_clock(Some(T0 + 10 * SEC));
     assert!(keys(&t).is_empty());
 }
@@ -261,15 +292,35 @@ fn a_default_ttl_applies_to_puts_naming_none_and_persists() {
         cfg.default_ttl_secs = 60;
         let t = store.table_with("t", cfg).unwrap();
         t.put("default", "v").unwrap();
-        t.write(WriteBatch::new().put_at("explicit_ts", "v", 1)).unwrap();
+        t.write(WriteBatch::new().put_at("explicit_ts", "v", 1))
+            .unwrap();
         t.put_ttl("own", "v", Duration::from_secs(600)).unwrap();
         t.delete("gone").unwrap();
-        assert_eq!(t.get_cell("default").unwrap().unwrap().expires, T0 + 60 * SEC);
-        assert_eq!(t.get_cell("explicit_ts").unwrap().unwrap().expires, T0 + 60 * SEC);
-        assert_eq!(t.get_cell("gone").unwrap().unwrap().expires, 0, "deletes never expire");
+        assert_eq!(
+            t.get_cell("default").unwrap().unwrap().expires,
+            T0 + 60 * SEC
+        );
+        assert_eq!(
+            t.get_cell("explicit_ts").unwrap().unwrap().expires,
+            T0 + 60 * SEC
+        );
+        assert_eq!(
+            t.get_cell("gone").unwrap().unwrap().expires,
+            0,
+            "deletes never expire"
+        );
         // Another table has none.
         store.table("plain").unwrap().put("k", "v").unwrap();
-        assert_eq!(store.table("plain").unwrap().get_cell("k").unwrap().unwrap().expires, 0);
+        assert_eq!(
+            store
+                .table("plain")
+                .unwrap()
+                .get_cell("k")
+                .unwrap()
+                .unwrap()
+                .expires,
+            0
+        );
         store.close().unwrap();
     }
     // Reopened by `table` (no settings given): the persisted default TTL stands.

@@ -113,7 +113,10 @@ impl SegmentReader {
         seen.max_key = prev.unwrap_or_default();
         let stat_fields = [
             ("tombstone count", seen.tombstone_count == s.tombstone_count),
-            ("expiring cell count", seen.expiring_count == s.expiring_count),
+            (
+                "expiring cell count",
+                seen.expiring_count == s.expiring_count,
+            ),
             ("smallest expiry", seen.min_expires == s.min_expires),
             ("min timestamp", seen.min_ts == s.min_ts),
             ("max timestamp", seen.max_ts == s.max_ts),

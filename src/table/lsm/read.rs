@@ -112,7 +112,8 @@ impl Table {
         // acknowledged write of the table, and only whole batches (a segment holds
         // whole memtables).
         if !self.maybe_cells.load(Ordering::Acquire) {
-            let snap = TableSnap::of_view(&self.set, self.ctx.clock.expiry_now());
+            let mut snap = TableSnap::of_view(&self.set, 0);
+            snap.now = self.expiry_now_for(&[], &snap.view);
             return snap.multi_get(u64::MAX, keys);
         }
         // One picture of the table for every key: never half of a batch.

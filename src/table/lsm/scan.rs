@@ -37,11 +37,16 @@ impl Table {
                 [s] if s.range_tombstones().is_empty() => Some(s.clone()),
                 _ => None,
             });
-            let now = self.ctx.clock.expiry_now();
             if let Some(h) = sole {
+                // The clock only if the segment holds a cell with an expiry.
+                let now = match h.stats().expiring_count {
+                    0 => 0,
+                    _ => self.ctx.clock.expiry_now(),
+                };
                 return Ok(Scan::new(sole_segment(h, bounds, now), None));
             }
-            let snap = TableSnap::of_view(&self.set, now);
+            let mut snap = TableSnap::of_view(&self.set, 0);
+            snap.now = self.expiry_now_for(&[], &snap.view);
             return Ok(Scan::new(snap.scan(u64::MAX, bounds), None));
         }
         let (pin, snap) = self.capture();
@@ -160,29 +165,45 @@ impl Scan {
                 };
                 r.map(|r| r.map(|e| f(&e.key, &e.value)))
             }
+            // Without a cell with an expiry (`now` 0) the check is the tombstone flag
+            // alone, as before TTL.
+            ScanSource::Segment(it, 0) => Self::sole_step::<FWD, false, T>(it, 0, f),
             ScanSource::Segment(it, now) => {
                 let now = *now;
-                let mut f = Some(f);
-                loop {
-                    let lend = |r: RecordRef<'_>| {
-                        // `f` runs once, on the first live row (a tombstone or an expired
-                        // cell keeps it).
-                        if is_dead(r.tombstone, r.expires, || now) {
-                            return None;
-                        }
-                        f.take().map(|f| f(r.key, r.value))
-                    };
-                    let got = if FWD {
-                        it.next_with(lend)
-                    } else {
-                        it.next_back_with(lend)
-                    };
-                    match got? {
-                        Ok(Some(t)) => return Some(Ok(t)),
-                        Ok(None) => continue, // a tombstone: the key is deleted
-                        Err(e) => return Some(Err(e)),
-                    }
+                Self::sole_step::<FWD, true, T>(it, now, f)
+            }
+        }
+    }
+}
+
+impl Scan {
+    /// The next live row of a sole segment, lent to `f`; with `TTL`, a cell expired at
+    /// `now` is skipped as a tombstone is.
+    #[inline(always)]
+    fn sole_step<const FWD: bool, const TTL: bool, T>(
+        it: &mut SegmentIter<SegmentHandle>,
+        now: u64,
+        f: impl FnOnce(&[u8], &[u8]) -> T,
+    ) -> Option<Result<T>> {
+        let mut f = Some(f);
+        loop {
+            let lend = |r: RecordRef<'_>| {
+                // `f` runs once, on the first live row (a tombstone or an expired cell
+                // keeps it).
+                if r.tombstone || (TTL && is_dead(false, r.expires, || now)) {
+                    return None;
                 }
+                f.take().map(|f| f(r.key, r.value))
+            };
+            let got = if FWD {
+                it.next_with(lend)
+            } else {
+                it.next_back_with(lend)
+            };
+            match got? {
+                Ok(Some(t)) => return Some(Ok(t)),
+                Ok(None) => continue, // a tombstone: the key is deleted
+                Err(e) => return Some(Err(e)),
             }
         }
     }
