@@ -61,6 +61,7 @@ fn row(k: u64, ts: u64) -> Row {
         value: format!("value-{k}-{ts}-padding-to-about-forty-bytes").into_bytes(),
         ts,
         tombstone: false,
+        expires: 0,
     }
 }
 

@@ -150,6 +150,7 @@ fn commitlog_template() -> &'static Vec<(String, Vec<u8>)> {
                 value: &v,
                 ts: i as u64,
                 tombstone: false,
+                expires: 0,
             }];
             log.append(if i % 2 == 0 { "t" } else { "u" }, &cells)
                 .unwrap();

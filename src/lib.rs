@@ -111,7 +111,7 @@ pub use table::compaction_filter::{CompactionFilter, FilterDecision};
 pub use table::{
     newer_wins, Batch, Cells, CommitLogConfig, CommitLogSync, CompactionConfig, CompactionStrategy,
     ReadView, Scan, Table, TableConfig, TableStats, TableView, Transaction, TransactionScan, Value,
-    WriteBatch,
+    WriteBatch, MAX_TTL,
 };
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.

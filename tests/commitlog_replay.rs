@@ -37,12 +37,14 @@ fn append(log: &CommitLog, i: u64) -> u64 {
                 value: &v,
                 ts: i,
                 tombstone: false,
+                expires: 0,
             },
             RecordRef {
                 key: &k2,
                 value: b"",
                 ts: i,
                 tombstone: true,
+                expires: 0,
             },
         ],
     )

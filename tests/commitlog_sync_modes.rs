@@ -24,6 +24,7 @@ fn put(log: &CommitLog, k: &[u8], v: &[u8]) -> u64 {
             value: v,
             ts: 1,
             tombstone: false,
+            expires: 0,
         }],
     )
     .unwrap()

@@ -170,6 +170,29 @@ impl Ctx<'_> {
         }
     }
 
+    /// A put for `ttl` seconds of the expiry clock (which the TTL script sets, and the
+    /// check reads at [`TTL_CHECK`]): to the model the value if it is still live then,
+    /// else a delete (what every read after the reopen sees).
+    fn put_ttl(&mut self, t: &str, k: &str, v: &str, ttl: u64) -> Result<()> {
+        let live = self.store.expiry_now() + ttl * 1_000_000 > TTL_CHECK;
+        let value = live.then_some(v.as_bytes());
+        self.model.attempt(t, k.as_bytes(), value);
+        let r = self
+            .table(t)
+            .and_then(|table| table.put_ttl(k.as_bytes(), v.as_bytes(), Duration::from_secs(ttl)));
+        match r {
+            Ok(()) => {
+                self.model.acked(t, k.as_bytes(), value);
+                Ok(())
+            }
+            Err(e) => {
+                let key = (t.to_string(), k.as_bytes().to_vec());
+                self.model.failed.push((key, value.map(<[u8]>::to_vec)));
+                Err(e)
+            }
+        }
+    }
+
     /// A range delete of `[lo, hi)`, to the model a delete of each key of the scripts'
     /// universe (`k000`..`k009`) in it: one record, so all of them or none.
     fn delete_range(&mut self, t: &str, lo: &str, hi: &str) -> Result<()> {
@@ -273,6 +296,37 @@ fn range_deletes(c: &mut Ctx<'_>) -> Result<()> {
     c.delete_range("b", "k000", "k002")?;
     c.compact("a")?;
     c.delete_range("a", "k005", "k009")?;
+    c.sync()
+}
+
+/// The expiry clock of the TTL script's start, and of every check (scripts without
+/// TTL cells do not notice it).
+const TTL_T0: u64 = 1_700_000_000_000_000;
+const TTL_CHECK: u64 = TTL_T0 + 100 * 1_000_000;
+
+/// TTL: expiring cells that expire before the check and others that do not, over older
+/// values, in the memtable, flushed, and compacted across their expiry in a table with
+/// `gc_grace` 0 (expired cells become tombstones or are purged), some left in the log.
+fn ttl(c: &mut Ctx<'_>) -> Result<()> {
+    c.store.set_expiry_clock(Some(TTL_T0));
+    let mut t = TableConfig::default();
+    t.background_compaction = false;
+    t.gc_grace_secs = 0;
+    c.store.table_with("e", t)?;
+    writes(c, "e", 1, 6)?;
+    c.flush("e")?;
+    for i in 0..6 {
+        let ttl = if i % 2 == 0 { 10 } else { 1000 };
+        c.put_ttl("e", &format!("k{i:03}"), &format!("ttl-{i}"), ttl)?;
+    }
+    c.put_ttl("a", "k000", "short", 5)?;
+    c.flush("e")?;
+    c.store.set_expiry_clock(Some(TTL_CHECK));
+    c.compact("e")?;
+    c.store.set_expiry_clock(Some(TTL_CHECK - 1_000_000));
+    c.put_ttl("e", "k007", "logged", 1)?;
+    c.put_ttl("e", "k008", "logged", 1000)?;
+    c.compact("e")?;
     c.sync()
 }
 
@@ -404,6 +458,7 @@ fn check(dir: &Path, model: &Model, sync: CommitLogSync, point: &str) {
 fn check_once(dir: &Path, model: &Model, sync: CommitLogSync, point: &str) {
     let store = Store::open(dir, config(sync, FileRules::posix(), false))
         .unwrap_or_else(|e| panic!("{point}: the store does not open: {e}"));
+    store.set_expiry_clock(Some(TTL_CHECK));
     let keys: BTreeSet<&(String, Vec<u8>)> =
         model.durable.keys().chain(model.maybe.keys()).collect();
     for k in keys {
@@ -686,6 +741,16 @@ fn batch_range_deletes() {
             range_deletes
         ) > 50
     );
+}
+
+#[test]
+fn batch_ttl_expiry() {
+    assert!(every_crash_point("batch/ttl", opts(CommitLogSync::Batch), ttl) > 50);
+}
+
+#[test]
+fn periodic_ttl_expiry() {
+    assert!(every_crash_point("periodic/ttl", opts(PERIODIC), ttl) > 50);
 }
 
 #[test]

@@ -58,6 +58,7 @@ fn row_of(s: &Step) -> Row {
         },
         ts: s.ts,
         tombstone: s.delete,
+        expires: 0,
     }
 }
 
@@ -155,6 +156,7 @@ impl Model {
                 value: Vec::new(),
                 ts,
                 tombstone: true,
+                expires: 0,
             }),
             _ => w,
         }
@@ -347,6 +349,7 @@ fn put(k: u32, v: &str, ts: u64) -> Row {
         value: v.as_bytes().to_vec(),
         ts,
         tombstone: false,
+        expires: 0,
     }
 }
 
@@ -356,6 +359,7 @@ fn del(k: u32, ts: u64) -> Row {
         value: Vec::new(),
         ts,
         tombstone: true,
+        expires: 0,
     }
 }
 

@@ -464,3 +464,79 @@ fn check_range_delete_convergence(rs: &[TableReplica<'_>], par: Parallelism) {
     assert_eq!(again.total_range_tombstones_streamed(), 0, "{again}");
     assert_eq!(again.roots_before, report.roots_after);
 }
+
+/// TTL (issue 20): expiring cells carry their expiry through repair. A cell expired on
+/// one replica and missing on the other reaches it as the tombstone it has become; a
+/// live expiring cell reaches the other replica with its expiry (it expires there at
+/// the same moment); a cell one replica compacted into a tombstone and the other holds
+/// unexpired-on-disk (expired on the clock) hashes the same on both. A second repair
+/// streams nothing.
+#[test]
+fn expiring_cells_converge_with_their_expiry() {
+    const T0: u64 = 1_700_000_000_000_000;
+    const SEC: u64 = 1_000_000;
+    for par in [Parallelism::Sequential, Parallelism::Parallel] {
+        let cluster = Cluster::new(2, DiskAccessMode::Mmap);
+        {
+            let rs = cluster.replicas("t");
+            for r in &rs {
+                r.store().set_expiry_clock(Some(T0));
+                let mut b = WriteBatch::new();
+                for k in 0..KEYS {
+                    b.put_at(key(k), "common", 100);
+                }
+                // Key 3 on both, expiring in 10 s.
+                b.put_ttl_at(key(3), "both", 200, std::time::Duration::from_secs(10));
+                r.lsm().write(&b).unwrap();
+                r.lsm().flush().unwrap();
+            }
+            let ttl = |r: &TableReplica<'_>, k: u32, v: &str, secs: u64| {
+                let d = std::time::Duration::from_secs(secs);
+                r.lsm()
+                    .write(WriteBatch::new().put_ttl_at(key(k), v, 200, d))
+                    .unwrap();
+            };
+            ttl(&rs[0], 1, "expired", 10);
+            ttl(&rs[1], 2, "live", 1000);
+            for r in &rs {
+                r.store().set_expiry_clock(Some(T0 + 100 * SEC));
+            }
+            // Replica 0 compacts key 3 into a tombstone; replica 1 does not.
+            rs[0].lsm().flush().unwrap();
+            rs[0].lsm().compact().unwrap();
+            let c3 = rs[0].get(&key(3)).unwrap().unwrap();
+            assert!(c3.tombstone && c3.expires == T0 + 10 * SEC, "{c3:?}");
+            assert!(!rs[1].get(&key(3)).unwrap().unwrap().tombstone);
+
+            let mut opts = RepairOptions::default();
+            opts.depth = 6;
+            opts.parallelism = par;
+            let report = run(&rs, &opts);
+            assert!(!report.was_in_sync(), "{report}");
+            assert!(report.converged(), "{report}");
+            for r in &rs {
+                for k in 0..KEYS {
+                    let want = match k {
+                        1 | 3 => None,
+                        2 => Some(&b"live"[..]),
+                        _ => Some(&b"common"[..]),
+                    };
+                    assert_eq!(r.lsm().get(key(k)).unwrap().as_deref(), want, "key {k}");
+                }
+                let c2 = r.get(&key(2)).unwrap().unwrap();
+                assert_eq!(c2.expires, T0 + 1000 * SEC, "key 2's expiry on {}", r.id());
+                let c1 = r.get(&key(1)).unwrap().unwrap();
+                assert_eq!(c1.expires, T0 + 10 * SEC, "key 1 on {}: {c1:?}", r.id());
+            }
+            let again = run(&rs, &opts);
+            assert!(again.was_in_sync(), "{again}");
+            assert_eq!(again.total_rows_streamed(), 0, "{again}");
+            // Past key 2's expiry both replicas see it gone.
+            for r in &rs {
+                r.store().set_expiry_clock(Some(T0 + 1000 * SEC));
+                assert_eq!(r.lsm().get(key(2)).unwrap(), None);
+            }
+        }
+        cluster.close();
+    }
+}

@@ -15,6 +15,13 @@
 //! compactions the model applies the same filter to its live cells (values ending in
 //! `7` removed, in `3` replaced by the value with `!` appended).
 //!
+//! TTL (issue 20): puts with a TTL (`Table::put_ttl`, `WriteBatch::put_ttl`) on every
+//! table, under a controllable expiry clock (`Store::set_expiry_clock`, set again at
+//! every open) that a step advances; the model expires a cell once the clock reaches its
+//! expiry, so gets, scans and views are checked before and after expiry, and
+//! compactions (`gamma`'s filter sees no expired cell) run across it. Read views judge
+//! expiry at their creation, as the copied model does.
+//!
 //! `beta` is a leveled table (`Store::table_with`, tiny segments and levels): its
 //! background and major compactions follow `table::leveled`, and every check also
 //! checks its levels stay disjoint; the run asserts segments reached level 2.
@@ -27,6 +34,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use segstore::{
     Batch, CommitLogConfig, CommitLogSync, CompactionStrategy, Config, DiskAccessMode, Error,
@@ -46,8 +54,9 @@ fn gamma_filter(value: &[u8]) -> FilterDecision {
 }
 
 /// Open the store with `gamma`'s own settings and its filter.
-fn open(dir: &Path, mode: DiskAccessMode) -> Store {
+fn open(dir: &Path, mode: DiskAccessMode, now: u64) -> Store {
     let s = Store::open(dir, cfg(mode)).unwrap();
+    s.set_expiry_clock(Some(now));
     let mut own = cfg(mode).table;
     own.background_compaction = false;
     let g = s.table_with("gamma", own).unwrap();
@@ -92,26 +101,72 @@ pub fn cfg(mode: DiskAccessMode) -> Config {
 /// (ts, tombstone, value) ordered as the cell rule orders versions.
 type Version = (u64, bool, Vec<u8>);
 
-#[derive(Default, Clone)]
+#[derive(Clone)]
 struct Model {
     cells: BTreeMap<String, BTreeMap<Vec<u8>, Version>>,
     /// Clock writes are ordered after every explicit timestamp used here.
     clock: u64,
+    /// The expiry of each winning cell written with a TTL (every TTL put is
+    /// clock-timestamped, so no tie with another cell brings the expiry rule in).
+    expires: BTreeMap<(String, Vec<u8>), u64>,
+    /// The store's expiry clock, as the test sets it.
+    now: u64,
+}
+
+impl Default for Model {
+    fn default() -> Model {
+        Model {
+            cells: BTreeMap::new(),
+            clock: 0,
+            expires: BTreeMap::new(),
+            now: 1_700_000_000_000_000,
+        }
+    }
 }
 
 impl Model {
     fn apply(&mut self, table: &str, key: Vec<u8>, v: Version) {
-        let slot = self.cells.entry(table.into()).or_default().entry(key);
-        match slot {
+        self.apply_expiring(table, key, v, 0);
+    }
+
+    /// Apply a cell expiring at `expires` (0: never).
+    fn apply_expiring(&mut self, table: &str, key: Vec<u8>, v: Version, expires: u64) {
+        let slot = self
+            .cells
+            .entry(table.into())
+            .or_default()
+            .entry(key.clone());
+        let won = match slot {
             std::collections::btree_map::Entry::Vacant(e) => {
                 e.insert(v);
+                true
             }
             std::collections::btree_map::Entry::Occupied(mut e) => {
-                if v > *e.get() {
+                let won = v > *e.get();
+                if won {
                     e.insert(v);
                 }
+                won
+            }
+        };
+        if won {
+            let k = (table.to_string(), key);
+            if expires != 0 {
+                self.expires.insert(k, expires);
+            } else {
+                self.expires.remove(&k);
             }
         }
+    }
+
+    /// The live value of `key` in `table` at the model's expiry clock.
+    fn value(&self, table: &str, key: &[u8]) -> Option<Vec<u8>> {
+        let (_, t, v) = self.cells.get(table)?.get(key)?;
+        let expired = self
+            .expires
+            .get(&(table.to_string(), key.to_vec()))
+            .is_some_and(|&e| e <= self.now);
+        (!t && !expired).then(|| v.clone())
     }
 
     /// A major compaction of `table` under [`gamma_filter`]: every live cell decided.
@@ -121,9 +176,14 @@ impl Model {
             return 0;
         };
         let mut changed = 0;
-        // The timestamp stays: a removal is a tombstone at the cell's own.
-        for (_, tombstone, v) in cells.values_mut() {
-            if *tombstone {
+        // The timestamp stays: a removal is a tombstone at the cell's own. Expired cells
+        // are tombstones to compaction: the filter never sees them.
+        for (k, (_, tombstone, v)) in cells.iter_mut() {
+            let expired = self
+                .expires
+                .get(&(table.to_string(), k.clone()))
+                .is_some_and(|&e| e <= self.now);
+            if *tombstone || expired {
                 continue;
             }
             match gamma_filter(v) {
@@ -145,9 +205,8 @@ impl Model {
         self.cells
             .get(table)
             .map(|m| {
-                m.iter()
-                    .filter(|(_, (_, t, _))| !t)
-                    .map(|(k, (_, _, v))| (k.clone(), v.clone()))
+                m.keys()
+                    .filter_map(|k| self.value(table, k).map(|v| (k.clone(), v)))
                     .collect()
             })
             .unwrap_or_default()
@@ -184,16 +243,17 @@ fn check(store: &Store, model: &Model, rng: &mut Rng) {
         assert_eq!(got, want_prefix, "table {table}: prefix scan");
         for _ in 0..20 {
             let k = format!("k{:03}", rng.next() % 120).into_bytes();
-            let want = model
-                .cells
-                .get(table)
-                .and_then(|m| m.get(&k))
-                .filter(|(_, t, _)| !t)
-                .map(|(_, _, v)| v.clone());
+            let want = model.value(table, &k);
             assert_eq!(
                 t.get(&k).unwrap().as_deref(),
                 want.as_deref(),
-                "table {table}: get {k:?}"
+                "table {table}: get {k:?} at {}",
+                model.now
+            );
+            assert_eq!(
+                t.contains_key(&k).unwrap(),
+                want.is_some(),
+                "contains {k:?}"
             );
         }
         // A bounded scan agrees with the model's range.
@@ -234,12 +294,7 @@ fn check_view(store: &Store, view: &ReadView, model: &Model, rng: &mut Rng) {
             .collect();
         let many = view.multi_get(&t, &keys).unwrap();
         for (k, got) in keys.iter().zip(many) {
-            let want = model
-                .cells
-                .get(table)
-                .and_then(|m| m.get(k))
-                .filter(|(_, t, _)| !t)
-                .map(|(_, _, v)| v.clone());
+            let want = model.value(table, k);
             assert_eq!(got.as_deref(), want.as_deref(), "view: {table}: {k:?}");
             assert_eq!(
                 view.get(&t, k).unwrap().as_deref(),
@@ -256,7 +311,7 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, counts: &mut C
     let filtered = &mut counts.filtered;
     let mut rng = Rng(seed);
     let mut model = Model::default();
-    let mut store = Some(open(dir, mode));
+    let mut store = Some(open(dir, mode, model.now));
     // Open read views and the model as each saw it.
     let mut views: Vec<(ReadView, Model)> = Vec::new();
     for step in 0..steps {
@@ -268,7 +323,7 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, counts: &mut C
         };
         let t = s.table(table).unwrap();
         let key = format!("k{:03}", rng.next() % 120).into_bytes();
-        match rng.next() % 118 {
+        match rng.next() % 130 {
             0..=49 => {
                 let pad = "x".repeat((rng.next() % 30) as usize);
                 let v = format!("v{step}-{pad}{}", rng.next() % 10).into_bytes();
@@ -356,23 +411,50 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, counts: &mut C
                     check_view(s, &v, &m, &mut rng);
                 }
                 store.take().unwrap().close().unwrap();
-                store = Some(open(dir, mode));
+                store = Some(open(dir, mode, model.now));
             }
             100..=109 => {
                 drop(t);
                 txn_step(s, &mut model, &mut rng, step, txn_outcomes);
             }
-            110.. => {
+            110..=117 => {
                 drop(t);
                 range_step(s, table, &mut model, &mut rng, step);
                 counts.range_deletes += 1;
+            }
+            118..=125 => {
+                // A put with a TTL, alone or in a batch, and read back at once.
+                let ttl = 1 + rng.next() % 3000;
+                let v = format!("ttl{step}").into_bytes();
+                if rng.next() % 2 == 0 {
+                    t.put_ttl(&key, &v, Duration::from_micros(ttl)).unwrap();
+                } else {
+                    t.write(WriteBatch::new().put_ttl(&key, &v, Duration::from_micros(ttl)))
+                        .unwrap();
+                }
+                let ts = model.next_clock();
+                model.apply_expiring(table, key.clone(), (ts, false, v), model.now + ttl);
+                assert_eq!(
+                    t.get(&key).unwrap().as_deref(),
+                    model.value(table, &key).as_deref()
+                );
+                counts.ttl_puts += 1;
+            }
+            126.. => {
+                // Time passes: cells whose expiry it reaches read as deleted.
+                drop(t);
+                let before = TABLES.iter().map(|t| model.live(t).len()).sum::<usize>();
+                model.now += rng.next() % 2000;
+                s.set_expiry_clock(Some(model.now));
+                let after = TABLES.iter().map(|t| model.live(t).len()).sum::<usize>();
+                counts.expired += before - after;
             }
             _ => {
                 // Crash: drop without close; the commit log replays.
                 drop(t);
                 views.clear();
                 drop(store.take());
-                store = Some(open(dir, mode));
+                store = Some(open(dir, mode, model.now));
             }
         }
         if step % 25 == 0 {
@@ -404,7 +486,7 @@ fn run(seed: u64, mode: DiskAccessMode, steps: usize, dir: &Path, counts: &mut C
     assert!(report.is_clean(), "{report:?}");
     // Obsolete commit log files were released: the active file and the positions file.
     assert!(log_files <= 2, "{log_files} files in commitlog/");
-    let s = open(dir, mode);
+    let s = open(dir, mode, model.now);
     check(&s, &model, &mut rng);
     assert!(s.close().unwrap().is_clean());
 }
@@ -418,6 +500,10 @@ struct Counts {
     txn_outcomes: [usize; 2],
     /// Cells gamma's filter removed or replaced.
     filtered: usize,
+    /// Puts with a TTL.
+    ttl_puts: usize,
+    /// Cells seen to expire as the clock moved.
+    expired: usize,
     /// Range deletes written.
     range_deletes: usize,
 }
@@ -540,22 +626,25 @@ fn random_operations_match_the_model_in_every_mode() {
     // filter changed cells that reads then checked.
     assert!(stale_views_checked >= 4, "only {stale_views_checked}");
     assert!(
+        counts.ttl_puts >= 10 && counts.expired >= 5,
+        "TTL puts {}, cells expired {}",
+        counts.ttl_puts,
+        counts.expired
+    );
+    assert!(
         counts.filtered >= 1,
         "the filter changed only {} cells",
         counts.filtered
     );
     eprintln!(
-        "{stale_views_checked} checks of views older than the tables; {} cells filtered",
-        counts.filtered
+        "{stale_views_checked} checks of views older than the tables; {} cells filtered; \
+         {} TTL puts, {} cells expired as the clock moved",
+        counts.filtered, counts.ttl_puts, counts.expired
     );
 }
 
 fn live_get(m: &Model, table: &str, key: &[u8]) -> Option<Vec<u8>> {
-    m.cells
-        .get(table)
-        .and_then(|c| c.get(key))
-        .filter(|(_, t, _)| !t)
-        .map(|(_, _, v)| v.clone())
+    m.value(table, key)
 }
 
 /// Live rows of `table` in `[lo, hi]` (inclusive).

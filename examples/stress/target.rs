@@ -535,6 +535,7 @@ mod tests {
             value: value.into(),
             ts: 0,
             tombstone,
+            expires: 0,
         })
     }
 

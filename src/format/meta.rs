@@ -8,6 +8,8 @@
 //!   block_count varint; per block: first_key (varint len + bytes), offset varint, len varint
 //!   filter_len varint, filter bytes (see filter.rs)
 //!   [range tombstones (see ranges.rs), present only when the segment holds any]
+//!   [0 u8, expiring_count varint (>= 1), min_expires varint (>= 1): present only when
+//!    the segment holds a cell with an expiry (TTL)]
 //!   crc u32 LE of the body above
 //! footer (kind 3, count 0)
 //! ```
@@ -16,6 +18,13 @@
 //! included. The summary's blocks follow each other from offset 0 and cover the index
 //! body exactly; their first keys are strictly ascending. With no cells, `min_ts`,
 //! `max_ts` and both keys are zero or empty and there are no blocks.
+//!
+//! The expiry block (TTL) starts with a 0 byte, which no range tombstone block starts
+//! with (it is written only when non-empty: its count is at least 1). A meta without
+//! it (every segment written before TTL, and every segment holding no expiring cell)
+//! has `expiring_count` and `min_expires` 0. A build from before TTL refuses a meta
+//! holding it (an empty range block, then "trailing bytes in meta body"), never
+//! misreads it.
 
 use super::filter::Filter;
 use super::ranges::RangeTombstones;
@@ -40,6 +49,12 @@ pub struct SegmentStats {
     pub min_key: Vec<u8>,
     /// Largest key.
     pub max_key: Vec<u8>,
+    /// Cells with an expiry (TTL): live expiring cells and tombstones made from expired
+    /// ones.
+    pub expiring_count: u64,
+    /// The smallest expiry among them (0 with none): a major compaction rewrites a sole
+    /// segment once it is past, to turn expired cells into tombstones.
+    pub min_expires: u64,
 }
 
 /// The sparse summary: first key and location of every index block, packed for cache
@@ -263,6 +278,11 @@ impl Meta {
         if !self.ranges.is_empty() {
             self.ranges.encode(out);
         }
+        if s.expiring_count != 0 {
+            out.push(0);
+            varint::put(out, s.expiring_count);
+            varint::put(out, s.min_expires);
+        }
         let crc = checksum(&out[start..]);
         out.extend_from_slice(&crc.to_le_bytes());
     }
@@ -329,11 +349,21 @@ impl Meta {
         let at = c.pos as u64;
         let filter = Filter::decode(c.bytes("filter")?).map_err(|m| m.at(at))?;
         let mut ranges = RangeTombstones::new();
-        if c.pos < body {
+        if c.pos < body && c.b[c.pos] != 0 {
             let at = c.pos;
             let (r, n) = RangeTombstones::decode(&c.b[at..]).map_err(|m| m.at(at as u64))?;
             ranges = r;
             c.pos += n;
+        }
+        let (mut expiring_count, mut min_expires) = (0, 0);
+        if c.pos < body && c.b[c.pos] == 0 {
+            let at = c.pos as u64;
+            c.pos += 1;
+            expiring_count = c.varint("expiring cell count")?;
+            min_expires = c.varint("smallest expiry")?;
+            if expiring_count == 0 || min_expires == 0 || expiring_count > entry_count {
+                return Err(Malformed::new(at, "expiry statistics out of range"));
+            }
         }
         if c.pos != body {
             return Err(Malformed::new(c.pos as u64, "trailing bytes in meta body"));
@@ -348,6 +378,8 @@ impl Meta {
                 index_len,
                 min_key,
                 max_key,
+                expiring_count,
+                min_expires,
             },
             summary,
             filter,

@@ -1,20 +1,31 @@
 //! Data records: the cells of a data file, each self-describing and self-checked.
 //!
 //! ```text
-//! flags    u8        bit 0: tombstone; other bits must be zero
+//! flags    u8        bit 0: tombstone; bit 1: expires; other bits must be zero
 //! ts       u64 LE    write timestamp, microseconds
+//! expires  u64 LE    only with bit 1: the expiry (see below)
 //! key_len  varint    1 ..= MAX_KEY_LEN
 //! val_len  varint    0 ..= MAX_VALUE_LEN (0 for tombstones)
 //! key, value
 //! crc      u32 LE    crc32c of everything above
 //! ```
+//!
+//! Bit 1 (TTL, issue 20): on a live cell, `expires` is the moment (the store's expiry
+//! clock, microseconds since the Unix epoch) at and after which the cell reads as a
+//! tombstone at its `ts`; on a tombstone, it is the local deletion time of a tombstone
+//! compaction made from an expired cell (purged once it is `gc_grace` old, as
+//! Cassandra purges an expired cell). `expires` is never 0. A record without bit 1 is
+//! byte for byte what builds before TTL wrote; those builds refuse a record with bit 1
+//! as "unknown record flags 0x2" (`Error::Corrupt`), never misread it.
 
 use super::{checksum, read_u32, read_u64, varint, Malformed, MAX_KEY_LEN, MAX_VALUE_LEN};
 
 /// Flag bit: the record is a tombstone.
 pub const TOMBSTONE: u8 = 1;
-/// The longest a record header (flags, ts, both varints) can be.
-pub const MAX_HEADER_LEN: usize = 1 + 8 + 10 + 10;
+/// Flag bit: an expiry follows the timestamp.
+pub const EXPIRES: u8 = 2;
+/// The longest a record header (flags, ts, expiry, both varints) can be.
+pub const MAX_HEADER_LEN: usize = 1 + 8 + 8 + 10 + 10;
 
 /// A borrowed cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,18 +38,30 @@ pub struct RecordRef<'a> {
     pub ts: u64,
     /// Deletion marker.
     pub tombstone: bool,
+    /// 0, or (flag bit 1) the expiry of a live cell, the local deletion time of a
+    /// tombstone made from an expired cell: the store's expiry clock, microseconds.
+    pub expires: u64,
 }
 
-/// Bytes the encoding of a record takes.
+/// Bytes the encoding of a record without an expiry takes (8 more with one).
 pub fn encoded_len(key_len: usize, val_len: usize) -> usize {
     1 + 8 + varint::len(key_len as u64) + varint::len(val_len as u64) + key_len + val_len + 4
+}
+
+/// The flags byte of a cell.
+#[inline]
+pub fn flags_of(tombstone: bool, expires: u64) -> u8 {
+    (tombstone as u8) | if expires != 0 { EXPIRES } else { 0 }
 }
 
 /// Append the encoding of `r` to `out`.
 pub fn encode(out: &mut Vec<u8>, r: &RecordRef<'_>) {
     let start = out.len();
-    out.push(if r.tombstone { TOMBSTONE } else { 0 });
+    out.push(flags_of(r.tombstone, r.expires));
     out.extend_from_slice(&r.ts.to_le_bytes());
+    if r.expires != 0 {
+        out.extend_from_slice(&r.expires.to_le_bytes());
+    }
     varint::put(out, r.key.len() as u64);
     varint::put(out, r.value.len() as u64);
     out.extend_from_slice(r.key);
@@ -67,13 +90,14 @@ enum Bad {
     Short { total: usize, len: usize },
     Checksum,
     TombstoneValue,
+    ZeroExpiry,
 }
 
 impl Bad {
     #[cold]
     #[inline(never)]
     fn malformed(self) -> Malformed {
-        const P: u64 = 9; // the key length's offset: after flags and timestamp
+        const P: u64 = 9; // the key length's offset: after flags and timestamp (+ 8)
         match self {
             Bad::Truncated => Malformed::new(0, "truncated record"),
             Bad::Flags(f) => Malformed::new(0, format!("unknown record flags {f:#x}")),
@@ -90,6 +114,7 @@ impl Bad {
             }
             Bad::Checksum => Malformed::new(0, "record checksum mismatch"),
             Bad::TombstoneValue => Malformed::new(0, "tombstone carries a value"),
+            Bad::ZeroExpiry => Malformed::new(9, "expiry flag with an expiry of 0"),
         }
     }
 }
@@ -98,10 +123,11 @@ impl Bad {
 #[inline(always)]
 fn header(b: &[u8]) -> Result<(usize, usize, usize), Bad> {
     let flags = *b.first().ok_or(Bad::Truncated)?;
-    if flags & !TOMBSTONE != 0 {
+    if flags & !(TOMBSTONE | EXPIRES) != 0 {
         return Err(Bad::Flags(flags));
     }
-    let p = 9;
+    // 8 more header bytes with an expiry, without a branch.
+    let p = 9 + ((flags & EXPIRES) as usize) * 4;
     let (klen, n1) = b.get(p..).and_then(varint::get).ok_or(Bad::KeyLenVarint)?;
     let (vlen, n2) = b
         .get(p + n1..)
@@ -149,12 +175,21 @@ fn decode_fast(b: &[u8], check_crc: bool) -> Result<(RecordRef<'_>, usize), Bad>
     if tombstone && vlen != 0 {
         return Err(Bad::TombstoneValue);
     }
+    let expires = if b[0] & EXPIRES != 0 {
+        match read_u64(b, 9) {
+            Some(0) | None => return Err(Bad::ZeroExpiry),
+            Some(e) => e,
+        }
+    } else {
+        0
+    };
     Ok((
         RecordRef {
             key: &head[hdr..hdr + klen],
             value: &head[hdr + klen..],
             ts: read_u64(b, 1).unwrap_or(0),
             tombstone,
+            expires,
         },
         total,
     ))
@@ -214,6 +249,7 @@ mod tests {
                 value: &value,
                 ts: 1,
                 tombstone: false,
+                expires: 0,
             };
             encode(&mut b, &r);
             b
@@ -237,16 +273,47 @@ mod tests {
         assert_eq!(checked_run(&[small.clone(), over].concat()), small.len());
     }
 
+    #[test]
+    fn a_cell_without_expiry_is_encoded_as_before_ttl() {
+        let r = RecordRef { key: b"k", value: b"v", ts: 0x0102, tombstone: false, expires: 0 };
+        let mut b = Vec::new();
+        encode(&mut b, &r);
+        // flags 0, ts, key_len 1, val_len 1, key, value, crc: the layout before TTL.
+        assert_eq!(&b[..13], &[0, 2, 1, 0, 0, 0, 0, 0, 0, 1, 1, b'k', b'v']);
+        let e = RecordRef { expires: 9, ..r };
+        let mut b = Vec::new();
+        encode(&mut b, &e);
+        assert_eq!(b[0], EXPIRES);
+        assert_eq!(&b[9..17], &9u64.to_le_bytes());
+        assert_eq!(decode(&b).unwrap().0, e);
+    }
+
+    #[test]
+    fn an_expiry_flag_with_expiry_zero_is_refused() {
+        let mut b = Vec::new();
+        encode(&mut b, &RecordRef { key: b"k", value: b"v", ts: 1, tombstone: false, expires: 0 });
+        // Set the flag and insert a zero expiry, with a good checksum.
+        let mut body = vec![EXPIRES];
+        body.extend_from_slice(&b[1..9]);
+        body.extend_from_slice(&0u64.to_le_bytes());
+        body.extend_from_slice(&b[9..b.len() - 4]);
+        let crc = checksum(&body);
+        body.extend_from_slice(&crc.to_le_bytes());
+        assert!(decode(&body).unwrap_err().reason.contains("expiry"));
+    }
+
     proptest! {
         #[test]
         fn round_trip(key in proptest::collection::vec(any::<u8>(), 1..300),
                       value in proptest::collection::vec(any::<u8>(), 0..300),
-                      ts: u64, tomb: bool) {
+                      ts: u64, tomb: bool, expires in proptest::option::of(1u64..)) {
             let value = if tomb { vec![] } else { value };
-            let r = RecordRef { key: &key, value: &value, ts, tombstone: tomb };
+            let expires = expires.unwrap_or(0);
+            let r = RecordRef { key: &key, value: &value, ts, tombstone: tomb, expires };
             let mut b = Vec::new();
             encode(&mut b, &r);
-            prop_assert_eq!(b.len(), encoded_len(key.len(), value.len()));
+            let extra = if expires != 0 { 8 } else { 0 };
+            prop_assert_eq!(b.len(), encoded_len(key.len(), value.len()) + extra);
             prop_assert_eq!(total_len(&b).unwrap(), b.len());
             prop_assert_eq!(decode(&b).unwrap(), (r, b.len()));
             for cut in 0..b.len() {
@@ -264,7 +331,7 @@ mod tests {
             for (i, &l) in lens.iter().enumerate() {
                 let key = format!("key-{i}");
                 let value = vec![i as u8; l];
-                encode(&mut b, &RecordRef { key: key.as_bytes(), value: &value, ts: i as u64, tombstone: false });
+                encode(&mut b, &RecordRef { key: key.as_bytes(), value: &value, ts: i as u64, tombstone: false, expires: if i % 2 == 1 { 7 } else { 0 } });
                 ends.push(b.len());
             }
             // A bit flipped in record `r` (if any): the run stops before it.
@@ -286,7 +353,7 @@ mod tests {
 
         #[test]
         fn any_single_bit_flip_is_detected(bit in 0usize..8*40) {
-            let r = RecordRef { key: b"key-0001", value: b"value-of-key-0001", ts: 99, tombstone: false };
+            let r = RecordRef { key: b"key-0001", value: b"value-of-key-0001", ts: 99, tombstone: false, expires: 12345 };
             let mut b = Vec::new();
             encode(&mut b, &r);
             let bit = bit % (b.len() * 8);

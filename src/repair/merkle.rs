@@ -216,9 +216,28 @@ impl Shape {
 /// Per-row hash over every part of the row (see the module docs). `buf` is scratch.
 #[inline]
 pub fn row_hash(buf: &mut Vec<u8>, key: &[u8], value: &[u8], ts: u64, tombstone: bool) -> u128 {
+    row_hash_expiring(buf, key, value, ts, tombstone, 0)
+}
+
+/// [`row_hash`] of a row with an expiry (0: none, hashed exactly as [`row_hash`], so
+/// trees of rows without TTL are what they were before TTL). An expiring row hashes its
+/// expiry too (flag byte `tombstone | 2`, then the expiry after the timestamp): two
+/// replicas holding one cell with different expiries differ.
+#[inline]
+pub fn row_hash_expiring(
+    buf: &mut Vec<u8>,
+    key: &[u8],
+    value: &[u8],
+    ts: u64,
+    tombstone: bool,
+    expires: u64,
+) -> u128 {
     buf.clear();
-    buf.push(tombstone as u8);
+    buf.push(tombstone as u8 | if expires != 0 { 2 } else { 0 });
     buf.extend_from_slice(&ts.to_le_bytes());
+    if expires != 0 {
+        buf.extend_from_slice(&expires.to_le_bytes());
+    }
     buf.extend_from_slice(&(key.len() as u64).to_le_bytes());
     buf.extend_from_slice(key);
     buf.extend_from_slice(value);
@@ -290,11 +309,24 @@ impl MerkleBuilder {
     /// counted in [`MerkleTree::skipped`]). Returns whether it was hashed.
     #[inline]
     pub fn add_parts(&mut self, key: &[u8], value: &[u8], ts: u64, tombstone: bool) -> bool {
+        self.add_expiring(key, value, ts, tombstone, 0)
+    }
+
+    /// [`Self::add_parts`] of a row with an expiry ([`row_hash_expiring`]).
+    #[inline]
+    pub fn add_expiring(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        ts: u64,
+        tombstone: bool,
+        expires: u64,
+    ) -> bool {
         let Some(leaf) = self.shape.leaf_of(key_hash(key)) else {
             self.skipped += 1;
             return false;
         };
-        let h = row_hash(&mut self.buf, key, value, ts, tombstone);
+        let h = row_hash_expiring(&mut self.buf, key, value, ts, tombstone, expires);
         self.sums[leaf] = self.sums[leaf].wrapping_add(h);
         self.counts[leaf] += 1;
         self.rows += 1;
@@ -304,7 +336,7 @@ impl MerkleBuilder {
     /// Add one row (see [`Self::add_parts`]).
     #[inline]
     pub fn add(&mut self, row: &Row) -> bool {
-        self.add_parts(&row.key, &row.value, row.ts, row.tombstone)
+        self.add_expiring(&row.key, &row.value, row.ts, row.tombstone, row.expires)
     }
 
     /// Hash the inner nodes.
@@ -470,6 +502,7 @@ mod tests {
             value: value.to_vec(),
             ts,
             tombstone,
+            expires: 0,
         }
     }
 

@@ -16,8 +16,8 @@
 //!
 //! # Reconciliation
 //! Every replica resolves two versions of a key the same way ([`cmp_versions`]): the
-//! newer timestamp wins; on equal timestamps a tombstone wins; between two live cells
-//! with equal timestamps the larger value (bytewise) wins. This is a total order, so
+//! newer timestamp wins; on equal timestamps a tombstone wins; then an expiring cell
+//! (the earlier expiry first), then the larger value (bytewise). This is a total order, so
 //! applying the union of every replica's rows on every replica gives each the same
 //! winner: after one repair the replicas agree and a second repair finds nothing.
 //!
@@ -33,6 +33,18 @@
 //! digests agree after one exchange. Rows are what the range tombstones leave: a cell
 //! a replica's range tombstone deletes is not a row of it, and a row streamed to a
 //! replica whose range tombstone deletes it stays hidden there.
+//!
+//! # Expiring cells (TTL)
+//! A row carries its expiry ([`Row::expires`](crate::segment::Entry::expires)): it is
+//! hashed ([`merkle::row_hash_expiring`]) and streamed with it, and applied with it
+//! (the receiver's default TTL does not apply), so a replica that got the cell from
+//! repair expires it at the same moment. As in Cassandra's validation compaction, the
+//! replicas' row sources ([`TableReplica`], [`SegmentReplica`]) present a cell expired
+//! at the moment the tree is built as what compaction makes of it: a tombstone at its
+//! timestamp, its expiry kept as the local deletion time. So a replica that compacted
+//! it and one that did not yet hash the same row, and an expired value is never
+//! streamed. Replicas whose expiry clocks disagree about a cell on the edge of expiry
+//! may stream it; the tombstone wins at its timestamp on both, so they still converge.
 //!
 //! # Invariants
 //! R1. A tree hashes every part of every resolved row (key, value, timestamp, tombstone),
@@ -93,7 +105,23 @@ pub fn token(key: &[u8]) -> u64 {
 /// Compare two versions of the same key: `Greater` when `a` wins (see the module docs).
 #[inline]
 pub fn cmp_versions(a: &Row, b: &Row) -> Ordering {
-    crate::table::cell::cmp_versions(a.ts, a.tombstone, &a.value, b.ts, b.tombstone, &b.value)
+    crate::table::cell::cmp_versions(
+        (a.ts, a.tombstone, a.expires, &a.value),
+        (b.ts, b.tombstone, b.expires, &b.value),
+    )
+}
+
+/// A row as a replica presents it to repair at `now` (the expiry clock): a cell whose
+/// expiry is at or before `now` as the tombstone compaction makes of it (its
+/// timestamp, its expiry as local deletion time, no value); any other row unchanged.
+/// See "Expiring cells" in the module docs.
+#[inline]
+pub fn as_of(mut row: Row, now: u64) -> Row {
+    if !row.tombstone && row.expires != 0 && row.expires <= now {
+        row.tombstone = true;
+        row.value = Vec::new();
+    }
+    row
 }
 
 /// The winner of two versions of one key.
@@ -116,6 +144,7 @@ mod tests {
             value: v.to_vec(),
             ts,
             tombstone,
+            expires: 0,
         }
     }
 

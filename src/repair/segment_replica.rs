@@ -86,6 +86,7 @@ impl<'a> SegmentReplica<'a> {
                 value: Vec::new(),
                 ts,
                 tombstone: true,
+                expires: 0,
             })),
             _ => Ok(best),
         }
@@ -113,7 +114,7 @@ impl<'a> SegmentReplica<'a> {
         let mut w = self.set.writer()?;
         let name = w.name().clone();
         for r in &rows {
-            w.add(&r.key, &r.value, r.ts, r.tombstone)?;
+            w.add_expiring(&r.key, &r.value, r.ts, r.tombstone, r.expires)?;
         }
         w.add_range_tombstones(&self.range_tombstones())?;
         w.finish()?;
@@ -153,7 +154,7 @@ fn write_segment(set: &SegmentSet, mut rows: Vec<Row>, ranges: &RangeTombstones)
     let mut w = set.writer()?;
     let name = w.name().clone();
     for r in &rows {
-        w.add(&r.key, &r.value, r.ts, r.tombstone)?;
+        w.add_expiring(&r.key, &r.value, r.ts, r.tombstone, r.expires)?;
     }
     w.add_range_tombstones(ranges)?;
     w.finish()?;
@@ -163,7 +164,10 @@ fn write_segment(set: &SegmentSet, mut rows: Vec<Row>, ranges: &RangeTombstones)
 impl RowSource for SegmentReplica<'_> {
     fn rows(&self, ranges: &[TokenRange]) -> Result<RowIter<'_>> {
         let handles = self.set.view().segments.clone();
-        Ok(Box::new(merge(handles, ranges)?))
+        let now = self.store.expiry_now();
+        Ok(Box::new(
+            merge(handles, ranges)?.map(move |r| r.map(|r| super::as_of(r, now))),
+        ))
     }
 
     fn range_tombstones(&self) -> Result<RangeTombstones> {
@@ -237,6 +241,8 @@ pub(super) fn snapshot_status(store: &Store, tag: &str) -> SnapshotStatus {
 pub(super) struct SnapshotRows {
     view: SnapshotView,
     table: String,
+    /// The expiry clock's reading at open: rows expired by then read as tombstones.
+    now: u64,
 }
 
 impl SnapshotRows {
@@ -245,6 +251,7 @@ impl SnapshotRows {
         Ok(SnapshotRows {
             view: store.open_snapshot(tag)?,
             table: table.to_string(),
+            now: store.expiry_now(),
         })
     }
 }
@@ -261,7 +268,9 @@ impl SnapshotRows {
 
 impl RowSource for SnapshotRows {
     fn rows(&self, ranges: &[TokenRange]) -> Result<RowIter<'_>> {
-        Ok(Box::new(merge(self.handles(), ranges)?))
+        Ok(Box::new(
+            merge(self.handles(), ranges)?.map(move |r| r.map(|r| super::as_of(r, self.now))),
+        ))
     }
 
     fn range_tombstones(&self) -> Result<RangeTombstones> {

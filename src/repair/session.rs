@@ -165,7 +165,7 @@ impl Default for RepairOptions {
 /// let sb = Store::open(db.path(), Config::default())?;
 /// let a = SegmentReplica::new(ReplicaId(1), &sa, "users")?;
 /// let b = SegmentReplica::new(ReplicaId(2), &sb, "users")?;
-/// let row = |k: &str, v: &str, ts| Row { key: k.into(), value: v.into(), ts, tombstone: false };
+/// let row = |k: &str, v: &str, ts| Row { key: k.into(), value: v.into(), ts, tombstone: false, expires: 0 };
 /// a.write(vec![row("ada", "v1", 1), row("bob", "v1", 1)])?;
 /// b.write(vec![row("bob", "v2", 2)])?;
 ///

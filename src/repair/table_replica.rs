@@ -114,7 +114,11 @@ impl<'a> TableReplica<'a> {
 
 impl RowSource for TableReplica<'_> {
     fn rows(&self, ranges: &[TokenRange]) -> Result<RowIter<'_>> {
-        let cells = self.table.scan_cells(..)?;
+        let now = self.store.expiry_now();
+        let cells = self
+            .table
+            .scan_cells(..)?
+            .map(move |r| r.map(|r| super::as_of(r, now)));
         if ranges == [TokenRange::FULL] {
             return Ok(Box::new(cells));
         }
@@ -159,11 +163,8 @@ impl Replica for TableReplica<'_> {
         let mut bytes = 0;
         for r in rows {
             bytes += r.key.len() + r.value.len();
-            if r.tombstone {
-                batch.delete_at(r.key, r.ts);
-            } else {
-                batch.put_at(r.key, r.value, r.ts);
-            }
+            // Its own timestamp and expiry (a tombstone's local deletion time).
+            batch.put_cell(&r);
             if batch.len() >= APPLY_BATCH_CELLS || bytes >= APPLY_BATCH_BYTES {
                 self.table.write(&batch)?;
                 batch = WriteBatch::new();

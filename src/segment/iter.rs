@@ -36,6 +36,30 @@ pub struct Entry {
     pub ts: u64,
     /// Deletion marker.
     pub tombstone: bool,
+    /// 0, or the expiry of a live cell (or the local deletion time of a tombstone made
+    /// from an expired cell): the store's expiry clock, microseconds
+    /// ([`RecordRef::expires`]).
+    pub expires: u64,
+}
+
+impl Entry {
+    /// The cell as a [`RecordRef`].
+    pub fn as_ref(&self) -> RecordRef<'_> {
+        RecordRef {
+            key: &self.key,
+            value: &self.value,
+            ts: self.ts,
+            tombstone: self.tombstone,
+            expires: self.expires,
+        }
+    }
+
+    /// Whether the cell reads as absent at `now` (expiry clock, microseconds): a
+    /// tombstone, or a cell whose expiry is at or before `now`.
+    #[inline]
+    pub fn is_dead_at(&self, now: u64) -> bool {
+        self.tombstone || (self.expires != 0 && self.expires <= now)
+    }
 }
 
 /// Iterator over the cells of one segment in key order, from either end. Generic over

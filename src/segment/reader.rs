@@ -805,6 +805,7 @@ impl From<RecordRef<'_>> for Entry {
             value: r.value.to_vec(),
             ts: r.ts,
             tombstone: r.tombstone,
+            expires: r.expires,
         }
     }
 }

@@ -99,6 +99,19 @@ impl SegmentWriter {
     /// Append a cell. Keys must be strictly ascending; a rejected cell leaves the writer
     /// usable and the segment unchanged.
     pub fn add(&mut self, key: &[u8], value: &[u8], ts: u64, tombstone: bool) -> Result<()> {
+        self.add_expiring(key, value, ts, tombstone, 0)
+    }
+
+    /// [`SegmentWriter::add`] with an expiry (0: none; see [`RecordRef::expires`]): a
+    /// live cell reads as a tombstone at `ts` from `expires` on.
+    pub fn add_expiring(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        ts: u64,
+        tombstone: bool,
+        expires: u64,
+    ) -> Result<()> {
         if key.is_empty() {
             return Err(Error::InvalidArgument("empty key".into()));
         }
@@ -132,6 +145,7 @@ impl SegmentWriter {
                 value,
                 ts,
                 tombstone,
+                expires,
             },
         );
         let tmp = &self.tmp[0];
@@ -153,6 +167,13 @@ impl SegmentWriter {
         }
         s.entry_count += 1;
         s.tombstone_count += tombstone as u64;
+        if expires != 0 {
+            s.expiring_count += 1;
+            s.min_expires = match s.min_expires {
+                0 => expires,
+                m => m.min(expires),
+            };
+        }
         s.min_ts = s.min_ts.min(ts);
         s.max_ts = s.max_ts.max(ts);
         match &mut self.last_key {

@@ -40,6 +40,23 @@ impl Store {
         Ok(self.lsm.ctx().clock.now())
     }
 
+    /// The store's expiry clock: the moment (wall-clock microseconds since the Unix
+    /// epoch) a TTL given now counts from and that reads judge expiry at
+    /// ([`Table::put_ttl`](crate::Table::put_ttl)). Unlike [`Store::now`] it is not
+    /// strictly increasing (a wall clock stepped back steps it back).
+    pub fn expiry_now(&self) -> u64 {
+        self.lsm.ctx().clock.expiry_now()
+    }
+
+    /// `testing` feature: set the expiry clock ([`Store::expiry_now`]) to `micros`, or
+    /// back to the wall clock with `None`, so tests move time past a TTL without
+    /// sleeping. Writes count TTLs from it, and reads, read views taken after the call,
+    /// compaction and repair judge expiry at it.
+    #[cfg(feature = "testing")]
+    pub fn set_expiry_clock(&self, micros: Option<u64>) {
+        self.lsm.ctx().clock.set_expiry_now(micros);
+    }
+
     /// The LSM table `name` with its own settings, creating it if it does not exist:
     /// `gc_grace`, memtable size, compaction settings... ([`TableConfig`]), so that a
     /// Raft log (`gc_grace` 0) and user data (10 days) share one store. The settings

@@ -1,10 +1,45 @@
 //! Write batches: cells for one table, logged as one commit log record and so applied
 //! atomically at replay.
 
+use std::time::Duration;
+
 use crate::error::{Error, Result};
 use crate::format::ranges::RangeTombstone;
 use crate::format::record::RecordRef;
 use crate::range::KeyRange;
+
+/// The longest TTL accepted: 20 years (Cassandra's maximum, 630,720,000 seconds).
+pub const MAX_TTL: Duration = Duration::from_secs(630_720_000);
+
+/// Check a TTL: at least one microsecond and at most [`MAX_TTL`]; its microseconds.
+pub fn ttl_micros(ttl: Duration) -> Result<u64> {
+    let us = ttl.as_micros();
+    if us == 0 || ttl > MAX_TTL {
+        return Err(Error::InvalidArgument(format!(
+            "TTL of {ttl:?}: a TTL is at least 1 microsecond and at most {MAX_TTL:?} (20 years)"
+        )));
+    }
+    Ok(us as u64)
+}
+
+/// How a cell of a batch expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expiry {
+    /// The table's default TTL, if it has one (a put naming no TTL), or none (a delete).
+    Default,
+    /// This many microseconds after the write's moment on the expiry clock.
+    Ttl(u64),
+    /// This absolute expiry (0: none), whatever the table's default: repair's cells.
+    At(u64),
+}
+
+/// What a write knows of time and the table when it builds a batch's cells: the
+/// expiry clock's reading (asked only if some cell needs it) and the table's default
+/// TTL in microseconds (0: none).
+pub(crate) struct ExpiryContext<'a> {
+    pub(crate) now: &'a dyn Fn() -> u64,
+    pub(crate) default_ttl: u64,
+}
 
 /// Batches of at most this many cells find a key's later operations by a linear look-back.
 const SMALL_BATCH: usize = 8;
@@ -15,6 +50,7 @@ struct BatchCell {
     value: Vec<u8>,
     ts: Option<u64>,
     tombstone: bool,
+    expiry: Expiry,
 }
 
 /// Puts and deletes for one table, written together by
@@ -62,6 +98,52 @@ impl WriteBatch {
     /// repair, tests). The newest timestamp wins, whatever the order of arrival.
     pub fn put_at(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ts: u64) -> &mut Self {
         self.push(key.as_ref(), value.as_ref(), Some(ts), false)
+    }
+
+    /// Set `key` to `value` for `ttl`: from the write's moment plus `ttl` on, reads see
+    /// the key as deleted at the write's timestamp (Cassandra's expiring cell; the
+    /// table's default TTL does not apply). A TTL of zero or above [`MAX_TTL`] makes the
+    /// write fail with [`Error::InvalidArgument`] naming it, writing nothing.
+    pub fn put_ttl(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> &mut Self {
+        self.push(key.as_ref(), value.as_ref(), None, false);
+        self.set_ttl(ttl)
+    }
+
+    /// [`WriteBatch::put_ttl`] with an explicit timestamp.
+    pub fn put_ttl_at(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ts: u64,
+        ttl: Duration,
+    ) -> &mut Self {
+        self.push(key.as_ref(), value.as_ref(), Some(ts), false);
+        self.set_ttl(ttl)
+    }
+
+    /// The last cell pushed expires after `ttl` (or the batch is refused).
+    pub(crate) fn set_ttl(&mut self, ttl: Duration) -> &mut Self {
+        match ttl_micros(ttl) {
+            Ok(us) => self.cells.last_mut().expect("just pushed").expiry = Expiry::Ttl(us),
+            Err(e) => {
+                self.invalid.get_or_insert_with(|| e.to_string());
+            }
+        }
+        self
+    }
+
+    /// A cell exactly as given: its own timestamp and expiry (0: none; on a tombstone,
+    /// its local deletion time), the table's default TTL not applied (repair streams
+    /// cells with it).
+    pub(crate) fn put_cell(&mut self, c: &crate::segment::Entry) -> &mut Self {
+        self.push(&c.key, &c.value, Some(c.ts), c.tombstone);
+        self.cells.last_mut().expect("just pushed").expiry = Expiry::At(c.expires);
+        self
     }
 
     /// Delete `key` with an explicit timestamp.
@@ -159,6 +241,7 @@ impl WriteBatch {
             value,
             ts: None,
             tombstone,
+            expiry: Expiry::Default,
         });
         self
     }
@@ -200,7 +283,24 @@ impl WriteBatch {
     ///
     /// A cell given after `n` range deletes without explicit timestamps is written at
     /// `ts + n` ([`WriteBatch::ts_span`]).
-    pub(crate) fn cells(&self, ts: u64) -> Vec<RecordRef<'_>> {
+    ///
+    /// A put with a TTL (or, naming none, under the table's default TTL) expires at the
+    /// expiry clock's reading (`x.now`, asked once, only if some cell expires) plus it.
+    pub(crate) fn cells(&self, ts: u64, x: &ExpiryContext<'_>) -> Vec<RecordRef<'_>> {
+        let mut now = None;
+        let mut expires = |e: Expiry, tombstone: bool| {
+            let ttl = match e {
+                Expiry::At(at) => return at,
+                Expiry::Default if tombstone => return 0,
+                Expiry::Default => x.default_ttl,
+                Expiry::Ttl(us) => us,
+            };
+            if ttl == 0 {
+                return 0;
+            }
+            let now = *now.get_or_insert_with(|| (x.now)());
+            now.saturating_add(ttl).max(1)
+        };
         // Of one key only the last untimestamped cell is kept: a linear look-back for
         // small batches (a put is a batch of one: no set to allocate), a set past that.
         let small = self.cells.len() <= SMALL_BATCH;
@@ -231,6 +331,7 @@ impl WriteBatch {
                 value: &c.value,
                 ts: c.ts.unwrap_or(ts + phase),
                 tombstone: c.tombstone,
+                expires: expires(c.expiry, c.tombstone),
             });
         }
         out.reverse();
@@ -331,6 +432,18 @@ impl Batch {
         ts: u64,
     ) -> &mut Self {
         self.part(table).delete_range_at(range, ts);
+        self
+    }
+
+    /// Set `key` to `value` in `table` for `ttl` ([`WriteBatch::put_ttl`]).
+    pub fn put_ttl(
+        &mut self,
+        table: &std::sync::Arc<crate::table::Table>,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> &mut Self {
+        self.part(table).put_ttl(key, value, ttl);
         self
     }
 

@@ -1,15 +1,27 @@
 //! Reconciling two versions of one key: which cell wins.
 //!
 //! Replicas and sources must agree on the winner without coordination, so the rule is a
-//! total order on `(ts, tombstone, value)`:
+//! total order on `(ts, tombstone, expires, value)`:
 //!
 //! 1. The newer write timestamp wins.
 //! 2. On equal timestamps a tombstone beats a live cell (a delete and a write racing at
 //!    the same microsecond resolve to the delete, as in Cassandra).
-//! 3. On equal timestamps between two live cells, the larger value (bytewise) wins.
+//! 3. On equal timestamps between two live cells, an expiring cell beats one that does
+//!    not expire, and the earlier expiry wins; between two tombstones, the later local
+//!    deletion time wins (a plain tombstone has none: 0).
+//! 4. Then the larger value (bytewise) wins.
 //!
-//! Two cells equal under all three are identical, so the winner is the same whichever
-//! source it came from. The memtable ([`crate::table::memtable`]) and the merge
+//! Four cells equal under all four are identical, so the winner is the same whichever
+//! source it came from.
+//!
+//! Rule 3 does not depend on the time of the read, so a memtable can keep one winner per
+//! key and every replica keeps the same one. Cassandra's rule does (at equal timestamps
+//! an expired cell beats a live one, else the larger value wins): whether the key reads
+//! as deleted is the same under both at every moment (under ours the winner is the
+//! cell that expires first, so it has expired once any of them has), only the value
+//! read before the first expiry may differ (ours: that of the cell expiring first;
+//! Cassandra's: the larger). Expiry is judged at read time ([`is_dead`]): an expired
+//! winner reads as a tombstone at its timestamp, so it hides older versions too. The memtable ([`crate::table::memtable`]) and the merge
 //! ([`crate::table::merge`]) both call [`newer_wins`]; nothing else decides.
 
 use std::cmp::Ordering;
@@ -19,26 +31,48 @@ use crate::format::ranges::RangeTombstone;
 use crate::format::record::RecordRef;
 use crate::format::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
+/// One side of a comparison of versions: `(ts, tombstone, expires, value)`.
+pub type Version<'a> = (u64, bool, u64, &'a [u8]);
+
 /// Compare two versions of the same key: `Greater` when `a` wins over `b`, `Equal` when
 /// they are identical. See the module docs for the rule.
 #[inline]
-pub fn cmp_versions(
-    a_ts: u64,
-    a_tombstone: bool,
-    a_value: &[u8],
-    b_ts: u64,
-    b_tombstone: bool,
-    b_value: &[u8],
-) -> Ordering {
-    a_ts.cmp(&b_ts)
-        .then(a_tombstone.cmp(&b_tombstone))
-        .then_with(|| a_value.cmp(b_value))
+pub fn cmp_versions(a: Version<'_>, b: Version<'_>) -> Ordering {
+    a.0.cmp(&b.0)
+        .then(a.1.cmp(&b.1))
+        .then_with(|| expiry_rank(a.1, a.2).cmp(&expiry_rank(b.1, b.2)))
+        .then_with(|| a.3.cmp(b.3))
+}
+
+/// Rule 3's order of expiries: for live cells none (0) ranks lowest and an earlier
+/// expiry higher (`2^64 - expires`); for tombstones the deletion time itself.
+#[inline(always)]
+fn expiry_rank(tombstone: bool, expires: u64) -> u64 {
+    if tombstone {
+        expires
+    } else {
+        expires.wrapping_neg()
+    }
 }
 
 /// True when cell `a` strictly wins over cell `b` (keys are assumed equal).
 #[inline]
 pub fn newer_wins(a: &RecordRef<'_>, b: &RecordRef<'_>) -> bool {
-    cmp_versions(a.ts, a.tombstone, a.value, b.ts, b.tombstone, b.value) == Ordering::Greater
+    cmp_versions(version(a), version(b)) == Ordering::Greater
+}
+
+/// A cell's [`Version`].
+#[inline(always)]
+pub fn version<'a>(c: &RecordRef<'a>) -> Version<'a> {
+    (c.ts, c.tombstone, c.expires, c.value)
+}
+
+/// Whether a winning cell reads as absent: a tombstone, or a cell whose expiry is at or
+/// before `now()` (the read's moment on the expiry clock, asked only for an expiring
+/// cell, so a read of cells without a TTL never reads a clock).
+#[inline(always)]
+pub fn is_dead(tombstone: bool, expires: u64, now: impl FnOnce() -> u64) -> bool {
+    tombstone || (expires != 0 && expires <= now())
 }
 
 /// Check a cell against the limits of the segment format, so that anything the commit
@@ -92,7 +126,34 @@ mod tests {
             value,
             ts,
             tombstone,
+            expires: 0,
         }
+    }
+
+    #[test]
+    fn expiring_cells_at_equal_timestamps() {
+        let exp = |e: u64, value: &'static [u8]| RecordRef {
+            expires: e,
+            ..cell(5, false, value)
+        };
+        // An expiring cell beats a non-expiring one, whatever the values.
+        assert!(newer_wins(&exp(10, b"a"), &cell(5, false, b"z")));
+        // The earlier expiry wins.
+        assert!(newer_wins(&exp(10, b"a"), &exp(20, b"z")));
+        // A tombstone still beats both; a newer timestamp beats everything.
+        assert!(newer_wins(&cell(5, true, b""), &exp(10, b"a")));
+        assert!(newer_wins(&cell(6, false, b"a"), &exp(10, b"z")));
+        // Between tombstones, the later deletion time wins.
+        let dead = RecordRef {
+            expires: 10,
+            ..cell(5, true, b"")
+        };
+        assert!(newer_wins(&dead, &cell(5, true, b"")));
+        // Equal in all four: identical.
+        assert!(!newer_wins(&exp(10, b"a"), &exp(10, b"a")));
+        assert!(is_dead(false, 10, || 10));
+        assert!(!is_dead(false, 10, || 9));
+        assert!(!is_dead(false, 0, || unreachable!()));
     }
 
     #[test]
@@ -116,7 +177,8 @@ mod tests {
             key: b"",
             value: b"",
             ts: 0,
-            tombstone: false
+            tombstone: false,
+            expires: 0,
         })
         .is_err());
         assert!(validate_cell(&cell(1, true, b"x")).is_err());
@@ -126,7 +188,8 @@ mod tests {
                 key: &big,
                 value: b"",
                 ts: 0,
-                tombstone: false
+                tombstone: false,
+                expires: 0,
             }),
             Err(Error::KeyTooLarge { .. })
         ));

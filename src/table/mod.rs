@@ -59,7 +59,7 @@ pub(crate) mod visibility;
 pub(crate) mod worker;
 
 pub use crate::range::{prefix_range, KeyRange};
-pub use batch::{Batch, WriteBatch};
+pub use batch::{Batch, WriteBatch, MAX_TTL};
 pub use cell::{newer_wins, validate_cell};
 pub use commitlog::{CommitLog, CommitLogConfig, CommitLogSync, LogRecord};
 pub use compaction::{Choice, CompactionConfig, CompactionStrategy, SegmentSummary};

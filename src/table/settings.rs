@@ -13,7 +13,8 @@
 //! written before lacks them: they take their defaults), `compaction_strategy`
 //! (`size_tiered` or `leveled`), `compaction_target_segment_size`,
 //! `compaction_l0_trigger`, `compaction_base_level_size`,
-//! `compaction_level_multiplier`, `compaction_write_bytes_per_sec`. A missing (of the
+//! `compaction_level_multiplier`, `compaction_write_bytes_per_sec`; since TTL,
+//! `default_ttl_secs` (missing: 0, no default TTL). A missing (of the
 //! first nine), unknown or malformed key, or settings that fail
 //! [`TableConfig::validate`], make the manifest `Corrupt`.
 
@@ -24,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::table::{CompactionConfig, CompactionStrategy, TableConfig};
 
 /// The keys every settings manifest holds, then [`LATER`]'s.
-const KEYS: [&str; 15] = [
+const KEYS: [&str; 16] = [
     "memtable_flush_bytes",
     "max_frozen_memtables",
     "gc_grace_secs",
@@ -40,6 +41,7 @@ const KEYS: [&str; 15] = [
     "compaction_base_level_size",
     "compaction_level_multiplier",
     "compaction_write_bytes_per_sec",
+    "default_ttl_secs",
 ];
 
 /// [`KEYS`] from this index on may be missing (manifests written before them).
@@ -64,6 +66,7 @@ pub fn encode(c: &TableConfig) -> BTreeMap<String, String> {
         k.base_level_size.to_string(),
         k.level_multiplier.to_string(),
         k.write_bytes_per_sec.to_string(),
+        c.default_ttl_secs.to_string(),
     ];
     KEYS.iter().map(|k| k.to_string()).zip(values).collect()
 }
@@ -86,6 +89,7 @@ pub fn decode(manifest: &Path, lines: &BTreeMap<String, String>) -> Result<Optio
         defaults.base_level_size.to_string(),
         defaults.level_multiplier.to_string(),
         defaults.write_bytes_per_sec.to_string(),
+        "0".to_string(),
     ];
     let text = |i: usize| match lines.get(KEYS[i]) {
         Some(v) => Ok(v),
@@ -120,6 +124,7 @@ pub fn decode(manifest: &Path, lines: &BTreeMap<String, String>) -> Result<Optio
         max_frozen_memtables: size(1)?,
         gc_grace_secs: int(2)?,
         background_compaction,
+        default_ttl_secs: int(15)?,
         compaction: CompactionConfig {
             min_threshold: size(4)?,
             max_threshold: size(5)?,
@@ -148,6 +153,7 @@ mod tests {
             max_frozen_memtables: 3,
             gc_grace_secs: 0,
             background_compaction: false,
+            default_ttl_secs: 3600,
             compaction: CompactionConfig {
                 min_threshold: 2,
                 max_threshold: 7,
@@ -185,6 +191,7 @@ mod tests {
         assert_eq!(c.compaction.strategy, CompactionStrategy::SizeTiered);
         assert_eq!(c.compaction.target_segment_size, 64 << 20);
         assert_eq!(c.compaction.min_threshold, 2);
+        assert_eq!(c.default_ttl_secs, 0);
         let mut lines = encode(&odd());
         lines.insert("compaction_strategy".into(), "tiered".into());
         assert!(decode(path, &lines)

@@ -67,12 +67,42 @@ pub use crate::layout::COMMITLOG_DIR;
 /// Write timestamps: wall-clock microseconds, strictly increasing within a process and
 /// never below a timestamp seen at open (so a clock stepped back across a restart does
 /// not make new writes lose to old ones).
+///
+/// It also reads the expiry clock ([`Clock::expiry_now`]): the moment TTLs count from
+/// and expiry is judged at.
 #[derive(Debug, Default)]
 pub(crate) struct Clock {
     last: AtomicU64,
+    /// `testing` feature: the expiry clock's reading set by a test (0: the wall clock).
+    #[cfg(feature = "testing")]
+    expiry_override: AtomicU64,
 }
 
 impl Clock {
+    /// The expiry clock: wall-clock microseconds since the Unix epoch (not the write
+    /// clock's strictly increasing timestamps: a TTL counts from the local moment of the
+    /// write whatever the cell's timestamp, as Cassandra's local expiration time does),
+    /// or under the `testing` feature the time a test set ([`Clock::set_expiry_now`]).
+    #[inline]
+    pub(crate) fn expiry_now(&self) -> u64 {
+        #[cfg(feature = "testing")]
+        {
+            let t = self.expiry_override.load(Ordering::Acquire);
+            if t != 0 {
+                return t;
+            }
+        }
+        self.wall_micros()
+    }
+
+    /// `testing` feature: make the expiry clock read `micros` (`None`: the wall clock
+    /// again).
+    #[cfg(feature = "testing")]
+    pub(crate) fn set_expiry_now(&self, micros: Option<u64>) {
+        self.expiry_override
+            .store(micros.unwrap_or(0).max(u64::from(micros.is_some())), Ordering::Release);
+    }
+
     pub(crate) fn wall_micros(&self) -> u64 {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)

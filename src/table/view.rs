@@ -60,6 +60,8 @@ pub struct ReadView {
     pin: Arc<Pin>,
     /// Every table's picture, by name in order.
     tables: Vec<(String, TableSnap)>,
+    /// The expiry clock's reading at its creation: its reads judge expiry there.
+    now: u64,
 }
 
 impl std::fmt::Debug for ReadView {
@@ -88,24 +90,44 @@ impl ReadView {
         };
         let pin = Arc::new(Pin::new(ctx));
         // In name order, as the registry holds them (`snap` searches them).
-        let tables = ctx.registry.map_entries(|(name, r)| {
+        let mut tables = ctx.registry.map_entries(|(name, r)| {
             let snap = match &r.table {
-                Some(t) => t.snap(),
-                None => TableSnap {
-                    set: Arc::clone(&r.set),
-                    mems: Vec::new(),
-                    view: r.set.view(),
-                },
+                Some(t) => t.snap(0),
+                None => TableSnap::of_view(&r.set, 0),
             };
             (name.clone(), snap)
         });
-        ReadView { pin, tables }
+        // One moment for expiry, for every table, fixed for the view's life; read only
+        // if some table may hold a cell with a TTL (the clock can be a system call, and
+        // every transaction takes a view).
+        let may_expire = tables.iter().any(|(_, s)| {
+            s.mems.iter().any(|m| m.has_expiring())
+                || s.view.segments.iter().any(|h| h.stats().expiring_count > 0)
+        });
+        let now = if may_expire {
+            ctx.clock.expiry_now()
+        } else {
+            0
+        };
+        for (_, s) in &mut tables {
+            s.now = now;
+        }
+        ReadView { pin, tables, now }
     }
 
     /// The commit log sequence number it reads at: every write numbered at or below it,
     /// and nothing above.
     pub fn seq(&self) -> u64 {
         self.pin.seq
+    }
+
+    /// The moment on the store's expiry clock ([`crate::Store::expiry_now`]) at which
+    /// the view judges expiry, taken at its creation: a cell whose expiry is at or
+    /// before it reads as deleted, one expiring later reads live for the view's whole
+    /// life (a view never changes). 0 when no table of the view held a cell with a TTL
+    /// at its creation: nothing it reads can expire, and the clock was not read.
+    pub fn expiry_now(&self) -> u64 {
+        self.now
     }
 
     /// What this view holds of `table`: the picture taken at its creation, or nothing
@@ -120,7 +142,10 @@ impl ReadView {
         self.pin.ctx.check_open()?;
         Ok(match self.picture(table.name()) {
             Some(s) if Arc::ptr_eq(&s.set, table.segments()) => std::borrow::Cow::Borrowed(s),
-            _ => std::borrow::Cow::Owned(TableSnap::empty(Arc::clone(table.segments()))),
+            _ => std::borrow::Cow::Owned(TableSnap::empty(
+                Arc::clone(table.segments()),
+                self.now,
+            )),
         })
     }
 

@@ -117,6 +117,7 @@ impl Cell {
             value: self.value.clone(),
             ts: self.ts,
             tombstone: self.tombstone,
+            expires: 0,
         }
     }
 }
@@ -233,6 +234,7 @@ pub fn scan_all(
         value: rec.value.to_vec(),
         ts: rec.ts,
         tombstone: rec.tombstone,
+        expires: 0,
     }) {
         borrowed.push(e?);
     }

@@ -23,8 +23,13 @@
 //!         | rows: list of row
 //!         | range tombstones: the segment meta's block (docs/format.md)     [v2]
 //! range:  start u64 | end u64                   (inclusive, start <= end)
-//! row:    key str | value str | ts u64 | flags u8 (bit 0 = tombstone; others zero)
+//! row:    key str | value str | ts u64 | flags u8 (bit 0 = tombstone, bit 1 = expires;
+//!         others zero) | expires u64 (only with bit 1, never 0)
 //! ```
+//! A row with bit 1 is an expiring cell (TTL) with its expiry, or a tombstone with its
+//! local deletion time (an expired cell); a row without it is encoded as before TTL,
+//! and a build from before TTL refuses a row with it as "unknown row flags"
+//! ([`DecodeError`]), never misreads it.
 //! The range tombstone block is a count then disjoint, coalesced fragments in key
 //! order (start, optional end, ts); a block not in that canonical form is malformed.
 //!
@@ -287,7 +292,10 @@ impl Message {
                     put_bytes(&mut out, &r.key);
                     put_bytes(&mut out, &r.value);
                     put_u64(&mut out, r.ts);
-                    out.push(r.tombstone as u8);
+                    out.push(r.tombstone as u8 | if r.expires != 0 { 2 } else { 0 });
+                    if r.expires != 0 {
+                        put_u64(&mut out, r.expires);
+                    }
                 }
                 m.range_tombstones.encode(&mut out);
             }
@@ -310,7 +318,7 @@ impl Message {
                         + m.range_tombstones.len() * 32
                         + m.rows
                             .iter()
-                            .map(|r| r.key.len() + r.value.len() + 16)
+                            .map(|r| r.key.len() + r.value.len() + 24)
                             .sum::<usize>()
                 }
             }
@@ -455,18 +463,28 @@ fn decode_rows(r: &mut Reader<'_>, version: u8) -> Result<RowBatch, DecodeError>
         let ts = r.u64()?;
         let at = r.pos;
         let flags = r.u8()?;
-        if flags > 1 {
+        if flags > 3 {
             return Err(r.err_at(at, format!("unknown row flags {flags:#04x}")));
         }
-        let tombstone = flags == 1;
+        let tombstone = flags & 1 == 1;
         if tombstone && !value.is_empty() {
             return Err(r.err_at(at, "a tombstone has no value"));
         }
+        let expires = if flags & 2 != 0 {
+            let at = r.pos;
+            match r.u64()? {
+                0 => return Err(r.err_at(at, "expiry flag with an expiry of 0")),
+                e => e,
+            }
+        } else {
+            0
+        };
         rows.push(Row {
             key,
             value,
             ts,
             tombstone,
+            expires,
         });
     }
     let range_tombstones = if version >= 2 {

@@ -22,6 +22,7 @@ fn arb_row() -> impl Strategy<Value = Row> {
             value: if tombstone { Vec::new() } else { value },
             ts,
             tombstone,
+            expires: 0,
         })
 }
 
@@ -179,6 +180,7 @@ fn tree_message_round_trips_a_tree() {
         value: vec![1],
         ts: 1,
         tombstone: false,
+        expires: 0,
     });
     let t = MerkleTree::build(TokenRange::FULL, 6, rows).unwrap();
     let m = Message::Tree(TreeMessage::new(7, ReplicaId(2), "t", 99, &t));
@@ -253,6 +255,7 @@ fn version_1_frames_decode_without_range_tombstones() {
             value: b"v".to_vec(),
             ts: 4,
             tombstone: false,
+            expires: 0,
         }],
         range_tombstones: RangeTombstones::new(),
     });

@@ -54,8 +54,10 @@ impl SegmentReader {
                         ),
                     ));
                 }
-                let (ts, tombstone) =
-                    self.read_record(loc, Some(&key), true, Via::File, |r| (r.ts, r.tombstone))?;
+                let (ts, tombstone, expires) =
+                    self.read_record(loc, Some(&key), true, Via::File, |r| {
+                        (r.ts, r.tombstone, r.expires)
+                    })?;
                 if !self.meta.filter.may_contain(key_hash(&key)) {
                     return Err(Error::corrupt(
                         self.meta_path(),
@@ -67,6 +69,13 @@ impl SegmentReader {
                     ));
                 }
                 seen.tombstone_count += tombstone as u64;
+                if expires != 0 {
+                    seen.expiring_count += 1;
+                    seen.min_expires = match seen.min_expires {
+                        0 => expires,
+                        m => m.min(expires),
+                    };
+                }
                 seen.min_ts = seen.min_ts.min(ts);
                 seen.max_ts = seen.max_ts.max(ts);
                 if count == 0 {
@@ -104,6 +113,11 @@ impl SegmentReader {
         seen.max_key = prev.unwrap_or_default();
         let stat_fields = [
             ("tombstone count", seen.tombstone_count == s.tombstone_count),
+            (
+                "expiring cell count",
+                seen.expiring_count == s.expiring_count,
+            ),
+            ("smallest expiry", seen.min_expires == s.min_expires),
             ("min timestamp", seen.min_ts == s.min_ts),
             ("max timestamp", seen.max_ts == s.max_ts),
             ("min key", seen.min_key == s.min_key),

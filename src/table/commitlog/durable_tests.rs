@@ -11,6 +11,7 @@ fn cell<'a>(k: &'a [u8], v: &'a [u8]) -> RecordRef<'a> {
         value: v,
         ts: 1,
         tombstone: false,
+        expires: 0,
     }
 }
 

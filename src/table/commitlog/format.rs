@@ -14,8 +14,9 @@
 //!        | 0 (varint) | count varint (>= 2) | part * count  (a batch across tables:
 //!          table names are never empty, so the 0 marks it)
 //! part   = table (varint len + bytes) | count varint (>= 1) | cell * count
-//! cell   = flags u8 (bit 0 tombstone, bit 1 range, bit 2 open end; others zero)
-//!          | ts u64 LE
+//! cell   = flags u8 (bit 0 tombstone, bit 1 range, bit 2 open end, bit 3 expires;
+//!          others zero)
+//!          | ts u64 LE | expires u64 LE (only with bit 3, never 0)
 //!          | key_len varint (1..=MAX_KEY_LEN) | val_len varint (0 for tombstones)
 //!          | key | value
 //! ```
@@ -27,6 +28,13 @@
 //! first, then its range tombstones (the order carries no meaning: a part's cells are
 //! reconciled by timestamp). Builds before range deletes refuse such a record as
 //! "unknown cell flags".
+//!
+//! A point cell with bit 3 set carries an expiry (TTL, issue 20; the segment record's
+//! `expires`, `format::record`): a live cell's expiry, or the local deletion time of a
+//! tombstone made from an expired cell (repair streams those). Bit 3 is clear on a range
+//! cell. A cell without it is encoded exactly as before TTL; builds before TTL refuse a
+//! record holding one as "unknown cell flags", which replay treats as a stop (module
+//! docs of `replay.rs`): they never misread it.
 //!
 //! `first_seq` is the sequence number the file's first record carries (or would carry,
 //! for an empty file); records in a file carry consecutive sequence numbers.
@@ -82,6 +90,8 @@ pub struct LogPart {
 const RANGE: u8 = 2;
 /// Cell flag, with [`RANGE`]: the range has no end.
 const OPEN_END: u8 = 4;
+/// Cell flag, on a point cell: an expiry follows the timestamp.
+const EXPIRES: u8 = 8;
 
 /// One table's part of a record to encode: its point cells and range tombstones.
 pub type PartRef<'a> = (&'a str, &'a [RecordRef<'a>], &'a [RangeTombstone]);
@@ -183,7 +193,7 @@ impl PreparedRecord {
                     + 10
                     + cells
                         .iter()
-                        .map(|c| 29 + c.key.len() + c.value.len())
+                        .map(|c| 37 + c.key.len() + c.value.len())
                         .sum::<usize>()
                     + ranges
                         .iter()
@@ -231,9 +241,12 @@ fn encode_body_parts(out: &mut Vec<u8>, parts: &[PartRef<'_>]) {
         varint::put(out, 0);
         varint::put(out, parts.len() as u64);
     }
-    let cell = |out: &mut Vec<u8>, flags: u8, ts: u64, key: &[u8], value: &[u8]| {
+    let cell = |out: &mut Vec<u8>, flags: u8, ts: u64, expires: u64, key: &[u8], value: &[u8]| {
         out.push(flags);
         out.extend_from_slice(&ts.to_le_bytes());
+        if flags & EXPIRES != 0 {
+            out.extend_from_slice(&expires.to_le_bytes());
+        }
         varint::put(out, key.len() as u64);
         varint::put(out, value.len() as u64);
         out.extend_from_slice(key);
@@ -244,15 +257,15 @@ fn encode_body_parts(out: &mut Vec<u8>, parts: &[PartRef<'_>]) {
         out.extend_from_slice(table.as_bytes());
         varint::put(out, (cells.len() + ranges.len()) as u64);
         for c in *cells {
-            let flags = if c.tombstone { TOMBSTONE } else { 0 };
-            cell(out, flags, c.ts, c.key, c.value);
+            let flags = (c.tombstone as u8) | if c.expires != 0 { EXPIRES } else { 0 };
+            cell(out, flags, c.ts, c.expires, c.key, c.value);
         }
         for r in *ranges {
             let (flags, end) = match &r.end {
                 Some(e) => (RANGE, &e[..]),
                 None => (RANGE | OPEN_END, &[][..]),
             };
-            cell(out, flags, r.ts, &r.start, end);
+            cell(out, flags, r.ts, 0, &r.start, end);
         }
     }
 }
@@ -384,12 +397,24 @@ fn decode_part(
             .get(*p)
             .ok_or_else(|| Malformed::new(at, "truncated cell"))?;
         let range = flags & RANGE != 0;
-        let known = if range { RANGE | OPEN_END } else { TOMBSTONE };
+        let known = if range {
+            RANGE | OPEN_END
+        } else {
+            TOMBSTONE | EXPIRES
+        };
         if flags & !known != 0 {
             return Err(Malformed::new(at, format!("unknown cell flags {flags:#x}")));
         }
         let ts = read_u64(b, *p + 1).ok_or_else(|| Malformed::new(at, "truncated cell"))?;
         *p += 9;
+        let mut expires = 0;
+        if flags & EXPIRES != 0 {
+            expires = read_u64(b, *p).ok_or_else(|| Malformed::new(at, "truncated cell"))?;
+            if expires == 0 {
+                return Err(Malformed::new(at, "expiry flag with an expiry of 0"));
+            }
+            *p += 8;
+        }
         let klen = take_varint(p, "key length")?;
         let vlen = take_varint(p, "value length")?;
         let (max_k, max_v) = match range {
@@ -425,6 +450,7 @@ fn decode_part(
             value: kv[klen..].to_vec(),
             ts,
             tombstone,
+            expires,
         });
     }
     Ok(LogPart {
@@ -460,7 +486,7 @@ mod tests {
         #[test]
         fn round_trip(cells in cells_strategy(), seq in 1u64.., table in "[a-z_]{1,12}") {
             let refs: Vec<RecordRef<'_>> = cells.iter().map(|(k, v, ts, t)| RecordRef {
-                key: k, value: if *t { &[] } else { v }, ts: *ts, tombstone: *t,
+                key: k, value: if *t { &[] } else { v }, ts: *ts, tombstone: *t, expires: *ts % 3,
             }).collect();
             let mut p = PreparedRecord::encode(&table, &refs);
             let frame = p.seal(seq).to_vec();
@@ -471,7 +497,7 @@ mod tests {
             prop_assert_eq!(rec.parts.len(), 1);
             prop_assert_eq!(&rec.parts[0].table, &table);
             let back: Vec<RecordRef<'_>> = rec.parts[0].cells.iter().map(|e| RecordRef {
-                key: &e.key, value: &e.value, ts: e.ts, tombstone: e.tombstone,
+                key: &e.key, value: &e.value, ts: e.ts, tombstone: e.tombstone, expires: e.expires,
             }).collect();
             prop_assert_eq!(back, refs);
             // Sealing again with another number gives a valid record with that number.
@@ -487,7 +513,7 @@ mod tests {
         ) {
             let names: Vec<String> = (0..parts.len()).map(|i| format!("t{i}")).collect();
             let refs: Vec<Vec<RecordRef<'_>>> = parts.iter().map(|cells| cells.iter().map(|(k, v, ts, t)| RecordRef {
-                key: k, value: if *t { &[] } else { v }, ts: *ts, tombstone: *t,
+                key: k, value: if *t { &[] } else { v }, ts: *ts, tombstone: *t, expires: *ts % 3,
             }).collect()).collect();
             let input: Vec<(&str, &[RecordRef<'_>])> =
                 names.iter().zip(&refs).map(|(n, r)| (n.as_str(), &r[..])).collect();
@@ -499,7 +525,7 @@ mod tests {
             for (part, (name, cells)) in rec.parts.iter().zip(&input) {
                 prop_assert_eq!(&part.table, name);
                 let back: Vec<RecordRef<'_>> = part.cells.iter().map(|e| RecordRef {
-                    key: &e.key, value: &e.value, ts: e.ts, tombstone: e.tombstone,
+                    key: &e.key, value: &e.value, ts: e.ts, tombstone: e.tombstone, expires: e.expires,
                 }).collect();
                 prop_assert_eq!(&back[..], *cells);
             }
@@ -507,8 +533,9 @@ mod tests {
 
         #[test]
         fn any_bit_flip_is_detected(bit in 0usize..8 * 64) {
-            let cells = [RecordRef { key: b"key-1", value: b"value-1", ts: 7, tombstone: false },
-                         RecordRef { key: b"key-2", value: b"", ts: 8, tombstone: true }];
+            let cells = [RecordRef { key: b"key-1", value: b"value-1", ts: 7, tombstone: false, expires: 0 },
+                         RecordRef { key: b"key-2", value: b"", ts: 8, tombstone: true, expires: 0 },
+                         RecordRef { key: b"key-3", value: b"v", ts: 9, tombstone: false, expires: 99 }];
             let mut frame = PreparedRecord::encode("users", &cells).seal(42).to_vec();
             let bit = bit % (frame.len() * 8);
             frame[bit / 8] ^= 1 << (bit % 8);
@@ -538,6 +565,7 @@ mod tests {
             value: b"v",
             ts: 1,
             tombstone: false,
+            expires: 0,
         }];
         let frame = PreparedRecord::encode_parts(&[("a", &c[..]), ("a", &c[..])])
             .seal(1)
@@ -581,12 +609,14 @@ mod tests {
                 value: b"v1",
                 ts: 5,
                 tombstone: false,
+                expires: 0,
             },
             RecordRef {
                 key: b"k2",
                 value: b"",
                 ts: 6,
                 tombstone: true,
+                expires: 0,
             },
         ];
         for parts in [&[("a", &c[..])][..], &[("a", &c[..]), ("b", &c[..1])][..]] {

@@ -13,7 +13,7 @@ use super::Table;
 use crate::error::{Error, Result};
 use crate::format::ranges::RangeTombstones;
 use crate::lifecycle::SegmentHandle;
-use crate::segment::SegmentIter;
+use crate::segment::{Entry, RecordRef, SegmentIter};
 use crate::table::compaction::{choose, Choice, CompactionStrategy, SegmentSummary};
 use crate::table::compaction_filter::{decide, FilterDecision};
 use crate::table::leveled::{self, LevelSummary, Span};
@@ -213,7 +213,8 @@ impl Table {
     /// Major compaction: flush, then merge every segment into one (size-tiered) or into
     /// one level of segments of the target size (leveled), dropping tombstones past
     /// `gc_grace` (invariant 5) and running the compaction filter, if one is set, on
-    /// every live cell (a sole segment is rewritten for it too).
+    /// every live cell (a sole segment is rewritten for it too, and for cells expired
+    /// since it was written: they become tombstones).
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         let _one_at_a_time = self.compaction_lock.lock();
@@ -221,10 +222,13 @@ impl Table {
         let view = self.set.view();
         let ids: Vec<u64> = view.segments.iter().map(|h| h.name().id).collect();
         let filtered = self.compaction_filter.read().is_some();
-        let purgeable = view
-            .segments
-            .iter()
-            .any(|h| h.stats().tombstone_count > 0 || !h.range_tombstones().is_empty());
+        let now = self.ctx.clock.expiry_now();
+        let purgeable = view.segments.iter().any(|h| {
+            let s = h.stats();
+            s.tombstone_count > 0
+                || !h.range_tombstones().is_empty()
+                || (s.expiring_count > 0 && s.min_expires <= now)
+        });
         drop(view);
         if ids.len() > 1 || (filtered && !ids.is_empty()) || purgeable {
             self.merge_segments(&ids, self.major_placement(&ids))?;
@@ -264,11 +268,20 @@ impl Table {
             .clock
             .wall_micros()
             .saturating_sub(config.gc_grace_secs.saturating_mul(1_000_000));
-        let cutoff = others
+        let outside = others
             .iter()
             .map(|h| h.stats().min_ts)
             .chain(memtables_min)
-            .fold(gc, u64::min);
+            .fold(u64::MAX, u64::min);
+        let cutoff = outside.min(gc);
+        // Expiry (TTL): judged at the expiry clock's reading; an expired cell, as a
+        // tombstone, is purged once its expiry is `gc_grace` old (Cassandra's local
+        // deletion time) and nothing outside is older than it (invariant 5).
+        let expiry = Expiry {
+            now: self.ctx.clock.expiry_now(),
+            grace: config.gc_grace_secs.saturating_mul(1_000_000),
+            outside,
+        };
         let sources: Vec<BoxedSource<'static>> = chosen
             .iter()
             .map(|h| {
@@ -297,6 +310,15 @@ impl Table {
         let policy = TombstonePolicy::DropOlderThan(cutoff);
         for e in MergeIter::with_ranges(sources, policy, range_filter) {
             let e = e?;
+            match expiry.judge(&e) {
+                Judged::Live => {}
+                Judged::Purge => continue,
+                Judged::Tombstone(t) => {
+                    out.add(t)?;
+                    self.pace(&out)?;
+                    continue;
+                }
+            }
             // A failing filter returns here: the unfinished outputs discard their files.
             let (value, tombstone) = match (&filter, e.tombstone) {
                 (Some(f), false) => match decide(&**f, &self.name, &e.key, &e.value, e.ts)? {
@@ -308,11 +330,16 @@ impl Table {
                 },
                 _ => (Cow::Borrowed(&e.value[..]), e.tombstone),
             };
-            out.add(&e.key, &value, e.ts, tombstone)?;
-            let pause = out.pause();
-            if pause >= MIN_PAUSE {
-                self.ctx.pace(pause)?;
-            }
+            // A replaced value keeps the cell's expiry; a removal is a plain tombstone.
+            let expires = if tombstone { 0 } else { e.expires };
+            out.add(RecordRef {
+                key: &e.key,
+                value: &value,
+                ts: e.ts,
+                tombstone,
+                expires,
+            })?;
+            self.pace(&out)?;
         }
         let new = out.finish()?;
         drop(chosen);
@@ -331,5 +358,56 @@ impl Table {
         self.compaction_bytes.fetch_add(written, Ordering::Relaxed);
         tracing::debug!(table = %self.name, merged = ?ids, into = ?new, level = placement.level, "compaction done");
         Ok(())
+    }
+}
+
+impl Table {
+    /// The compaction rate limit's pause after a cell written to `out`.
+    fn pace(&self, out: &Outputs) -> Result<()> {
+        let pause = out.pause();
+        if pause >= MIN_PAUSE {
+            self.ctx.pace(pause)?;
+        }
+        Ok(())
+    }
+}
+
+/// What compaction knows to judge expiring cells (TTL) by.
+struct Expiry {
+    /// The expiry clock's reading.
+    now: u64,
+    /// `gc_grace` in microseconds.
+    grace: u64,
+    /// The oldest timestamp of a cell outside the merge (invariant 5).
+    outside: u64,
+}
+
+/// What becomes of a merged cell, as far as expiry goes.
+enum Judged<'a> {
+    /// Not expired, nor a tombstone made from an expired cell: as any cell.
+    Live,
+    /// A tombstone at the cell's timestamp, its expiry kept as the local deletion time.
+    Tombstone(RecordRef<'a>),
+    /// Gone: an expired cell (or its tombstone) `gc_grace` past its expiry, with nothing
+    /// older outside the merge that it must still hide.
+    Purge,
+}
+
+impl Expiry {
+    fn judge<'a>(&self, e: &'a Entry) -> Judged<'a> {
+        let expired = e.expires != 0 && (e.tombstone || e.expires <= self.now);
+        if !expired {
+            return Judged::Live;
+        }
+        if e.ts < self.outside && e.expires <= self.now.saturating_sub(self.grace) {
+            return Judged::Purge;
+        }
+        Judged::Tombstone(RecordRef {
+            key: &e.key,
+            value: &[],
+            ts: e.ts,
+            tombstone: true,
+            expires: e.expires,
+        })
     }
 }

@@ -28,12 +28,47 @@ pub struct TableConfig {
     pub gc_grace_secs: u64,
     /// Run compaction (of `compaction.strategy`) in the background after flushes.
     pub background_compaction: bool,
+    /// The TTL of a put that names none, in seconds (Cassandra's
+    /// `default_time_to_live`; 0, the default: puts do not expire). Applies to `put`,
+    /// `put_at` and batches' puts; not to deletes, nor to cells repair streams (they
+    /// keep their own expiry). At most [`MAX_TTL`](crate::MAX_TTL). In a
+    /// configuration file a duration in whole seconds like `gc_grace`:
+    /// `default_ttl = "7d"`.
+    #[serde(rename = "default_ttl", with = "ttl_text")]
+    pub default_ttl_secs: u64,
 }
 
 /// `gc_grace` in a configuration file: duration text in whole seconds (written in the
 /// largest exact unit of `d`, `h`, `m`, `s`), or a number of seconds (the older
 /// `gc_grace_secs`).
 mod grace_text {
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(secs: &u64, s: S) -> std::result::Result<S::Ok, S::Error> {
+        super::secs_text::serialize(secs, s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
+        super::secs_text::deserialize("gc_grace", d)
+    }
+}
+
+/// `default_ttl` in a configuration file: as `gc_grace` (`"7d"`, or a number of
+/// seconds; `"0s"` for none).
+mod ttl_text {
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(secs: &u64, s: S) -> std::result::Result<S::Ok, S::Error> {
+        super::secs_text::serialize(secs, s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
+        super::secs_text::deserialize("default_ttl", d)
+    }
+}
+
+/// Whole seconds as duration text, for `gc_grace` and `default_ttl`.
+mod secs_text {
     use serde::{Deserialize, Deserializer, Serializer};
 
     use crate::table::commitlog::config::duration_text;
@@ -51,20 +86,23 @@ mod grace_text {
 
     #[derive(Deserialize)]
     #[serde(untagged)]
-    enum Grace {
+    enum Secs {
         Secs(u64),
         Text(String),
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
-        match Grace::deserialize(d)? {
-            Grace::Secs(s) => Ok(s),
-            Grace::Text(t) => {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        name: &str,
+        d: D,
+    ) -> std::result::Result<u64, D::Error> {
+        match Secs::deserialize(d)? {
+            Secs::Secs(s) => Ok(s),
+            Secs::Text(t) => {
                 let dur = duration_text::parse(&t)
-                    .map_err(|e| serde::de::Error::custom(format!("gc_grace: {e}")))?;
+                    .map_err(|e| serde::de::Error::custom(format!("{name}: {e}")))?;
                 if dur.subsec_nanos() != 0 {
                     return Err(serde::de::Error::custom(format!(
-                        "gc_grace {t:?}: must be a whole number of seconds"
+                        "{name} {t:?}: must be a whole number of seconds"
                     )));
                 }
                 Ok(dur.as_secs())
@@ -81,6 +119,7 @@ impl Default for TableConfig {
             compaction: CompactionConfig::default(),
             gc_grace_secs: 864_000,
             background_compaction: true,
+            default_ttl_secs: 0,
         }
     }
 }
@@ -96,6 +135,19 @@ impl TableConfig {
                 reason: "must be at least 1".into(),
             });
         }
+        if self.default_ttl_secs > crate::table::batch::MAX_TTL.as_secs() {
+            return Err(Error::InvalidConfig {
+                setting: "default_ttl",
+                value: format!("{}s", self.default_ttl_secs),
+                reason: "a TTL is at most 20 years (630720000 seconds)".into(),
+            });
+        }
         Ok(())
+    }
+
+    /// [`TableConfig::default_ttl_secs`] in microseconds (0: none).
+    #[inline]
+    pub(crate) fn default_ttl_micros(&self) -> u64 {
+        self.default_ttl_secs.saturating_mul(1_000_000)
     }
 }

@@ -97,7 +97,7 @@ impl Table {
                 let mut w = self.set.writer()?;
                 let name = w.name().clone();
                 for e in mt.iter() {
-                    w.add(&e.key, &e.value, e.ts, e.tombstone)?;
+                    w.add_expiring(&e.key, &e.value, e.ts, e.tombstone, e.expires)?;
                 }
                 w.add_range_tombstones(&mt.range_tombstones())?;
                 let stats = w.finish()?;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::error::Result;
 use crate::format::ranges::{RangeTombstone, RangeTombstones};
 use crate::lifecycle::SegmentSet;
-use crate::segment::{SegmentName, SegmentWriter};
+use crate::segment::{RecordRef, SegmentName, SegmentWriter};
 use crate::table::leveled::{successor, Span};
 
 /// How long a compaction that has written `written` bytes in `elapsed` waits before it
@@ -91,13 +91,14 @@ impl<'a> Outputs<'a> {
 
     /// Add the next cell (keys ascending, one cell per key); the segment is cut after
     /// the cell that brings its data to the target.
-    pub(super) fn add(&mut self, key: &[u8], value: &[u8], ts: u64, tombstone: bool) -> Result<()> {
+    pub(super) fn add(&mut self, c: RecordRef<'_>) -> Result<()> {
+        let (key, value, ts, tombstone) = (c.key, c.value, c.ts, c.tombstone);
         let w = match &mut self.writer {
             Some(w) => w,
             None => self.writer.insert(self.set.writer()?),
         };
         let before = w.data_bytes();
-        w.add(key, value, ts, tombstone)?;
+        w.add_expiring(key, value, ts, tombstone, c.expires)?;
         let in_writer = w.data_bytes();
         self.written += in_writer - before;
         if self.target.is_some_and(|t| in_writer >= t) {

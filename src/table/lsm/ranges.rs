@@ -87,6 +87,7 @@ pub(super) fn shadow(best: Option<SharedCell>, cover: Option<u64>) -> Option<Sha
         value: Arc::clone(&EMPTY),
         ts,
         tombstone: true,
+        expires: 0,
     })
 }
 

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::format::{key_hash, MAX_KEY_LEN};
 use crate::lifecycle::{SegmentHandle, View};
 use crate::segment::Entry;
-use crate::table::cell::cmp_versions;
+use crate::table::cell::{cmp_versions, is_dead};
 use crate::table::memtable::{Memtable, ReadAt, SharedCell};
 use crate::table::value::{Place, Value};
 
@@ -26,15 +26,17 @@ impl Table {
         self.ctx.check_open()?;
         let h = key_hash(key);
         let best = self.memtable_best(key, h);
+        let now = || self.ctx.clock.expiry_now();
         // With the view borrowed (no lock, no count): a miss costs no reference count, a
         // mapped hit clones the view for the value to hold.
         self.set.with_view_arc(|view| {
             if let ([s], None) = (&view.segments[..], &best) {
                 if s.range_tombstones().is_empty() {
-                    return Self::sole_value(view, s, key, h);
+                    return Self::sole_value(view, s, key, h, now);
                 }
             }
-            let place = Self::resolve(view, key, h, best, |w| w.and_then(|w| w.place(view)))?;
+            let place =
+                Self::resolve(view, key, h, best, |w| w.and_then(|w| w.place(view, now)))?;
             Ok(place.map(|p| Value::at(view, p)))
         })
     }
@@ -49,9 +51,10 @@ impl Table {
         s: &SegmentHandle,
         key: &[u8],
         h: u64,
+        now: impl FnOnce() -> u64,
     ) -> Result<Option<Value>> {
         let place = s.get_hashed(key, h, |r| {
-            (!r.tombstone).then(|| Value::place(view, 0, r.value))
+            (!is_dead(r.tombstone, r.expires, now)).then(|| Value::place(view, 0, r.value))
         })?;
         Ok(place.flatten().map(|p| Value::at(view, p)))
     }
@@ -71,6 +74,7 @@ impl Table {
         self.ctx.check_open()?;
         let h = key_hash(key);
         let best = self.memtable_best(key, h);
+        let now = || self.ctx.clock.expiry_now();
         // `f` runs while the view is borrowed through an `arc_swap` guard
         // (`lifecycle::view`): no lock and no shared reference count (a count every
         // reader shares is a cache line the cores pass around on every get). Nothing
@@ -79,7 +83,7 @@ impl Table {
         // `f` returns.
         self.set.with_view_arc(move |view| {
             Self::resolve(view, key, h, best, |w| {
-                f(w.and_then(|w| (!w.tombstone).then_some(w.value)))
+                f(w.and_then(|w| (!w.is_dead(now)).then_some(w.value)))
             })
         })
     }
@@ -91,8 +95,9 @@ impl Table {
         self.ctx.check_open()?;
         let h = key_hash(key);
         let best = self.memtable_best(key, h);
+        let now = || self.ctx.clock.expiry_now();
         self.set.with_view(|view| {
-            Self::resolve(view, key, h, best, |w| w.is_some_and(|w| !w.tombstone))
+            Self::resolve(view, key, h, best, |w| w.is_some_and(|w| !w.is_dead(now)))
         })
     }
 
@@ -107,11 +112,8 @@ impl Table {
         // acknowledged write of the table, and only whole batches (a segment holds
         // whole memtables).
         if !self.maybe_cells.load(Ordering::Acquire) {
-            let snap = TableSnap {
-                set: Arc::clone(&self.set),
-                mems: Vec::new(),
-                view: self.set.view(),
-            };
+            let mut snap = TableSnap::of_view(&self.set, 0);
+            snap.now = self.expiry_now_for(&[], &snap.view);
             return snap.multi_get(u64::MAX, keys);
         }
         // One picture of the table for every key: never half of a batch.
@@ -119,7 +121,10 @@ impl Table {
         snap.multi_get(pin.seq(), keys)
     }
 
-    /// The winning cell of `key`, tombstones included (invariant 4).
+    /// The winning cell of `key`, tombstones included (invariant 4), as stored: an
+    /// expiring cell with its expiry, whether or not it has passed
+    /// ([`Entry::is_dead_at`] says; [`Store::expiry_now`](crate::Store::expiry_now) is
+    /// the moment reads judge it at).
     pub fn get_cell(&self, key: impl AsRef<[u8]>) -> Result<Option<Entry>> {
         let key = key.as_ref();
         self.ctx.check_open()?;
@@ -132,6 +137,7 @@ impl Table {
                     value: w.value.to_vec(),
                     ts: w.ts,
                     tombstone: w.tombstone,
+                    expires: w.expires,
                 })
             })
         })
@@ -161,8 +167,8 @@ impl Table {
     /// Whether no write numbered after `seq` can have changed what a read of `key`
     /// gives, judged without reading any segment: the table's segments are still
     /// `segments` (no flush or compaction since) and no memtable holds a version of
-    /// `key`, or a newer range tombstone over it, numbered after `seq`. `false` when it
-    /// cannot tell. For a transaction's commit check, under the commit lock (every
+    /// `key`, or a newer range tombstone over it, numbered after `seq`, and none holds a
+    /// cell with a TTL (which expires without a write). `false` when it cannot tell. For a transaction's commit check, under the commit lock (every
     /// write numbered so far is applied).
     ///
     /// Sound because a flush publishes its segment before it drops the memtable
@@ -175,9 +181,15 @@ impl Table {
         if !Arc::ptr_eq(&self.set.view(), segments) {
             return false;
         }
-        std::iter::once(&*m.active)
-            .chain(m.frozen.iter().map(|f| &**f))
-            .all(|mt| {
+        let mems = || std::iter::once(&*m.active).chain(m.frozen.iter().map(|f| &**f));
+        // A cell with a TTL may have expired since the view without any write: only
+        // the value check can tell.
+        if mems().any(|mt| mt.has_expiring())
+            || segments.segments.iter().any(|s| s.stats().expiring_count > 0)
+        {
+            return false;
+        }
+        mems().all(|mt| {
                 mt.newest_seq_hashed(key, h).is_none_or(|s| s <= seq)
                     && (!mt.has_ranges()
                         || mt.range_cover(key, ReadAt::Newest)
@@ -202,7 +214,11 @@ impl Table {
             }
             if let Some(c) = m.get_shared_hashed(key, h, at) {
                 if best.as_ref().is_none_or(|b| {
-                    cmp_versions(c.ts, c.tombstone, &c.value, b.ts, b.tombstone, &b.value).is_gt()
+                    cmp_versions(
+                        (c.ts, c.tombstone, c.expires, &c.value),
+                        (b.ts, b.tombstone, b.expires, &b.value),
+                    )
+                    .is_gt()
                 }) {
                     best = Some(c);
                 }
@@ -248,6 +264,7 @@ impl Table {
                         value: r.value,
                         ts: r.ts,
                         tombstone: r.tombstone,
+                        expires: r.expires,
                         origin: Origin::Segment(0),
                     }))
                 })
@@ -265,6 +282,7 @@ impl Table {
             value: &b.value,
             ts: b.ts,
             tombstone: b.tombstone,
+            expires: b.expires,
             origin: Origin::Shared(&b.value),
         })))
     }
@@ -317,11 +335,13 @@ impl Table {
             let mut later = segments.iter().enumerate().skip(i + 1);
             let done = s.get_hashed(key, h, |r| {
                 let so_far = match lead.cell {
-                    Some((ts, tombstone)) => Some((ts, tombstone, &lead.buf[..])),
-                    None => best.as_ref().map(|b| (b.ts, b.tombstone, &b.value[..])),
+                    Some((ts, tombstone, expires)) => Some((ts, tombstone, expires, &lead.buf[..])),
+                    None => best
+                        .as_ref()
+                        .map(|b| (b.ts, b.tombstone, b.expires, &b.value[..])),
                 };
-                if let Some((ts, tombstone, value)) = so_far {
-                    if !cmp_versions(r.ts, r.tombstone, r.value, ts, tombstone, value).is_gt() {
+                if let Some(v) = so_far {
+                    if !cmp_versions((r.ts, r.tombstone, r.expires, r.value), v).is_gt() {
                         return None;
                     }
                 }
@@ -331,18 +351,19 @@ impl Table {
                             value: r.value,
                             ts: r.ts,
                             tombstone: r.tombstone,
+                            expires: r.expires,
                             origin: Origin::Segment(i),
                         })));
                     }
                 }
-                lead.set(r.value, r.ts, r.tombstone);
+                lead.set(r.value, (r.ts, r.tombstone, r.expires));
                 None
             })?;
             if let Some(Some(r)) = done {
                 return Ok(Some(r));
             }
         }
-        let Some((ts, tombstone)) = lead.cell else {
+        let Some((ts, tombstone, expires)) = lead.cell else {
             return Ok(None);
         };
         let Some(f) = f.take() else {
@@ -352,6 +373,7 @@ impl Table {
             value: &lead.buf,
             ts,
             tombstone,
+            expires,
             origin: Origin::Copied,
         }))))
     }
@@ -395,20 +417,20 @@ const LEAD_KEEP: usize = 1 << 20;
 #[derive(Default)]
 struct Lead {
     buf: Vec<u8>,
-    /// `(ts, tombstone)` of the cell whose value is `buf`.
-    cell: Option<(u64, bool)>,
+    /// `(ts, tombstone, expires)` of the cell whose value is `buf`.
+    cell: Option<(u64, bool, u64)>,
     taken: bool,
 }
 
 impl Lead {
-    fn set(&mut self, value: &[u8], ts: u64, tombstone: bool) {
+    fn set(&mut self, value: &[u8], cell: (u64, bool, u64)) {
         if !self.taken {
             self.buf = LEAD.with(|c| c.take());
             self.taken = true;
         }
         self.buf.clear();
         self.buf.extend_from_slice(value);
-        self.cell = Some((ts, tombstone));
+        self.cell = Some(cell);
     }
 }
 
@@ -426,15 +448,23 @@ pub(super) struct Winner<'a> {
     pub(super) value: &'a [u8],
     pub(super) ts: u64,
     pub(super) tombstone: bool,
+    pub(super) expires: u64,
     origin: Origin<'a>,
 }
 
 impl Winner<'_> {
-    /// Where the live value can be held as a [`Value`] (`None` for a tombstone), `view`
-    /// being the view the read went through: shared or in place, copied only from a
-    /// scratch buffer.
-    pub(super) fn place(&self, view: &View) -> Option<Place> {
-        (!self.tombstone).then(|| match self.origin {
+    /// Whether the cell reads as absent: a tombstone, or expired at `now()` (asked
+    /// only for an expiring cell).
+    #[inline(always)]
+    pub(super) fn is_dead(&self, now: impl FnOnce() -> u64) -> bool {
+        is_dead(self.tombstone, self.expires, now)
+    }
+
+    /// Where the live value can be held as a [`Value`] (`None` for a tombstone or a
+    /// cell expired at `now()`), `view` being the view the read went through: shared or
+    /// in place, copied only from a scratch buffer.
+    pub(super) fn place(&self, view: &View, now: impl FnOnce() -> u64) -> Option<Place> {
+        (!self.is_dead(now)).then(|| match self.origin {
             Origin::Shared(b) => Place::Shared(Arc::clone(b)),
             Origin::Segment(i) => Value::place(view, i, self.value),
             Origin::Copied => Place::Shared(Arc::from(self.value)),

@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::lifecycle::SegmentHandle;
 use crate::range::{prefix_range, KeyBounds, KeyRange};
 use crate::segment::{Entry, RecordRef, SegmentIter};
+use crate::table::cell::is_dead;
 use crate::table::merge::{BoxedCursor, MergeIter, TombstonePolicy};
 use crate::table::view::Pin;
 
@@ -37,14 +38,15 @@ impl Table {
                 _ => None,
             });
             if let Some(h) = sole {
-                return Ok(Scan::new(sole_segment(h, bounds), None));
+                // The clock only if the segment holds a cell with an expiry.
+                let now = match h.stats().expiring_count {
+                    0 => 0,
+                    _ => self.ctx.clock.expiry_now(),
+                };
+                return Ok(Scan::new(sole_segment(h, bounds, now), None));
             }
-            let view = self.set.view();
-            let snap = TableSnap {
-                set: Arc::clone(&self.set),
-                mems: Vec::new(),
-                view,
-            };
+            let mut snap = TableSnap::of_view(&self.set, 0);
+            snap.now = self.expiry_now_for(&[], &snap.view);
             return Ok(Scan::new(snap.scan(u64::MAX, bounds), None));
         }
         let (pin, snap) = self.capture();
@@ -100,15 +102,16 @@ pub(crate) enum ScanSource {
     /// The merge of the memtables and segments.
     Merged(Merged),
     /// A single segment and no memtable cell (a compacted table at rest): the segment's
-    /// own iterator, tombstones skipped; no merge, and `next_with` lends each row
-    /// straight from the map.
-    Segment(SegmentIter<SegmentHandle>),
+    /// own iterator, tombstones and cells expired at the `u64` (the scan's moment on the
+    /// expiry clock) skipped; no merge, and `next_with` lends each row straight from the
+    /// map.
+    Segment(SegmentIter<SegmentHandle>, u64),
 }
 
 /// The rows of a table's only segment in `bounds`, read through its handle (the
 /// iterator derefs the handle on every row: one pointer away from the reader).
-pub(super) fn sole_segment(h: SegmentHandle, bounds: KeyBounds) -> ScanSource {
-    ScanSource::Segment(SegmentIter::with_bounds(h, bounds.0, bounds.1))
+pub(super) fn sole_segment(h: SegmentHandle, bounds: KeyBounds, now: u64) -> ScanSource {
+    ScanSource::Segment(SegmentIter::with_bounds(h, bounds.0, bounds.1), now)
 }
 
 impl Scan {
@@ -121,7 +124,7 @@ impl Scan {
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
         match &mut self.inner {
             ScanSource::Merged(m) => m.seek(key.as_ref()),
-            ScanSource::Segment(it) => it.seek(key.as_ref()),
+            ScanSource::Segment(it, _) => it.seek(key.as_ref()),
         }
     }
 
@@ -130,7 +133,7 @@ impl Scan {
     pub fn seek_back(&mut self, key: impl AsRef<[u8]>) {
         match &mut self.inner {
             ScanSource::Merged(m) => m.seek_back(key.as_ref()),
-            ScanSource::Segment(it) => it.seek_back(key.as_ref()),
+            ScanSource::Segment(it, _) => it.seek_back(key.as_ref()),
         }
     }
 
@@ -162,27 +165,45 @@ impl Scan {
                 };
                 r.map(|r| r.map(|e| f(&e.key, &e.value)))
             }
-            ScanSource::Segment(it) => {
-                let mut f = Some(f);
-                loop {
-                    let lend = |r: RecordRef<'_>| {
-                        // `f` runs once, on the first live row (a tombstone keeps it).
-                        if r.tombstone {
-                            return None;
-                        }
-                        f.take().map(|f| f(r.key, r.value))
-                    };
-                    let got = if FWD {
-                        it.next_with(lend)
-                    } else {
-                        it.next_back_with(lend)
-                    };
-                    match got? {
-                        Ok(Some(t)) => return Some(Ok(t)),
-                        Ok(None) => continue, // a tombstone: the key is deleted
-                        Err(e) => return Some(Err(e)),
-                    }
+            // Without a cell with an expiry (`now` 0) the check is the tombstone flag
+            // alone, as before TTL.
+            ScanSource::Segment(it, 0) => Self::sole_step::<FWD, false, T>(it, 0, f),
+            ScanSource::Segment(it, now) => {
+                let now = *now;
+                Self::sole_step::<FWD, true, T>(it, now, f)
+            }
+        }
+    }
+}
+
+impl Scan {
+    /// The next live row of a sole segment, lent to `f`; with `TTL`, a cell expired at
+    /// `now` is skipped as a tombstone is.
+    #[inline(always)]
+    fn sole_step<const FWD: bool, const TTL: bool, T>(
+        it: &mut SegmentIter<SegmentHandle>,
+        now: u64,
+        f: impl FnOnce(&[u8], &[u8]) -> T,
+    ) -> Option<Result<T>> {
+        let mut f = Some(f);
+        loop {
+            let lend = |r: RecordRef<'_>| {
+                // `f` runs once, on the first live row (a tombstone or an expired cell
+                // keeps it).
+                if r.tombstone || (TTL && is_dead(false, r.expires, || now)) {
+                    return None;
                 }
+                f.take().map(|f| f(r.key, r.value))
+            };
+            let got = if FWD {
+                it.next_with(lend)
+            } else {
+                it.next_back_with(lend)
+            };
+            match got? {
+                Ok(Some(t)) => return Some(Ok(t)),
+                Ok(None) => continue, // a tombstone: the key is deleted
+                Err(e) => return Some(Err(e)),
             }
         }
     }
@@ -194,7 +215,7 @@ impl Iterator for Scan {
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.inner {
             ScanSource::Merged(m) => m.next_skipping().map(|r| r.map(|e| (e.key, e.value))),
-            ScanSource::Segment(_) => self.next_with(|k, v| (k.to_vec(), v.to_vec())),
+            ScanSource::Segment(..) => self.next_with(|k, v| (k.to_vec(), v.to_vec())),
         }
     }
 }
@@ -203,7 +224,7 @@ impl DoubleEndedIterator for Scan {
     fn next_back(&mut self) -> Option<Self::Item> {
         match &mut self.inner {
             ScanSource::Merged(m) => m.next_back_skipping().map(|r| r.map(|e| (e.key, e.value))),
-            ScanSource::Segment(_) => self.next_back_with(|k, v| (k.to_vec(), v.to_vec())),
+            ScanSource::Segment(..) => self.next_back_with(|k, v| (k.to_vec(), v.to_vec())),
         }
     }
 }

@@ -24,12 +24,28 @@ impl Table {
     pub(crate) fn capture(&self) -> (Arc<Pin>, TableSnap) {
         let _install = self.ctx.install.read();
         let pin = Arc::new(Pin::new(&self.ctx));
-        let snap = self.snap();
+        let mut snap = self.snap(0);
+        snap.now = self.expiry_now_for(&snap.mems, &snap.view);
         (pin, snap)
     }
 
-    /// The memtables, then the view. The caller holds the install lock and a [`Pin`].
-    pub(crate) fn snap(&self) -> TableSnap {
+    /// The expiry clock's reading, if `mems` or `view` may hold a cell with an expiry
+    /// (a read of them judges expiry there); else 0, never consulted (issue 20: the
+    /// clock is a system call here, some 1.5 µs a scan, so tables without TTL cells
+    /// do not read it).
+    pub(crate) fn expiry_now_for(&self, mems: &[Arc<Memtable>], view: &View) -> u64 {
+        let any = mems.iter().any(|m| m.has_expiring())
+            || view.segments.iter().any(|s| s.stats().expiring_count > 0);
+        if any {
+            self.ctx.clock.expiry_now()
+        } else {
+            0
+        }
+    }
+
+    /// The memtables, then the view, judging expiry at `now`. The caller holds the
+    /// install lock and a [`Pin`].
+    pub(crate) fn snap(&self, now: u64) -> TableSnap {
         // A memtable empty now holds nothing the read sees, ever: every write at or
         // below the read's number is visible, so applied already. Leaving it out spares
         // each point read through a view a search of it.
@@ -39,6 +55,7 @@ impl Table {
             set: Arc::clone(&self.set),
             mems,
             view: self.set.view(),
+            now,
         }
     }
 }
@@ -53,15 +70,29 @@ pub(crate) struct TableSnap {
     pub(crate) set: Arc<SegmentSet>,
     pub(crate) mems: Vec<Arc<Memtable>>,
     pub(crate) view: Arc<View>,
+    /// The moment on the expiry clock its reads judge expiry at, fixed at its capture
+    /// (so a read view never changes: a cell expiring later is live in it).
+    pub(crate) now: u64,
 }
 
 impl TableSnap {
     /// A table that did not exist when the read began.
-    pub(crate) fn empty(set: Arc<SegmentSet>) -> TableSnap {
+    pub(crate) fn empty(set: Arc<SegmentSet>, now: u64) -> TableSnap {
         TableSnap {
             set,
             mems: Vec::new(),
             view: Arc::new(View::default()),
+            now,
+        }
+    }
+
+    /// The view alone (every memtable empty), judging expiry at `now`.
+    pub(crate) fn of_view(set: &Arc<SegmentSet>, now: u64) -> TableSnap {
+        TableSnap {
+            set: Arc::clone(set),
+            mems: Vec::new(),
+            view: set.view(),
+            now,
         }
     }
 
@@ -72,8 +103,9 @@ impl TableSnap {
     pub(crate) fn get(&self, at: u64, key: &[u8]) -> Result<Option<Value>> {
         let view = &self.view;
         let h = key_hash(key);
+        let now = self.now;
         let place = Table::resolve(view, key, h, self.best(key, h, at), |w| {
-            w.and_then(|w| w.place(view))
+            w.and_then(|w| w.place(view, || now))
         })?;
         Ok(place.map(|p| Value::at(view, p)))
     }
@@ -86,14 +118,14 @@ impl TableSnap {
     ) -> Result<R> {
         let h = key_hash(key);
         Table::resolve(&self.view, key, h, self.best(key, h, at), |w| {
-            f(w.and_then(|w| (!w.tombstone).then_some(w.value)))
+            f(w.and_then(|w| (!w.is_dead(|| self.now)).then_some(w.value)))
         })
     }
 
     pub(crate) fn contains_key(&self, at: u64, key: &[u8]) -> Result<bool> {
         let h = key_hash(key);
         Table::resolve(&self.view, key, h, self.best(key, h, at), |w| {
-            w.is_some_and(|w| !w.tombstone)
+            w.is_some_and(|w| !w.is_dead(|| self.now))
         })
     }
 
@@ -118,9 +150,14 @@ impl TableSnap {
         let mems = self.mems_in(&bounds);
         match &self.view.segments[..] {
             [h] if mems.is_empty() && h.range_tombstones().is_empty() => {
-                sole_segment(h.clone(), bounds)
+                sole_segment(h.clone(), bounds, self.now)
             }
-            _ => ScanSource::Merged(self.merge_of(mems, at, bounds, TombstonePolicy::Hide)),
+            _ => ScanSource::Merged(self.merge_of(
+                mems,
+                at,
+                bounds,
+                TombstonePolicy::Hide(self.now),
+            )),
         }
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::Table;
 use crate::error::{Error, Result};
-use crate::table::batch::WriteBatch;
+use crate::table::batch::{ExpiryContext, WriteBatch};
 use crate::table::commitlog::format::PartRef;
 use crate::table::memtable::RANGE_FRAGMENTS_FULL;
 use crate::table::tables::Context;
@@ -20,6 +20,22 @@ impl Table {
     /// Set `key` to `value`, timestamped by the store's clock.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         self.write(WriteBatch::new().put(key, value)).map(drop)
+    }
+
+    /// Set `key` to `value` for `ttl`, timestamped by the store's clock: from now plus
+    /// `ttl` on (the store's expiry clock) reads see it deleted at its timestamp, and
+    /// compaction turns it into a tombstone ([`WriteBatch::put_ttl`]). A TTL of zero or
+    /// above [`MAX_TTL`](crate::MAX_TTL) (20 years) is
+    /// [`Error::InvalidArgument`] naming it.
+    pub fn put_ttl(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        crate::table::batch::ttl_micros(ttl)?;
+        self.write(WriteBatch::new().put_ttl(key, value, ttl))
+            .map(drop)
     }
 
     /// Delete `key`, timestamped by the store's clock.
@@ -228,7 +244,17 @@ fn write_tables_inner(
             t.wait_for_flushes()?;
             continue;
         }
-        let cells: Vec<_> = parts.iter().map(|(_, b)| b.cells(ts)).collect();
+        let now = || ctx.clock.expiry_now();
+        let cells: Vec<_> = parts
+            .iter()
+            .map(|(t, b)| {
+                let x = ExpiryContext {
+                    now: &now,
+                    default_ttl: t.config.load().default_ttl_micros(),
+                };
+                b.cells(ts, &x)
+            })
+            .collect();
         let ranges: Vec<_> = parts.iter().map(|(_, b)| b.ranges(ts)).collect();
         let records: Vec<PartRef<'_>> = parts
             .iter()

@@ -49,7 +49,7 @@
 //! - `iter.rs`: [`MemtableIter`] and [`OwnedMemtableIter`] (double-ended, seekable).
 //! - `tests.rs`: unit and property tests.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_skiplist::SkipMap;
@@ -93,6 +93,8 @@ pub struct SharedCell {
     pub ts: u64,
     /// True for a deletion.
     pub tombstone: bool,
+    /// 0, or the cell's expiry ([`RecordRef::expires`]).
+    pub expires: u64,
 }
 
 /// A memtable with this many range tombstone fragments counts as full: each range
@@ -115,6 +117,8 @@ pub struct Memtable {
     min_ts: AtomicU64,
     /// The largest timestamp of a point cell stored (0: none).
     max_ts: AtomicU64,
+    /// Set (before the cell is inserted) once a cell with an expiry was given.
+    expiring: AtomicBool,
 }
 
 impl Default for Memtable {
@@ -145,6 +149,7 @@ impl Memtable {
             max_seq: AtomicU64::new(0),
             min_ts: AtomicU64::new(u64::MAX),
             max_ts: AtomicU64::new(0),
+            expiring: AtomicBool::new(false),
         }
     }
 
@@ -170,6 +175,9 @@ impl Memtable {
         floor: u64,
         visibility: Option<&Visibility>,
     ) -> bool {
+        if c.expires != 0 && !self.expiring.load(Ordering::Relaxed) {
+            self.expiring.store(true, Ordering::Release);
+        }
         // An overwrite finds the node without allocating the key again.
         let e = match self.map.get(c.key) {
             Some(e) => e,
@@ -230,6 +238,7 @@ impl Memtable {
                     value: &e.value,
                     ts: e.ts,
                     tombstone: e.tombstone,
+                    expires: e.expires,
                 },
                 u64::MAX,
             );
@@ -284,6 +293,13 @@ impl Memtable {
     /// Every range tombstone, as fragments (what a flush writes).
     pub fn range_tombstones(&self) -> RangeTombstones {
         self.ranges.all()
+    }
+
+    /// Whether a cell with an expiry (TTL) was inserted: a scan whose sources hold none
+    /// does not read the expiry clock.
+    #[inline]
+    pub fn has_expiring(&self) -> bool {
+        self.expiring.load(Ordering::Acquire)
     }
 
     /// The largest timestamp of a point cell stored (0 with none): a scan skips a

@@ -9,6 +9,7 @@ fn put(m: &Memtable, k: &[u8], v: &[u8], ts: u64) -> bool {
         value: v,
         ts,
         tombstone: false,
+        expires: 0,
     })
 }
 
@@ -18,6 +19,7 @@ fn del(m: &Memtable, k: &[u8], ts: u64) -> bool {
         value: b"",
         ts,
         tombstone: true,
+        expires: 0,
     })
 }
 
@@ -84,6 +86,7 @@ fn bytes_and_sequence_numbers_are_tracked() {
             value: b"12345",
             ts: 1,
             tombstone: false,
+            expires: 0,
         }],
     );
     assert_eq!(m.approx_bytes(), 8 + CELL_OVERHEAD);
@@ -96,6 +99,7 @@ fn bytes_and_sequence_numbers_are_tracked() {
             value: vec![],
             ts: 9,
             tombstone: true,
+            expires: 0,
         }],
     );
     assert_eq!(m.seq_range(), Some((3, 7)));
@@ -204,6 +208,7 @@ fn reads_at_a_sequence_number_see_only_what_was_numbered_at_or_below_it() {
         value: v,
         ts,
         tombstone: false,
+        expires: 0,
     };
     m.insert_at(5, cell(b"five", 50), 0);
     m.insert_at(9, cell(b"nine", 90), 0);
@@ -245,6 +250,7 @@ fn a_hot_key_under_open_reads_keeps_only_the_versions_they_need() {
             value: v.as_bytes(),
             ts: seq,
             tombstone: false,
+            expires: 0,
         };
         m.apply_visible(seq, &[c], &vis);
         vis.finish(seq);
@@ -294,7 +300,7 @@ proptest! {
                     seq += 1;
                     vis.begin(seq);
                     let (key, val) = ([k], [v]);
-                    let c = RecordRef { key: &key, value: if t { &[] } else { &val }, ts, tombstone: t };
+                    let c = RecordRef { key: &key, value: if t { &[] } else { &val }, ts, tombstone: t, expires: 0 };
                     m.apply_visible(seq, &[c], &vis);
                     vis.finish(seq);
                     cells.push((seq, k, ts, t, v));
@@ -329,7 +335,7 @@ proptest! {
             let (seq, k, ts, t, v) = cells[i];
             let key = [k];
             let val = [v];
-            m.insert_at(seq, RecordRef { key: &key, value: if t { &[] } else { &val }, ts, tombstone: t }, 0);
+            m.insert_at(seq, RecordRef { key: &key, value: if t { &[] } else { &val }, ts, tombstone: t, expires: 0 }, 0);
         }
         for at in 0..21u64 {
             for k in 0u8..3 {
@@ -346,7 +352,7 @@ proptest! {
         sorted.sort_by_key(|c| c.0);
         for &(seq, k, ts, t, v) in &sorted {
             let (key, val) = ([k], [v]);
-            m.insert_at(seq, RecordRef { key: &key, value: if t { &[] } else { &val }, ts, tombstone: t }, floor);
+            m.insert_at(seq, RecordRef { key: &key, value: if t { &[] } else { &val }, ts, tombstone: t, expires: 0 }, floor);
         }
         for at in floor..21 {
             for k in 0u8..3 {
@@ -368,7 +374,7 @@ proptest! {
             let m = Memtable::new();
             for &i in order {
                 let (k, ts, t, v) = &cells[i];
-                m.insert(RecordRef { key: k, value: v, ts: *ts, tombstone: *t });
+                m.insert(RecordRef { key: k, value: v, ts: *ts, tombstone: *t, expires: 0 });
             }
             m.iter().collect::<Vec<_>>()
         };

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use super::{SharedCell, THIN_AT};
 use crate::format::record::RecordRef;
 use crate::segment::Entry;
-use crate::table::cell::cmp_versions;
+use crate::table::cell::{cmp_versions, version};
 use crate::table::visibility::Visibility;
 
 /// A stored cell. The value is an `Arc<[u8]>` so a point read can hand it out without
@@ -18,15 +18,22 @@ pub(super) struct Cell {
     value: Arc<[u8]>,
     ts: u64,
     tombstone: bool,
+    expires: u64,
 }
 
 impl Cell {
+    #[inline]
+    fn version(&self) -> crate::table::cell::Version<'_> {
+        (self.ts, self.tombstone, self.expires, &self.value)
+    }
+
     pub(super) fn entry(&self, key: &[u8]) -> Entry {
         Entry {
             key: key.to_vec(),
             value: self.value.to_vec(),
             ts: self.ts,
             tombstone: self.tombstone,
+            expires: self.expires,
         }
     }
 
@@ -35,6 +42,7 @@ impl Cell {
             value: Arc::clone(&self.value),
             ts: self.ts,
             tombstone: self.tombstone,
+            expires: self.expires,
         }
     }
 }
@@ -80,16 +88,7 @@ impl Versions {
         visibility: Option<&Visibility>,
     ) -> bool {
         let seq = seq.unwrap_or(self.head_seq);
-        let beats = |cell: &Cell| {
-            cmp_versions(
-                c.ts,
-                c.tombstone,
-                c.value,
-                cell.ts,
-                cell.tombstone,
-                &cell.value,
-            )
-        };
+        let beats = |cell: &Cell| cmp_versions(version(&c), cell.version());
         // The version below (or at) `seq`: index 0 is the head, i + 1 is older[i].
         let below = if self.head_seq <= seq {
             Some(0)
@@ -168,17 +167,7 @@ impl Versions {
     /// Fold `c` into the versions newer than index `i` (0 = head): each holds the
     /// winner of every cell at or below its number, `c` included.
     fn fold_newer(&mut self, i: usize, c: RecordRef<'_>) {
-        let wins = |cell: &Cell| {
-            cmp_versions(
-                c.ts,
-                c.tombstone,
-                c.value,
-                cell.ts,
-                cell.tombstone,
-                &cell.value,
-            )
-            .is_gt()
-        };
+        let wins = |cell: &Cell| cmp_versions(version(&c), cell.version()).is_gt();
         for j in (0..i).rev() {
             let slot = if j == 0 {
                 &mut self.head
@@ -210,6 +199,7 @@ impl From<RecordRef<'_>> for Cell {
             value: share(c.value),
             ts: c.ts,
             tombstone: c.tombstone,
+            expires: c.expires,
         }
     }
 }

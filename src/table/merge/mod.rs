@@ -51,10 +51,14 @@ use crate::table::memtable::OwnedMemtableIter;
 pub enum TombstonePolicy {
     /// Yield it (flushes, and compactions that cannot drop tombstones).
     Keep,
-    /// Yield nothing for the key (reads: a deleted key is absent).
-    Hide,
+    /// Yield nothing for the key (reads: a deleted key is absent), nor for a cell whose
+    /// expiry is at or before this moment on the expiry clock (an expired cell reads as
+    /// a tombstone at its timestamp).
+    Hide(u64),
     /// Drop tombstones whose timestamp is below the cutoff (compaction past gc grace;
-    /// see the module docs for when that is safe); yield the others.
+    /// see the module docs for when that is safe); yield the others, and every
+    /// tombstone with a local deletion time (made from an expired cell: the caller
+    /// purges it by that time, `lsm/compact.rs`).
     DropOlderThan(u64),
 }
 
@@ -392,12 +396,8 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
                 let Head { entry, src, .. } = self.pop::<FWD>().expect("peeked");
                 refill(self, src as usize, Some(&entry.key));
                 let wins = cmp_versions(
-                    entry.ts,
-                    entry.tombstone,
-                    &entry.value,
-                    winner.ts,
-                    winner.tombstone,
-                    &winner.value,
+                    (entry.ts, entry.tombstone, entry.expires, &entry.value),
+                    (winner.ts, winner.tombstone, winner.expires, &winner.value),
                 )
                 .is_gt();
                 if wins {
@@ -417,10 +417,12 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
                 }
             }
             let keep = match self.policy {
+                TombstonePolicy::Hide(now) => !winner.is_dead_at(now),
                 _ if !winner.tombstone => true,
                 TombstonePolicy::Keep => true,
-                TombstonePolicy::Hide => false,
-                TombstonePolicy::DropOlderThan(cutoff) => winner.ts >= cutoff,
+                TombstonePolicy::DropOlderThan(cutoff) => {
+                    winner.ts >= cutoff || winner.expires != 0
+                }
             };
             if keep {
                 let mark = if FWD {

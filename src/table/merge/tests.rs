@@ -15,6 +15,7 @@ fn source(cells: &BTreeMap<Vec<u8>, Version>) -> std::vec::IntoIter<Result<Entry
                 value: v.clone(),
                 ts: *ts,
                 tombstone: *t,
+                expires: 0,
             })
         })
         .collect::<Vec<_>>()
@@ -27,6 +28,7 @@ fn e(k: &str, ts: u64, t: bool, v: &str) -> Entry {
         value: v.into(),
         ts,
         tombstone: t,
+        expires: 0,
     }
 }
 
@@ -49,14 +51,14 @@ proptest! {
                 if *v > *slot { *slot = v.clone(); }
             }
         }
-        for policy in [TombstonePolicy::Keep, TombstonePolicy::Hide, TombstonePolicy::DropOlderThan(cutoff)] {
+        for policy in [TombstonePolicy::Keep, TombstonePolicy::Hide(0), TombstonePolicy::DropOlderThan(cutoff)] {
             let want: Vec<Entry> = model.iter()
                 .filter(|(_, (ts, t, _))| match policy {
                     TombstonePolicy::Keep => true,
-                    TombstonePolicy::Hide => !t,
+                    TombstonePolicy::Hide(_) => !t,
                     TombstonePolicy::DropOlderThan(c) => !t || *ts >= c,
                 })
-                .map(|(k, (ts, t, v))| Entry { key: k.clone(), value: v.clone(), ts: *ts, tombstone: *t })
+                .map(|(k, (ts, t, v))| Entry { key: k.clone(), value: v.clone(), ts: *ts, tombstone: *t, expires: 0 })
                 .collect();
             let got: Vec<Entry> = MergeIter::new(sources.iter().map(source), policy)
                 .collect::<Result<_>>().unwrap();
@@ -80,7 +82,7 @@ proptest! {
         ops in proptest::collection::vec((0u8..4, proptest::collection::vec(0u8..4, 0..3)), 0..24),
         hide: bool,
     ) {
-        let policy = if hide { TombstonePolicy::Hide } else { TombstonePolicy::Keep };
+        let policy = if hide { TombstonePolicy::Hide(0) } else { TombstonePolicy::Keep };
         let mut model: BTreeMap<Vec<u8>, Version> = BTreeMap::new();
         for s in &sources {
             for (k, v) in s {
@@ -90,7 +92,7 @@ proptest! {
         }
         let want: Vec<Entry> = model.iter()
             .filter(|(_, (_, t, _))| !(hide && *t))
-            .map(|(k, (ts, t, v))| Entry { key: k.clone(), value: v.clone(), ts: *ts, tombstone: *t })
+            .map(|(k, (ts, t, v))| Entry { key: k.clone(), value: v.clone(), ts: *ts, tombstone: *t, expires: 0 })
             .collect();
         let cursors = sources.iter().map(|s| VecCursor {
             cells: source(s).map(|r| r.unwrap()).collect(),
@@ -202,11 +204,12 @@ fn boxed_sources_of_different_kinds_merge() {
         value: b"new",
         ts: 5,
         tombstone: false,
+        expires: 0,
     });
     let seg = vec![Ok(e("a", 1, false, "x")), Ok(e("b", 1, false, "old"))];
     let sources: Vec<BoxedSource<'_>> =
         vec![Box::new(mt.iter().map(Ok)), Box::new(seg.into_iter())];
-    let got: Vec<_> = MergeIter::new(sources, TombstonePolicy::Hide)
+    let got: Vec<_> = MergeIter::new(sources, TombstonePolicy::Hide(0))
         .map(|r| r.unwrap())
         .collect();
     assert_eq!(got, vec![e("a", 1, false, "x"), e("b", 5, false, "new")]);

@@ -151,6 +151,8 @@ pub struct Transaction {
     writes: Vec<(Arc<Table>, Writes)>,
     /// Per table, its buffered range deletes (timestamps unused).
     ranges: Vec<(Arc<Table>, RangeTombstones)>,
+    /// The TTL (microseconds) of buffered puts given one, by (index in `writes`, key).
+    ttls: BTreeMap<(usize, Vec<u8>), u64>,
     reads: RefCell<conflict::ReadSet>,
     sync: bool,
 }
@@ -180,6 +182,7 @@ impl Transaction {
             view: ReadView::capture(ctx),
             writes: Vec::new(),
             ranges: Vec::new(),
+            ttls: BTreeMap::new(),
             reads: RefCell::new(conflict::ReadSet::default()),
             sync: false,
         })
@@ -202,6 +205,26 @@ impl Transaction {
         self.buffer(table, key.as_ref(), Some(value.as_ref().to_vec()))
     }
 
+    /// Set `key` to `value` in `table` for `ttl` when the transaction commits
+    /// ([`Table::put_ttl`]): the TTL counts from the commit, so the transaction's own
+    /// reads see the value. A TTL of zero or above
+    /// [`MAX_TTL`](crate::MAX_TTL) is [`Error::InvalidArgument`] and
+    /// buffers nothing.
+    pub fn put_ttl(
+        &mut self,
+        table: &Arc<Table>,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: std::time::Duration,
+    ) -> Result<()> {
+        let us = crate::table::batch::ttl_micros(ttl)?;
+        let key = key.as_ref();
+        self.buffer(table, key, Some(value.as_ref().to_vec()))?;
+        let i = self.slot(table)?;
+        self.ttls.insert((i, key.to_vec()), us);
+        Ok(())
+    }
+
     /// Delete `key` from `table` when the transaction commits.
     pub fn delete(&mut self, table: &Arc<Table>, key: impl AsRef<[u8]>) -> Result<()> {
         self.buffer(table, key.as_ref(), None)
@@ -215,6 +238,7 @@ impl Transaction {
         let r = RangeTombstone::from_bounds(&range.into_key_bounds(), 0)?;
         let i = self.slot(table)?;
         self.writes[i].1.retain(|k, _| !r.contains(k));
+        self.ttls.retain(|(j, k), _| *j != i || !r.contains(k));
         match self.ranges.iter_mut().find(|(t, _)| Arc::ptr_eq(t, table)) {
             Some((_, set)) => set.insert(&r),
             None => self
@@ -247,6 +271,9 @@ impl Transaction {
     fn buffer(&mut self, table: &Arc<Table>, key: &[u8], value: Option<Vec<u8>>) -> Result<()> {
         let i = self.slot(table)?;
         self.writes[i].1.insert(key.to_vec(), value);
+        if !self.ttls.is_empty() {
+            self.ttls.remove(&(i, key.to_vec()));
+        }
         Ok(())
     }
 
@@ -316,12 +343,14 @@ impl Transaction {
             reads,
             view,
             sync,
+            mut ttls,
             ..
         } = self;
         // The buffered bytes move into the batches, uncopied.
         let batches: Vec<(Arc<Table>, WriteBatch)> = writes
             .into_iter()
-            .map(|(t, w)| {
+            .enumerate()
+            .map(|(i, (t, w))| {
                 let mut b = WriteBatch::new();
                 // Ranges first: the point writes kept are later than them.
                 let mine = ranges.iter().find(|(r, _)| Arc::ptr_eq(r, &t));
@@ -330,10 +359,14 @@ impl Transaction {
                     b.delete_range((Bound::Included(r.start.clone()), end));
                 }
                 for (k, v) in w {
+                    let ttl = ttls.remove(&(i, k.clone()));
                     match v {
                         Some(v) => b.push_owned(k, v, false),
                         None => b.push_owned(k, Vec::new(), true),
                     };
+                    if let Some(us) = ttl {
+                        b.set_ttl(std::time::Duration::from_micros(us));
+                    }
                 }
                 (t, b)
             })
