@@ -380,3 +380,28 @@ fn a_default_ttl_reads_from_a_configuration_file() {
     let text = toml::to_string(&c).unwrap();
     assert!(text.contains("default_ttl = \"7d\""), "{text}");
 }
+
+#[test]
+fn a_transaction_that_read_a_cell_expiring_before_its_commit_conflicts() {
+    // No write touches the key between the view and the commit, but the value the
+    // transaction read is gone at the commit: the check must compare values (the
+    // memtable shortcut "nothing wrote it since the view" does not hold for TTL cells).
+    for flushed in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let t = store.table("t").unwrap();
+        t.put_ttl("k", "v", Duration::from_secs(5)).unwrap();
+        if flushed {
+            t.flush().unwrap();
+        }
+        let mut tx = store.transaction().unwrap();
+        assert_eq!(tx.get(&t, "k").unwrap().as_deref(), Some(&b"v"[..]));
+        tx.put(&t, "copy", "v").unwrap();
+        store.set_expiry_clock(Some(T0 + 10 * SEC));
+        match tx.commit() {
+            Err(Error::Conflict { key, .. }) => assert_eq!(key, b"k", "flushed {flushed}"),
+            other => panic!("flushed {flushed}: {other:?}"),
+        }
+        assert_eq!(get(&t, "copy"), None);
+    }
+}
