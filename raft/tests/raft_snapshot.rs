@@ -160,16 +160,16 @@ fn a_stream_with_a_gap_or_a_bad_file_name_is_refused() {
 /// Windows emulation (a mapped file's links cannot be deleted) nothing is refused, and
 /// what had to stay is gone after a reopen.
 #[test]
-#[ignore = "flaky (fails 2 to 4 runs in 10, since it was written): a compaction's deferred \
-            deletion unlinks a segment file while /proc/self/maps shows its inode mapped \
-            through the checkpoint being built (sm/snap-N.tmp/store), which the mapping \
-            registry does not count; under investigation, see the README's Windows section"]
 fn retired_snapshots_never_delete_a_mapped_file() {
-    use segstore::{DiskAccessMode, FileRules};
+    use segstore::{DeletePolicy, DiskAccessMode, FileRules};
     let rules = FileRules::windows_emulation();
+    // The policy Windows forces: without it the deleter unlinks a mapped file at once
+    // (POSIX allows it), which the emulation refuses whenever a compaction's deletion
+    // meets the checkpoint's read-only open of the same file.
     let cfg = || {
         segstore::Config::builder()
             .disk_access_mode(DiskAccessMode::Mmap)
+            .delete_policy(DeletePolicy::DeferWhileMapped)
             .file_rules(rules.clone())
             .build()
             .unwrap()
