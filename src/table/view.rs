@@ -17,7 +17,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::lsm::{Cells, Scan, Table, TableSnap};
+use super::lsm::{may_expire, Cells, Scan, Table, TableSnap};
 use crate::lifecycle::View;
 use super::merge::TombstonePolicy;
 use super::tables::Context;
@@ -100,11 +100,10 @@ impl ReadView {
         // One moment for expiry, for every table, fixed for the view's life; read only
         // if some table may hold a cell with a TTL (the clock can be a system call, and
         // every transaction takes a view).
-        let may_expire = tables.iter().any(|(_, s)| {
-            s.mems.iter().any(|m| m.has_expiring())
-                || s.view.segments.iter().any(|h| h.stats().expiring_count > 0)
-        });
-        let now = if may_expire {
+        let any = tables
+            .iter()
+            .any(|(_, s)| may_expire(s.mems.iter().map(|m| &**m), &s.view));
+        let now = if any {
             ctx.clock.expiry_now()
         } else {
             0

@@ -118,7 +118,7 @@ pub use config::TableConfig;
 pub use read::set_key_range_skip;
 pub(crate) use scan::ScanSource;
 pub use scan::{Cells, Scan};
-pub(crate) use snap::TableSnap;
+pub(crate) use snap::{may_expire, TableSnap};
 pub(crate) use write::{write_nothing, write_tables, write_tables_checked};
 
 /// Counters of one table.

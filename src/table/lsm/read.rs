@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::ranges::{shadow, view_cover};
-use super::snap::TableSnap;
+use super::snap::{may_expire, TableSnap};
 use super::Table;
 use crate::error::Result;
 use crate::format::{key_hash, MAX_KEY_LEN};
@@ -184,9 +184,7 @@ impl Table {
         let mems = || std::iter::once(&*m.active).chain(m.frozen.iter().map(|f| &**f));
         // A cell with a TTL may have expired since the view without any write: only
         // the value check can tell.
-        if mems().any(|mt| mt.has_expiring())
-            || segments.segments.iter().any(|s| s.stats().expiring_count > 0)
-        {
+        if may_expire(mems(), segments) {
             return false;
         }
         mems().all(|mt| {

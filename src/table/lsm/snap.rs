@@ -17,6 +17,12 @@ use crate::table::merge::{BoxedCursor, MemtableCursor, MergeIter, TombstonePolic
 use crate::table::value::Value;
 use crate::table::view::Pin;
 
+/// May `mems` or `view` hold a cell with an expiry (TTL)? A read of them that finds none
+/// need not read the expiry clock, and nothing in them changes with time.
+pub(crate) fn may_expire<'a>(mut mems: impl Iterator<Item = &'a Memtable>, view: &View) -> bool {
+    mems.any(|m| m.has_expiring()) || view.segments.iter().any(|s| s.stats().expiring_count > 0)
+}
+
 impl Table {
     /// This table as a read at the visible sequence number sees it: registered (so the
     /// memtables keep the versions it reads), then the memtables (invariant 2), then the
@@ -34,9 +40,7 @@ impl Table {
     /// clock is a system call here, some 1.5 µs a scan, so tables without TTL cells
     /// do not read it).
     pub(crate) fn expiry_now_for(&self, mems: &[Arc<Memtable>], view: &View) -> u64 {
-        let any = mems.iter().any(|m| m.has_expiring())
-            || view.segments.iter().any(|s| s.stats().expiring_count > 0);
-        if any {
+        if may_expire(mems.iter().map(|m| &**m), view) {
             self.ctx.clock.expiry_now()
         } else {
             0
