@@ -23,7 +23,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use segstore::io::rules::{FaultKind, Faults};
 use segstore::io::PowerLoss;
 use segstore::lifecycle::ingest_journal::IngestJournal;
 use segstore::segment::{Component, SegmentName, SegmentWriter};
@@ -62,17 +61,7 @@ fn config(rules: FileRules, o: Opts) -> Config {
 }
 
 fn rules(o: Opts, sim: &PowerLoss) -> FileRules {
-    let base = if o.windows {
-        FileRules::windows_emulation()
-    } else {
-        FileRules::posix()
-    };
-    let base = if o.no_links {
-        base.with_faults(Faults::new().fail(FaultKind::Link, "", 0, u64::MAX))
-    } else {
-        base
-    };
-    base.with_power_loss(sim.clone())
+    common::power_loss_rules(o.windows, o.no_links, sim)
 }
 
 /// One segment of `rows` for table `t` in `load` (plain rules: the caller's own files,

@@ -157,6 +157,12 @@ impl Ctx<'_> {
             Some(v) => table.put(k.as_bytes(), v),
             None => table.delete(k.as_bytes()),
         });
+        self.outcome(t, k, value, r)
+    }
+
+    /// The model learns how an attempted write of `value` to `t`/`k` ended: acknowledged,
+    /// or failed (then it may or may not be there after the crash).
+    fn outcome(&mut self, t: &str, k: &str, value: Option<&[u8]>, r: Result<()>) -> Result<()> {
         match r {
             Ok(()) => {
                 self.model.acked(t, k.as_bytes(), value);
@@ -180,17 +186,7 @@ impl Ctx<'_> {
         let r = self
             .table(t)
             .and_then(|table| table.put_ttl(k.as_bytes(), v.as_bytes(), Duration::from_secs(ttl)));
-        match r {
-            Ok(()) => {
-                self.model.acked(t, k.as_bytes(), value);
-                Ok(())
-            }
-            Err(e) => {
-                let key = (t.to_string(), k.as_bytes().to_vec());
-                self.model.failed.push((key, value.map(<[u8]>::to_vec)));
-                Err(e)
-            }
-        }
+        self.outcome(t, k, value, r)
     }
 
     /// A range delete of `[lo, hi)`, to the model a delete of each key of the scripts'
@@ -615,17 +611,7 @@ struct Opts {
 }
 
 fn rules(o: Opts, sim: &PowerLoss) -> FileRules {
-    let base = if o.defer {
-        FileRules::windows_emulation()
-    } else {
-        FileRules::posix()
-    };
-    let base = if o.no_links {
-        base.with_faults(Faults::new().fail(FaultKind::Link, "", 0, u64::MAX))
-    } else {
-        base
-    };
-    base.with_power_loss(sim.clone())
+    common::power_loss_rules(o.defer, o.no_links, sim)
 }
 
 /// Run `script` once to count its operations, then crash it at every one of them.

@@ -316,3 +316,20 @@ pub fn check_levels(set: &SegmentSet) -> Vec<(u32, u64, u64)> {
     out.sort_unstable();
     out
 }
+
+/// The file rules of a power-loss run: the Windows emulation (`windows`) or POSIX, hard
+/// links refused (`no_links`: snapshots and ingests copy instead), over `sim`.
+pub fn power_loss_rules(windows: bool, no_links: bool, sim: &segstore::io::PowerLoss) -> FileRules {
+    use segstore::io::rules::{FaultKind, Faults};
+    let base = if windows {
+        FileRules::windows_emulation()
+    } else {
+        FileRules::posix()
+    };
+    let base = if no_links {
+        base.with_faults(Faults::new().fail(FaultKind::Link, "", 0, u64::MAX))
+    } else {
+        base
+    };
+    base.with_power_loss(sim.clone())
+}
