@@ -36,11 +36,50 @@ fn fill(t: &Arc<Table>) {
 }
 
 #[test]
+fn the_view_is_taken_by_the_first_read() {
+    let (_d, store) = open();
+    let t = store.table("t").unwrap();
+    fill(&t);
+    // Begun, then written to by someone else before reading anything: the first read
+    // takes the view, so it sees that write, and nothing changed it before the commit.
+    let mut tx = store.transaction().unwrap();
+    t.put("a", "before the first read").unwrap();
+    let a = tx.get(&t, "a").unwrap();
+    assert_eq!(a.as_deref(), Some(&b"before the first read"[..]));
+    t.put("c", "after the first read").unwrap(); // not seen
+    assert_eq!(tx.get(&t, "c").unwrap().as_deref(), Some(&b"3"[..]));
+    tx.put(&t, "z", "26").unwrap();
+    let (table, key) = conflict_key(tx.commit().unwrap_err());
+    assert_eq!((table.as_str(), key.as_slice()), ("t", &b"c"[..]));
+
+    // `read_seq` takes the view when nothing has been read yet: later writes are not
+    // seen, and the number is the one of the last write before it.
+    let tx = store.transaction().unwrap();
+    let seq = tx.read_seq();
+    let after = t
+        .write(segstore::WriteBatch::new().put("e", "after read_seq"))
+        .unwrap();
+    assert!(after > seq);
+    assert_eq!(tx.get(&t, "e").unwrap().as_deref(), Some(&b"5"[..]));
+    assert_eq!(tx.read_seq(), seq, "the view is taken once");
+
+    // A transaction that reads nothing commits as an atomic batch, after every write
+    // before it, whatever was written since it began.
+    let mut tx = store.transaction().unwrap();
+    t.put("g", "racing").unwrap();
+    tx.put(&t, "g", "blind").unwrap();
+    let committed = tx.commit().unwrap();
+    assert_eq!(t.get("g").unwrap().as_deref(), Some(&b"blind"[..]));
+    assert!(committed > seq);
+}
+
+#[test]
 fn reads_see_the_view_and_the_transactions_own_writes() {
     let (_d, store) = open();
     let t = store.table("t").unwrap();
     fill(&t);
     let mut tx = store.transaction().unwrap();
+    assert_eq!(tx.get(&t, "g").unwrap().as_deref(), Some(&b"7"[..])); // takes the view
     t.put("a", "later").unwrap(); // after the view: not seen
     tx.put(&t, "b", "2").unwrap();
     tx.put(&t, "c", "33").unwrap();

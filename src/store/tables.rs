@@ -143,7 +143,7 @@ impl Store {
     }
 
     /// Begin an optimistic, serializable transaction across the tables of this store:
-    /// it reads a [`ReadView`] taken now plus its own writes, buffers puts and
+    /// it reads a [`ReadView`] taken by its first read plus its own writes, buffers puts and
     /// deletes, and its [`commit`](Transaction::commit) writes them as one record if
     /// nothing it read was written meanwhile, else fails with [`Error::Conflict`]
     /// having written nothing. See [`Transaction`] (its module docs state the isolation

@@ -35,8 +35,7 @@ impl Table {
                     return Self::sole_value(view, s, key, h, now);
                 }
             }
-            let place =
-                Self::resolve(view, key, h, best, |w| w.and_then(|w| w.place(view, now)))?;
+            let place = Self::resolve(view, key, h, best, |w| w.and_then(|w| w.place(view, now)))?;
             Ok(place.map(|p| Value::at(view, p)))
         })
     }
@@ -167,9 +166,11 @@ impl Table {
     /// Whether no write numbered after `seq` can have changed what a read of `key`
     /// gives, judged without reading any segment: the table's segments are still
     /// `segments` (no flush or compaction since) and no memtable holds a version of
-    /// `key`, or a newer range tombstone over it, numbered after `seq`, and none holds a
-    /// cell with a TTL (which expires without a write). `false` when it cannot tell. For a transaction's commit check, under the commit lock (every
-    /// write numbered so far is applied).
+    /// `key`, or a newer range tombstone over it, numbered after `seq` (when no memtable
+    /// holds any record numbered after `seq`, no key is looked up), and none holds a
+    /// cell with a TTL (which expires without a write). `false` when it cannot tell.
+    /// For a transaction's commit check, under the commit lock (every write numbered so
+    /// far is applied, and has raised its memtable's [`Memtable::seq_range`]).
     ///
     /// Sound because a flush publishes its segment before it drops the memtable
     /// ([`Table::flush_frozen_locked`]), and the drop needs the memtable lock held
@@ -187,12 +188,15 @@ impl Table {
         if may_expire(mems(), segments) {
             return false;
         }
+        // Nothing at all written to the table since: no key to look up.
+        if mems().all(|mt| mt.seq_range().is_none_or(|(_, hi)| hi <= seq)) {
+            return true;
+        }
         mems().all(|mt| {
-                mt.newest_seq_hashed(key, h).is_none_or(|s| s <= seq)
-                    && (!mt.has_ranges()
-                        || mt.range_cover(key, ReadAt::Newest)
-                            == mt.range_cover(key, ReadAt::Seq(seq)))
-            })
+            mt.newest_seq_hashed(key, h).is_none_or(|s| s <= seq)
+                && (!mt.has_ranges()
+                    || mt.range_cover(key, ReadAt::Newest) == mt.range_cover(key, ReadAt::Seq(seq)))
+        })
     }
 
     /// The winner among the cells `memtables` hold for `key` (whose [`key_hash`] is

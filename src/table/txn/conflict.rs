@@ -138,6 +138,11 @@ impl ReadSet {
     /// state, and every scanned interval the same through `view` and at the latest
     /// state. The first that does not (tables in name order, keys in order, then
     /// intervals) is the [`Error::Conflict`].
+    /// True when nothing was read from the store: the commit has nothing to check.
+    pub(super) fn is_empty(&self) -> bool {
+        self.tables.is_empty()
+    }
+
     pub(super) fn check(&self, view: &ReadView) -> Result<()> {
         let mut order: Vec<&TableReads> = self.tables.iter().collect();
         order.sort_by(|a, b| a.table.name().cmp(b.table.name()));

@@ -1,5 +1,5 @@
-//! A transaction's reads: its own buffered writes first, else the view of its
-//! beginning, each read from the view recorded in the read set ([`super::conflict`]);
+//! A transaction's reads: its own buffered writes first, else its view (taken by the
+//! first read), each read from the view recorded in the read set ([`super::conflict`]);
 //! and [`TransactionScan`], the merge of the view's rows with the buffered writes, in
 //! key order from either end.
 
@@ -42,7 +42,7 @@ impl Transaction {
         match self.own(table, key) {
             Some(v) => Ok(v.map(|v| Value::shared(Arc::from(v)))),
             None => {
-                let v = self.view.get(table, key)?;
+                let v = self.view().get(table, key)?;
                 self.reads.borrow_mut().key(table, key, &v);
                 Ok(v)
             }
@@ -64,7 +64,7 @@ impl Transaction {
             Some(v) => Ok(f(v)),
             None => {
                 // The value is kept for the commit's check (shared, not copied).
-                let v = self.view.get(table, key)?;
+                let v = self.view().get(table, key)?;
                 let r = f(v.as_deref());
                 self.reads.borrow_mut().key(table, key, &v);
                 Ok(r)
@@ -103,7 +103,7 @@ impl Transaction {
                 None,
             ));
         }
-        let view = self.view.scan(table, (lo.clone(), hi.clone()))?;
+        let view = self.view().scan(table, (lo.clone(), hi.clone()))?;
         let writes = self.writes_of(table).unwrap_or_else(|| empty());
         let buffered = writes.range::<[u8], _>((as_ref(&lo), as_ref(&hi)));
         let slot = self.reads.borrow_mut().scan(table, lo, hi);
