@@ -1,5 +1,5 @@
-//! Table behaviours: commit log files released after flushes, tombstone purging (and
-//! keeping a tombstone that still shadows a segment left out of a minor compaction),
+//! Table behaviours: commit log files released after flushes (and none of flushed
+//! records left by a close), tombstone purging (and keeping a tombstone that still shadows a segment left out of a minor compaction),
 //! explicit timestamps across memtable and segments, snapshots that include unflushed
 //! writes, a torn commit log tail after a crash, concurrent writers and readers with
 //! background flushes and compactions, and deferred deletion under the Windows rules.
@@ -362,4 +362,72 @@ fn windows_rules_defer_deleting_compacted_segments_while_a_scan_maps_them() {
     );
     drop(t);
     assert!(store.close().unwrap().is_clean());
+}
+
+/// The `.log` files of a store, with their lengths.
+fn log_lengths(dir: &Path) -> Vec<u64> {
+    let mut v: Vec<u64> = std::fs::read_dir(dir.join("commitlog"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .map(|e| e.metadata().unwrap().len())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_clean_close_leaves_no_flushed_commit_log_behind() {
+    let header = segstore::table::commitlog::format::FILE_HEADER_LEN as u64;
+    for (rules, policy) in [
+        (FileRules::posix(), DeletePolicy::Immediate),
+        // The policy Windows forces.
+        (
+            FileRules::windows_emulation(),
+            DeletePolicy::DeferWhileMapped,
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut c = cfg(rules);
+        c.delete_policy = policy;
+        c.commitlog.segment_size = 1 << 20; // one file holds every record
+        let store = Store::open(tmp.path(), c.clone()).unwrap();
+        let t = store.table("t").unwrap();
+        let mut last = 0;
+        for i in 0..300 {
+            last = t.write(WriteBatch::new().put(key(i), b"v")).unwrap();
+        }
+        assert!(log_lengths(tmp.path()).iter().any(|&l| l > header));
+        drop(t);
+        assert!(store.close().unwrap().is_clean());
+        // One empty file (its header says where numbering goes on), nothing flushed.
+        assert_eq!(log_lengths(tmp.path()), vec![header]);
+
+        let store = Store::open(tmp.path(), c.clone()).unwrap();
+        let t = store.table("t").unwrap();
+        assert_eq!(t.get(key(299)).unwrap().as_deref(), Some(&b"v"[..]));
+        let next = t.write(WriteBatch::new().put(key(0), b"w")).unwrap();
+        assert!(next > last, "numbering goes on: {next} after {last}");
+        // Closed again with nothing new flushed since: still one empty file.
+        drop(t);
+        assert!(store.close().unwrap().is_clean());
+        assert_eq!(log_lengths(tmp.path()), vec![header]);
+        let store = Store::open(tmp.path(), c.clone()).unwrap();
+        assert!(store.close().unwrap().is_clean());
+        assert_eq!(log_lengths(tmp.path()), vec![header]);
+
+        // A store dropped without close keeps its log: replay brings the writes back.
+        let store = Store::open(tmp.path(), c.clone()).unwrap();
+        let t = store.table("t").unwrap();
+        t.put(key(1), b"unflushed").unwrap();
+        drop(t);
+        drop(store);
+        assert!(log_lengths(tmp.path()).iter().any(|&l| l > header));
+        let store = Store::open(tmp.path(), c).unwrap();
+        let t = store.table("t").unwrap();
+        assert_eq!(t.get(key(1)).unwrap().as_deref(), Some(&b"unflushed"[..]));
+        assert_eq!(t.get(key(0)).unwrap().as_deref(), Some(&b"w"[..]));
+        drop(t);
+        assert!(store.close().unwrap().is_clean());
+    }
 }

@@ -19,8 +19,9 @@
 //! to the store's [`Deleter`] (commit log invariant 5).
 //!
 //! # Close
-//! Refuse new writes, stop the background threads, flush every table, checkpoint, close the log
-//! (final fsync). A store dropped without close stops the worker and closes the log
+//! Refuse new writes, stop the background threads, flush every table, checkpoint, roll the
+//! log to an empty file and release the older ones (none holds an unflushed record), close
+//! the log (final fsync). A store dropped without close stops the worker and closes the log
 //! (its final fsync, so that a write acknowledged under `periodic` sync is as durable
 //! as a close would have made it) and flushes nothing: replay at the next open brings
 //! the memtables back.
@@ -99,8 +100,10 @@ impl Clock {
     /// again).
     #[cfg(feature = "testing")]
     pub(crate) fn set_expiry_now(&self, micros: Option<u64>) {
-        self.expiry_override
-            .store(micros.unwrap_or(0).max(u64::from(micros.is_some())), Ordering::Release);
+        self.expiry_override.store(
+            micros.unwrap_or(0).max(u64::from(micros.is_some())),
+            Ordering::Release,
+        );
     }
 
     pub(crate) fn wall_micros(&self) -> u64 {
@@ -632,12 +635,23 @@ impl Tables {
         let flushed = if self.ctx.read_only {
             Ok(())
         } else {
-            self.flush_tables(None)
+            self.flush_tables(None).and_then(|()| self.retire_log())
         };
         let closed = self.ctx.log.close();
         self.seal();
         self.ctx.registry.forget_tables();
         flushed.and(closed)
+    }
+
+    /// With every table flushed, leave no file of flushed records behind: roll the log
+    /// to an empty file and hand the older ones to the deleter (the store's close
+    /// finishes their deletion). A crash in between leaves them obsolete, released by
+    /// the next open's first checkpoint, as after any flush.
+    fn retire_log(&self) -> Result<()> {
+        if self.ctx.log.roll_if_written()? {
+            self.ctx.checkpoint()?;
+        }
+        Ok(())
     }
 
     /// No flush or compaction runs from now on: refuse new ones, wait for those in

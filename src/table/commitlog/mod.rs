@@ -441,6 +441,31 @@ impl CommitLog {
         s.sync_through(&mut st, seq, None)
     }
 
+    /// Roll to a new, empty file if the active one holds a record (invariant 4, as any
+    /// roll), so that once the caller has flushed every record the files before it are
+    /// obsolete ([`CommitLog::release_obsolete`]): a clean close leaves one file of
+    /// [`format::FILE_HEADER_LEN`] bytes, which tells the next open where numbering
+    /// continues, instead of a file of flushed records. Returns whether it rolled.
+    pub(crate) fn roll_if_written(&self) -> Result<bool> {
+        let s = &*self.shared;
+        let mut st = s.state.lock();
+        loop {
+            if let Some(p) = &st.poisoned {
+                return Err(Error::Poisoned(p.clone()));
+            }
+            if st.closed || st.active.len <= format::FILE_HEADER_LEN as u64 {
+                return Ok(false);
+            }
+            if !st.leader {
+                break;
+            }
+            // Invariant 7: wait for the leader's fsync to end.
+            s.synced.wait(&mut st);
+        }
+        s.roll(&mut st)?;
+        Ok(true)
+    }
+
     /// [`Error::Poisoned`] if an earlier write or fsync failed (invariant 3).
     pub fn check_poisoned(&self) -> Result<()> {
         match &self.shared.state.lock().poisoned {
