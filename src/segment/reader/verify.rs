@@ -17,6 +17,7 @@ impl SegmentReader {
             ..SegmentStats::default()
         };
         let ipath = self.index.path();
+        let mut window = records::DataWindow::default();
         for b in 0..self.meta.summary.len() {
             let block_off = self.meta.summary.block(b).0;
             let entries: Vec<(Vec<u8>, Located)> = self.with_index_block_from_file(b, |blk| {
@@ -55,7 +56,7 @@ impl SegmentReader {
                     ));
                 }
                 let (ts, tombstone, expires) =
-                    self.read_record(loc, Some(&key), true, Via::File, |r| {
+                    self.read_record_windowed(&mut window, loc, &key, |r| {
                         (r.ts, r.tombstone, r.expires)
                     })?;
                 if !self.meta.filter.may_contain(key_hash(&key)) {
