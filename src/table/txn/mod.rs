@@ -54,12 +54,12 @@
 //! after the commit, it simply comes later.
 //!
 //! *Every read of a transaction, committed or not, sees one consistent picture*: the
-//! view plus its own writes. The view is taken by the first read (or
+//! view plus its own writes. A transaction that will fail its commit never reads half
+//! of another write. The view is taken by the first read (or
 //! [`Transaction::read_seq`]), not by [`crate::Store::transaction`]: a write
 //! acknowledged before the first read is seen, whenever the transaction began. One that
 //! reads nothing takes no view, checks nothing, and commits as an atomic batch
-//! ([`crate::Store::write`], under the commit lock shared). A transaction that will fail its commit
-//! never reads half of another write.
+//! ([`crate::Store::write`], under the commit lock shared).
 //!
 //! *Explicit timestamps* ([`WriteBatch::put_at`]) are outside the guarantee: cells are
 //! reconciled by timestamp, so a plain write with a timestamp ahead of the clock beats
@@ -78,8 +78,8 @@
 //! flush or compaction changed the table's segments since the view and no memtable
 //! holds a version of the key (or a range tombstone over it) numbered after the view,
 //! nothing can have changed what it read, and no segment is read (when no memtable
-//! holds any record numbered after the view, no key is even looked up). Otherwise it reads
-//! the key once more and compares the values. It scans each interval it
+//! holds any record numbered after the view, no key is even looked up). Otherwise it
+//! reads the key once more and compares the values. It scans each interval it
 //! scanned twice (view and latest), under the exclusive lock, so a transaction that
 //! scanned much holds off every write for as long as the scans take; keep transactions'
 //! reads small. The view's memtable versions are
