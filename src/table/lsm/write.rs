@@ -8,8 +8,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Table;
+use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
+
+use super::{Memtables, Table};
 use crate::error::{Error, Result};
+use crate::format::ranges::RangeTombstone;
+use crate::format::record::RecordRef;
 use crate::table::batch::{ExpiryContext, WriteBatch};
 use crate::table::commitlog::format::PartRef;
 use crate::table::memtable::RANGE_FRAGMENTS_FULL;
@@ -166,20 +170,7 @@ fn write_tables_inner(
         return Err(Error::InvalidArgument("a write names no table".into()));
     };
     let ctx = &first.ctx;
-    for (t, _) in parts {
-        if !Arc::ptr_eq(&t.ctx, ctx) {
-            return Err(Error::InvalidArgument(format!(
-                "table {} belongs to another store than table {}",
-                t.name, first.name
-            )));
-        }
-    }
-    ctx.check_writable()?;
-    for (_, b) in parts {
-        b.check()?;
-    }
-    let mut parts: Vec<&(&Table, &WriteBatch)> =
-        parts.iter().filter(|(_, b)| !b.is_empty()).collect();
+    let parts = ordered_parts(ctx, parts)?;
     if parts.is_empty() {
         if let Some(check) = check.as_mut() {
             let _exclusive = ctx.commit.write();
@@ -187,75 +178,25 @@ fn write_tables_inner(
         }
         return write_nothing(ctx, sync);
     }
-    parts.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-    if let Some(w) = parts.windows(2).find(|w| w[0].0.name == w[1].0.name) {
-        return Err(Error::InvalidArgument(format!(
-            "table {} appears twice in one batch",
-            w[0].0.name
-        )));
-    }
     let uses_clock = parts.iter().any(|(_, b)| b.uses_clock());
     // Times this write took timestamps and saw a later-timestamped write numbered first.
     let mut overtaken = 0;
     loop {
-        // The commit lock: shared for a plain write, exclusive for a checked one and
-        // for a plain write overtaken twice (no other write is then in flight, so its
-        // next timestamps are numbered in order).
-        let commit = match check.as_mut() {
-            None if overtaken >= 2 => (None, Some(ctx.commit.write())),
-            None => match ctx.commit.try_read() {
-                Some(g) => (Some(g), None),
-                None => {
-                    // A commit holds it (or waits for it): tests see this write wait.
-                    ctx.point("write waits for the commit lock", Path::new(&first.name));
-                    (Some(ctx.commit.read()), None)
-                }
-            },
-            Some(check) => {
-                let g = ctx.commit.write();
-                check()?;
-                ctx.point("commit checked", Path::new(&first.name));
-                (None, Some(g))
-            }
-        };
+        let commit = hold_commit(ctx, check.as_deref_mut(), overtaken, &first.name)?;
         // One timestamp for the whole batch (one more per range delete:
         // `WriteBatch::ts_span`), taken again after a wait.
         let span = parts.iter().map(|(_, b)| b.ts_span()).max().unwrap_or(1);
         let ts = ctx.clock.now_span(span);
         ctx.point("write timestamped", Path::new(&first.name));
-        let mut guards = Vec::with_capacity(parts.len());
-        let mut stalled = None;
-        for (t, _) in &parts {
-            let m = t.mem.read();
-            if t.dropped.load(Ordering::Acquire) {
-                return Err(Error::Dropped {
-                    table: t.name.clone(),
-                });
+        let guards = match lock_memtables(&parts)? {
+            Ok(guards) => guards,
+            Err(stalled) => {
+                drop(commit);
+                stalled.wait_for_flushes()?;
+                continue;
             }
-            if m.frozen.len() >= t.config.load().max_frozen_memtables {
-                stalled = Some(*t);
-                break;
-            }
-            guards.push(m);
-        }
-        if let Some(t) = stalled {
-            drop(guards);
-            drop(commit);
-            t.wait_for_flushes()?;
-            continue;
-        }
-        let now = || ctx.clock.expiry_now();
-        let cells: Vec<_> = parts
-            .iter()
-            .map(|(t, b)| {
-                let x = ExpiryContext {
-                    now: &now,
-                    default_ttl: t.config.load().default_ttl_micros(),
-                };
-                b.cells(ts, &x)
-            })
-            .collect();
-        let ranges: Vec<_> = parts.iter().map(|(_, b)| b.ranges(ts)).collect();
+        };
+        let (cells, ranges) = stamp(ctx, &parts, ts);
         let records: Vec<PartRef<'_>> = parts
             .iter()
             .zip(&cells)
@@ -270,8 +211,8 @@ fn write_tables_inner(
             .log
             .append_ordered(&records, Some(&ctx.visibility), clock_ts)?
         else {
-            // Commit log invariant 8: a write timestamped after this one was numbered first; take
-            // new timestamps (nothing was written).
+            // Commit log invariant 8: a write timestamped after this one was numbered
+            // first; take new timestamps (nothing was written).
             overtaken += 1;
             continue;
         };
@@ -279,22 +220,7 @@ fn write_tables_inner(
         // pending would stop every later write and flush. (A panic inside the apply
         // would be a bug; it can leave part of the batch visible.)
         let finish = Finish(&ctx.visibility, seq);
-        let mut full = Vec::new();
-        for ((((t, _), m), c), r) in parts.iter().zip(&guards).zip(&cells).zip(&ranges) {
-            m.active.apply_visible(seq, c, &ctx.visibility);
-            if !r.is_empty() {
-                m.active.apply_ranges(seq, r, ctx.visibility.floor());
-            }
-            // Invariant 6: before the write is acknowledged, inside the read lock.
-            if !t.maybe_cells.load(Ordering::Relaxed) {
-                t.maybe_cells.store(true, Ordering::Release);
-            }
-            if m.active.approx_bytes() >= t.config.load().memtable_flush_bytes
-                || m.active.range_fragments() >= RANGE_FRAGMENTS_FULL
-            {
-                full.push(*t);
-            }
-        }
+        let full = apply(ctx, &parts, &guards, (&cells, &ranges), seq);
         drop(guards);
         // Visible once every earlier number is too; acknowledged only then.
         drop(finish);
@@ -309,6 +235,143 @@ fn write_tables_inner(
         }
         return Ok(seq);
     }
+}
+
+/// Each part's cells and range tombstones, timestamped from `ts` (and given their
+/// expiry: a TTL counts from the store's expiry clock, read only for a cell with one).
+fn stamp<'p>(
+    ctx: &Context,
+    parts: &[&'p Part<'p>],
+    ts: u64,
+) -> (Vec<Vec<RecordRef<'p>>>, Vec<Vec<RangeTombstone>>) {
+    let now = || ctx.clock.expiry_now();
+    let cells = parts
+        .iter()
+        .map(|(t, b)| {
+            let x = ExpiryContext {
+                now: &now,
+                default_ttl: t.config.load().default_ttl_micros(),
+            };
+            b.cells(ts, &x)
+        })
+        .collect();
+    let ranges = parts.iter().map(|(_, b)| b.ranges(ts)).collect();
+    (cells, ranges)
+}
+
+/// One part of a write: a table and its batch.
+type Part<'p> = (&'p Table, &'p WriteBatch);
+
+/// The parts of a write that hold something, in table name order (the order memtable
+/// locks are taken in), once every table is of `ctx`'s store, the store takes writes,
+/// every batch is valid and no table appears twice.
+fn ordered_parts<'p>(ctx: &Arc<Context>, parts: &'p [Part<'p>]) -> Result<Vec<&'p Part<'p>>> {
+    let first = &parts[0].0.name;
+    for (t, _) in parts {
+        if !Arc::ptr_eq(&t.ctx, ctx) {
+            return Err(Error::InvalidArgument(format!(
+                "table {} belongs to another store than table {first}",
+                t.name
+            )));
+        }
+    }
+    ctx.check_writable()?;
+    for (_, b) in parts {
+        b.check()?;
+    }
+    let mut parts: Vec<&Part<'p>> = parts.iter().filter(|(_, b)| !b.is_empty()).collect();
+    parts.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    if let Some(w) = parts.windows(2).find(|w| w[0].0.name == w[1].0.name) {
+        return Err(Error::InvalidArgument(format!(
+            "table {} appears twice in one batch",
+            w[0].0.name
+        )));
+    }
+    Ok(parts)
+}
+
+/// The store's commit lock as a write holds it.
+enum CommitHold<'a> {
+    Shared(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
+    Exclusive(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
+}
+
+/// Take the commit lock: shared for a plain write, exclusive for a checked one (whose
+/// `check` then runs, and its error ends the write) and for a plain write overtaken
+/// twice (no other write is then in flight, so its next timestamps are numbered in
+/// order: commit log invariant 8).
+fn hold_commit<'a>(
+    ctx: &'a Context,
+    check: Option<&mut (dyn FnMut() -> Result<()> + '_)>,
+    overtaken: u32,
+    table: &str,
+) -> Result<CommitHold<'a>> {
+    Ok(match check {
+        None if overtaken >= 2 => CommitHold::Exclusive(ctx.commit.write()),
+        None => match ctx.commit.try_read() {
+            Some(g) => CommitHold::Shared(g),
+            None => {
+                // A commit holds it (or waits for it): tests see this write wait.
+                ctx.point("write waits for the commit lock", Path::new(table));
+                CommitHold::Shared(ctx.commit.read())
+            }
+        },
+        Some(check) => {
+            let g = ctx.commit.write();
+            check()?;
+            ctx.point("commit checked", Path::new(table));
+            CommitHold::Exclusive(g)
+        }
+    })
+}
+
+/// Each part's memtable read lock, in order; `Err(table)` (nothing held) for the
+/// first table with too many frozen memtables, whose flushes the write must wait for.
+fn lock_memtables<'p>(
+    parts: &[&'p Part<'p>],
+) -> Result<std::result::Result<Vec<RwLockReadGuard<'p, Memtables>>, &'p Table>> {
+    let mut guards = Vec::with_capacity(parts.len());
+    for (t, _) in parts {
+        let m = t.mem.read();
+        if t.dropped.load(Ordering::Acquire) {
+            return Err(Error::Dropped {
+                table: t.name.clone(),
+            });
+        }
+        if m.frozen.len() >= t.config.load().max_frozen_memtables {
+            return Ok(Err(*t));
+        }
+        guards.push(m);
+    }
+    Ok(Ok(guards))
+}
+
+/// Apply record `seq` (each part's `cells` and `ranges`) to the active memtables,
+/// under their locks. Returns the tables whose memtable is now full (to flush).
+fn apply<'p>(
+    ctx: &Context,
+    parts: &[&'p Part<'p>],
+    guards: &[RwLockReadGuard<'_, Memtables>],
+    (cells, ranges): (&[Vec<RecordRef<'_>>], &[Vec<RangeTombstone>]),
+    seq: u64,
+) -> Vec<&'p Table> {
+    let mut full = Vec::new();
+    for ((((t, _), m), c), r) in parts.iter().zip(guards).zip(cells).zip(ranges) {
+        m.active.apply_visible(seq, c, &ctx.visibility);
+        if !r.is_empty() {
+            m.active.apply_ranges(seq, r, ctx.visibility.floor());
+        }
+        // Invariant 6: before the write is acknowledged, inside the read lock.
+        if !t.maybe_cells.load(Ordering::Relaxed) {
+            t.maybe_cells.store(true, Ordering::Release);
+        }
+        if m.active.approx_bytes() >= t.config.load().memtable_flush_bytes
+            || m.active.range_fragments() >= RANGE_FRAGMENTS_FULL
+        {
+            full.push(*t);
+        }
+    }
+    full
 }
 
 /// An empty write: the highest number written so far, fsynced through it first with
