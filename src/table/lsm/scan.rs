@@ -14,6 +14,8 @@ use crate::range::{prefix_range, KeyBounds, KeyRange};
 use crate::segment::{Entry, RecordRef, SegmentIter};
 use crate::table::cell::is_dead;
 use crate::table::merge::{BoxedCursor, MergeIter, TombstonePolicy};
+
+use super::overlay::Overlay;
 use crate::table::view::Pin;
 
 impl Table {
@@ -106,6 +108,10 @@ pub(crate) enum ScanSource {
     /// expiry clock) skipped; no merge, and `next_with` lends each row straight from the
     /// map.
     Segment(SegmentIter<SegmentHandle>, u64),
+    /// A single segment under memtables that hold some of the range, and no range
+    /// tombstone: forward steps lend the segment's rows and merge only at the
+    /// memtables' keys; a step back or a seek turns it into `Merged`.
+    Overlay(Box<Overlay>),
 }
 
 /// The rows of a table's only segment in `bounds`, read through its handle (the
@@ -122,26 +128,43 @@ impl Scan {
     /// Move the front to the first live key at or above `key` (within the scan's
     /// range): the next [`Iterator::next`] yields it.
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
+        self.settle();
         match &mut self.inner {
             ScanSource::Merged(m) => m.seek(key.as_ref()),
             ScanSource::Segment(it, _) => it.seek(key.as_ref()),
+            ScanSource::Overlay(_) => {} // settled above
         }
     }
 
     /// Move the back to the last live key at or below `key` (within the scan's range):
     /// the next [`DoubleEndedIterator::next_back`] yields it.
     pub fn seek_back(&mut self, key: impl AsRef<[u8]>) {
+        self.settle();
         match &mut self.inner {
             ScanSource::Merged(m) => m.seek_back(key.as_ref()),
             ScanSource::Segment(it, _) => it.seek_back(key.as_ref()),
+            ScanSource::Overlay(_) => {} // settled above
+        }
+    }
+
+    /// Turn an overlay into the general merge over the same picture (for a step back
+    /// or a seek, which it does not serve), its front where the overlay's was.
+    fn settle(&mut self) {
+        if !matches!(self.inner, ScanSource::Overlay(_)) {
+            return;
+        }
+        let none = MergeIter::new(Vec::<BoxedCursor<'static>>::new(), TombstonePolicy::Keep);
+        if let ScanSource::Overlay(o) = std::mem::replace(&mut self.inner, ScanSource::Merged(none))
+        {
+            self.inner = ScanSource::Merged(o.into_merge());
         }
     }
 
     /// The next row, handed to `f` borrowed (key, value): the allocation-free form of
-    /// [`Iterator::next`] where the table is one segment with empty memtables (a
-    /// compacted table at rest: the bytes come straight from the map, or the scan's
-    /// buffer in `standard` mode); otherwise the merged row is lent. `None` at the end;
-    /// after an error the scan is done.
+    /// [`Iterator::next`] where the table is one segment (a compacted table: the bytes
+    /// come straight from the map, or the scan's buffer in `standard` mode; keys its
+    /// memtables hold are merged first); otherwise the merged row is lent. `None` at
+    /// the end; after an error the scan is done.
     pub fn next_with<T>(&mut self, f: impl FnOnce(&[u8], &[u8]) -> T) -> Option<Result<T>> {
         self.step_with::<true, T>(f)
     }
@@ -156,7 +179,11 @@ impl Scan {
         &mut self,
         f: impl FnOnce(&[u8], &[u8]) -> T,
     ) -> Option<Result<T>> {
+        if !FWD {
+            self.settle();
+        }
         match &mut self.inner {
+            ScanSource::Overlay(o) => o.next_with(f),
             ScanSource::Merged(m) => {
                 let r = if FWD {
                     m.next_skipping()
@@ -215,16 +242,21 @@ impl Iterator for Scan {
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.inner {
             ScanSource::Merged(m) => m.next_skipping().map(|r| r.map(|e| (e.key, e.value))),
-            ScanSource::Segment(..) => self.next_with(|k, v| (k.to_vec(), v.to_vec())),
+            ScanSource::Segment(..) | ScanSource::Overlay(_) => {
+                self.next_with(|k, v| (k.to_vec(), v.to_vec()))
+            }
         }
     }
 }
 
 impl DoubleEndedIterator for Scan {
     fn next_back(&mut self) -> Option<Self::Item> {
+        self.settle();
         match &mut self.inner {
             ScanSource::Merged(m) => m.next_back_skipping().map(|r| r.map(|e| (e.key, e.value))),
-            ScanSource::Segment(..) => self.next_back_with(|k, v| (k.to_vec(), v.to_vec())),
+            ScanSource::Segment(..) | ScanSource::Overlay(_) => {
+                self.next_back_with(|k, v| (k.to_vec(), v.to_vec()))
+            }
         }
     }
 }

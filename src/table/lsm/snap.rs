@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::overlay::Overlay;
 use super::ranges::range_filter;
 use super::scan::{sole_segment, Merged};
 use super::ScanSource;
@@ -156,12 +157,26 @@ impl TableSnap {
             [h] if mems.is_empty() && h.range_tombstones().is_empty() => {
                 sole_segment(h.clone(), bounds, self.now)
             }
-            _ => ScanSource::Merged(self.merge_of(
-                mems,
-                at,
-                bounds,
-                TombstonePolicy::Hide(self.now),
-            )),
+            // One segment under memtables holding some of the range, no range
+            // tombstone: lend the segment's rows, merge only at the memtables' keys.
+            [h] if h.range_tombstones().is_empty() && mems.iter().all(|m| !m.has_ranges()) => {
+                let mems = MergeIter::new(
+                    mems.into_iter().map(|m| {
+                        Box::new(MemtableCursor(m.range_at(bounds.clone(), at))) as BoxedCursor
+                    }),
+                    TombstonePolicy::Keep,
+                );
+                ScanSource::Overlay(Box::new(Overlay::new(
+                    h.clone(),
+                    mems,
+                    self.clone(),
+                    at,
+                    bounds,
+                )))
+            }
+            _ => {
+                ScanSource::Merged(self.merge_of(mems, at, bounds, TombstonePolicy::Hide(self.now)))
+            }
         }
     }
 

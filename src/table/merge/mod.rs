@@ -512,6 +512,12 @@ impl<I: Cursor> MergeIter<I> {
         self.reposition();
     }
 
+    /// Move the front to the first key above `key`: [`MergeIter::seek`], excluding it.
+    pub fn seek_after(&mut self, key: &[u8]) {
+        self.front_mark = Bound::Excluded(key.to_vec());
+        self.reposition();
+    }
+
     /// Move the back to the last key at or below `key`: the mirror of
     /// [`MergeIter::seek`].
     pub fn seek_back(&mut self, key: &[u8]) {

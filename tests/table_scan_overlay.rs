@@ -1,0 +1,228 @@
+//! Scans of a table with one segment under memtables that hold some of its keys: the
+//! overlay that lends the segment's rows and merges only at the memtables' keys
+//! (`src/table/lsm/overlay.rs`), against a model, with every way a memtable cell
+//! meets a segment cell (newer, older by explicit timestamp, a tombstone, an expired
+//! TTL), and scans that step back or seek after stepping forward (the overlay then
+//! turns into the general merge).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use segstore::{Config, Store, Table, WriteBatch};
+
+/// What the table should hold.
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// A memtable operation over key `k` (of 0..40).
+#[derive(Debug, Clone)]
+enum Op {
+    Put(u8, u8),
+    /// A put stamped older than the segment's cells: the segment's value wins.
+    PutOld(u8, u8),
+    Delete(u8),
+    /// A put that has expired by the time the scan reads.
+    Expired(u8),
+}
+
+/// A scan step.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Next,
+    Back,
+    Seek(u8),
+    SeekBack(u8),
+}
+
+fn key(k: u8) -> Vec<u8> {
+    format!("k{k:02}").into_bytes()
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u8..40, any::<u8>()).prop_map(|(k, v)| Op::Put(k, v)),
+        (0u8..40, any::<u8>()).prop_map(|(k, v)| Op::PutOld(k, v)),
+        (0u8..40).prop_map(Op::Delete),
+        (0u8..40).prop_map(Op::Expired),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        6 => Just(Step::Next),
+        2 => Just(Step::Back),
+        1 => (0u8..42).prop_map(Step::Seek),
+        1 => (0u8..42).prop_map(Step::SeekBack),
+    ]
+}
+
+/// A store whose table `t` holds `seg` (key -> value) in one segment, written at
+/// timestamp 1,000,000 and on, then `ops` in its memtable; and the model of it.
+fn build(seg: &BTreeMap<u8, u8>, ops: &[Op]) -> (tempfile::TempDir, Store, Arc<Table>, Model) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Config::default()).unwrap();
+    store.set_expiry_clock(Some(1_000));
+    let t = store.table("t").unwrap();
+    let mut model = BTreeMap::new();
+    // Per key, the timestamp of an old put that holds it (`Some`), or `None` once a
+    // segment cell or a clock-stamped write (newer than every old put) has it.
+    let mut old: BTreeMap<u8, Option<u64>> = BTreeMap::new();
+    let mut b = WriteBatch::new();
+    for (&k, &v) in seg {
+        b.put_at(key(k), [v], 1_000_000 + u64::from(k));
+        model.insert(key(k), vec![v]);
+        old.insert(k, None);
+    }
+    if !seg.is_empty() {
+        t.write(&b).unwrap();
+    }
+    t.flush().unwrap();
+    for (i, o) in ops.iter().enumerate() {
+        let k = match *o {
+            Op::Put(k, _) | Op::PutOld(k, _) | Op::Delete(k) | Op::Expired(k) => k,
+        };
+        match *o {
+            Op::Put(k, v) => {
+                t.put(key(k), [v, v]).unwrap();
+                model.insert(key(k), vec![v, v]);
+            }
+            Op::PutOld(k, v) => {
+                // Stamped below every segment cell and clock-stamped write: it holds
+                // the key only if nothing but older old puts has written it.
+                let ts = 5 + i as u64;
+                t.write(WriteBatch::new().put_at(key(k), [v, 1, 2], ts))
+                    .unwrap();
+                if old.get(&k).is_none_or(|o| o.is_some_and(|prev| prev < ts)) {
+                    model.insert(key(k), vec![v, 1, 2]);
+                    old.insert(k, Some(ts));
+                }
+                continue;
+            }
+            Op::Delete(k) => {
+                t.delete(key(k)).unwrap();
+                model.remove(&key(k));
+            }
+            Op::Expired(k) => {
+                t.put_ttl(key(k), [9], Duration::from_micros(1)).unwrap();
+                model.remove(&key(k));
+            }
+        }
+        old.insert(k, None);
+    }
+    // Every TTL given above has passed.
+    store.set_expiry_clock(Some(u64::MAX / 2));
+    (dir, store, t, model)
+}
+
+/// Run `steps` on a scan of `range` and on the model, comparing each answer.
+fn check(
+    t: &Table,
+    model: &Model,
+    range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    steps: &[Step],
+) -> Result<(), TestCaseError> {
+    let mut scan = t.scan(range.clone()).unwrap();
+    // The model's rows in range, and how far each end has got.
+    let rows: Vec<(&Vec<u8>, &Vec<u8>)> = model.range(range).collect();
+    let (mut lo, mut hi) = (0usize, rows.len());
+    for s in steps {
+        match s {
+            Step::Next => {
+                let got = scan.next().map(|r| r.unwrap());
+                let want = (lo < hi).then(|| (rows[lo].0.clone(), rows[lo].1.clone()));
+                lo += usize::from(lo < hi);
+                prop_assert_eq!(got, want, "next after {:?}", steps);
+            }
+            Step::Back => {
+                let got = scan.next_back().map(|r| r.unwrap());
+                let want = (lo < hi).then(|| (rows[hi - 1].0.clone(), rows[hi - 1].1.clone()));
+                hi -= usize::from(lo < hi);
+                prop_assert_eq!(got, want, "next_back after {:?}", steps);
+            }
+            Step::Seek(k) => {
+                scan.seek(key(*k));
+                lo = rows.partition_point(|(r, _)| r.as_slice() < key(*k).as_slice());
+            }
+            Step::SeekBack(k) => {
+                scan.seek_back(key(*k));
+                hi = rows.partition_point(|(r, _)| r.as_slice() <= key(*k).as_slice());
+            }
+        }
+    }
+    // What is left forward matches too.
+    let rest: Vec<_> = scan.map(|r| r.unwrap()).collect();
+    let want: Vec<_> = rows[lo.min(hi)..hi]
+        .iter()
+        .map(|(k, v)| ((*k).clone(), (*v).clone()))
+        .collect();
+    prop_assert_eq!(rest, want);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(common::proptest_config(file!()))]
+
+    #[test]
+    fn scans_over_one_segment_and_memtables_agree_with_the_model(
+        seg in proptest::collection::btree_map(0u8..40, any::<u8>(), 0..30),
+        ops in proptest::collection::vec(op(), 1..30),
+        steps in proptest::collection::vec(step(), 0..40),
+        lo in proptest::option::of(0u8..42),
+        hi in proptest::option::of(0u8..42),
+    ) {
+        let (_dir, store, t, model) = build(&seg, &ops);
+        let range = (
+            lo.map_or(Bound::Unbounded, |k| Bound::Included(key(k))),
+            hi.map_or(Bound::Unbounded, |k| Bound::Excluded(key(k))),
+        );
+        if !matches!((&range.0, &range.1), (Bound::Included(a), Bound::Excluded(b)) if a > b) {
+            check(&t, &model, range, &steps)?;
+        }
+        // The same through a read view, and with next_with's borrowed rows.
+        let view = store.read_view().unwrap();
+        let mut via_view = Vec::new();
+        let mut s = view.scan(&t, ..).unwrap();
+        while let Some(r) = s.next_with(|k, v| (k.to_vec(), v.to_vec())) {
+            via_view.push(r.unwrap());
+        }
+        let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        prop_assert_eq!(via_view, want);
+    }
+}
+
+/// The overlay is what such a scan uses: a table with one segment and a few updates
+/// scans through it, and a step back after forward steps still sees every key once.
+#[test]
+fn a_forward_scan_meets_memtable_keys_between_segment_rows() {
+    let seg: BTreeMap<u8, u8> = (0..40).map(|k| (k, k)).collect();
+    let ops = [
+        Op::Put(10, 1),
+        Op::Delete(11),
+        Op::PutOld(12, 7),
+        Op::Expired(13),
+    ];
+    let (_dir, _store, t, model) = build(&seg, &ops);
+    assert_eq!(t.stats().segments, 1);
+    let steps = [Step::Next; 15]
+        .into_iter()
+        .chain([Step::Back, Step::Back, Step::Next])
+        .collect::<Vec<_>>();
+    check(&t, &model, (Bound::Unbounded, Bound::Unbounded), &steps).unwrap();
+    let got: Vec<_> = t
+        .scan(key(9)..)
+        .unwrap()
+        .take(4)
+        .map(|r| r.unwrap())
+        .collect();
+    let want = vec![
+        (key(9), vec![9]),
+        (key(10), vec![1, 1]),
+        (key(12), vec![12]), // the older put lost to the segment's cell
+        (key(14), vec![14]),
+    ];
+    assert_eq!(got, want);
+}
