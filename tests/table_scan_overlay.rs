@@ -1,7 +1,7 @@
-//! Scans of a table with one segment under memtables that hold some of its keys: the
-//! overlay that lends the segment's rows and merges only at the memtables' keys
-//! (`src/table/lsm/overlay.rs`), against a model, with every way a memtable cell
-//! meets a segment cell (newer, older by explicit timestamp, a tombstone, an expired
+//! Scans of a table whose large segment lies under a smaller one and memtables that
+//! hold some of its keys: the overlay that lends the large segment's rows and merges
+//! only at the others' keys (`src/table/lsm/overlay.rs`), against a model, with every
+//! way a newer cell meets a segment cell (newer, older by explicit timestamp, a tombstone, an expired
 //! TTL), and scans that step back or seek after stepping forward (the overlay then
 //! turns into the general merge).
 
@@ -61,8 +61,13 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 /// A store whose table `t` holds `seg` (key -> value) in one segment, written at
-/// timestamp 1,000,000 and on, then `ops` in its memtable; and the model of it.
-fn build(seg: &BTreeMap<u8, u8>, ops: &[Op]) -> (tempfile::TempDir, Store, Arc<Table>, Model) {
+/// timestamp 1,000,000 and on, then `ops`: those before `flush_at` flushed into a
+/// second segment, the rest in its memtable; and the model of it.
+fn build(
+    seg: &BTreeMap<u8, u8>,
+    ops: &[Op],
+    flush_at: usize,
+) -> (tempfile::TempDir, Store, Arc<Table>, Model) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), Config::default()).unwrap();
     store.set_expiry_clock(Some(1_000));
@@ -82,6 +87,10 @@ fn build(seg: &BTreeMap<u8, u8>, ops: &[Op]) -> (tempfile::TempDir, Store, Arc<T
     }
     t.flush().unwrap();
     for (i, o) in ops.iter().enumerate() {
+        if i == flush_at {
+            // The ops so far in a second, smaller segment; the rest in the memtable.
+            t.flush().unwrap();
+        }
         let k = match *o {
             Op::Put(k, _) | Op::PutOld(k, _) | Op::Delete(k) | Op::Expired(k) => k,
         };
@@ -173,8 +182,9 @@ proptest! {
         steps in proptest::collection::vec(step(), 0..40),
         lo in proptest::option::of(0u8..42),
         hi in proptest::option::of(0u8..42),
+        flush_at in 0usize..40,
     ) {
-        let (_dir, store, t, model) = build(&seg, &ops);
+        let (_dir, store, t, model) = build(&seg, &ops, flush_at);
         let range = (
             lo.map_or(Bound::Unbounded, |k| Bound::Included(key(k))),
             hi.map_or(Bound::Unbounded, |k| Bound::Excluded(key(k))),
@@ -205,7 +215,7 @@ fn a_forward_scan_meets_memtable_keys_between_segment_rows() {
         Op::PutOld(12, 7),
         Op::Expired(13),
     ];
-    let (_dir, _store, t, model) = build(&seg, &ops);
+    let (_dir, _store, t, model) = build(&seg, &ops, usize::MAX);
     assert_eq!(t.stats().segments, 1);
     let steps = [Step::Next; 15]
         .into_iter()
@@ -223,6 +233,24 @@ fn a_forward_scan_meets_memtable_keys_between_segment_rows() {
         (key(10), vec![1, 1]),
         (key(12), vec![12]), // the older put lost to the segment's cell
         (key(14), vec![14]),
+    ];
+    assert_eq!(got, want);
+    // The same with the updates in a second segment, under more in the memtable.
+    let more = [Op::Put(20, 3), Op::Delete(21)];
+    let all: Vec<Op> = ops.iter().cloned().chain(more).collect();
+    let (_dir, _store, t, model) = build(&seg, &all, ops.len());
+    assert_eq!(t.stats().segments, 2);
+    check(&t, &model, (Bound::Unbounded, Bound::Unbounded), &steps).unwrap();
+    let got: Vec<_> = t
+        .scan(key(19)..)
+        .unwrap()
+        .take(3)
+        .map(|r| r.unwrap())
+        .collect();
+    let want = vec![
+        (key(19), vec![19]),
+        (key(20), vec![3, 3]),
+        (key(22), vec![22]),
     ];
     assert_eq!(got, want);
 }

@@ -69,9 +69,8 @@
 //!   [`Table::multi_get`], [`Table::get_cell`]) and `resolve`, the reconciliation of
 //!   memtables and segments they share (invariant 4).
 //! - `scan.rs`: [`Table::scan`], [`Table::scan_prefix`], [`Table::scan_cells`] and the
-//!   iterators [`Scan`] and [`Cells`]. `overlay.rs`: a forward scan of one segment under
-//!   memtables holding a few of its keys, lending the segment's rows and merging only
-//!   at the memtables' keys.
+//!   iterators [`Scan`] and [`Cells`]. `overlay.rs`: a forward scan that lends the largest
+//!   segment's rows and merges only at the keys the memtables and other segments hold.
 //! - `snap.rs`: `TableSnap`, the table as a read at one sequence number sees it
 //!   (`Table::capture`), and the reads of [`crate::table::view`] through it.
 //! - `ingest.rs`: [`Table::ingest`] and `ingest_tables` (also `Store::ingest`): segment

@@ -1,21 +1,25 @@
-//! Forward scans of a table with one segment under memtables that hold some of the
-//! scan's keys (issue 19 item 3: reads under writes as fast as at rest).
+//! Forward scans of a table whose largest segment holds most of the scan's keys and
+//! whose memtables and other segments hold a few (issue 19 item 3: reads under writes
+//! as fast as at rest).
 //!
 //! The general merge ([`crate::table::merge`]) copies every row of every source into an
 //! owned [`Entry`] and passes it through a heap; for a table at rest in one segment the
 //! scan lends the segment's rows instead (`ScanSource::Segment`). A table taking writes
-//! holds a few of a scan's keys in its memtables (a YCSB E scan of 50 rows over a
-//! million keys meets one or two of 30,000 updates) and paid the full merge for every
-//! row. An [`Overlay`] lends the segment's rows as a table at rest does and merges only
-//! at the keys the memtables hold:
+//! holds a few of a scan's keys in its memtables and in the small segments their
+//! flushes leave (a YCSB E scan of 50 rows over a million keys meets one or two of
+//! 30,000 updates) and paid the full merge for every row. An [`Overlay`] lends the
+//! largest segment's rows as a table at rest does and merges only at the keys the
+//! others hold:
 //!
-//! - the memtables' cells in the range are merged among themselves (tombstones kept:
-//!   they shadow the segment's cells), one cell ahead (`mem`);
-//! - a segment row whose key is below that cell's is lent straight from the segment
-//!   (skipped if it is a tombstone or expired);
+//! - the memtables' and the other segments' cells in the range are merged among
+//!   themselves (tombstones kept: they shadow the large segment's cells), one cell
+//!   ahead (`mem`);
+//! - a row of the large segment whose key is below that cell's is lent straight from
+//!   the segment (skipped if it is a tombstone or expired);
 //! - at or past it, the segment's cell is copied out (`held`) and the two are resolved
-//!   as the merge resolves them (`cmp_versions`: newest timestamp wins), the winner
-//!   yielded if live.
+//!   as the merge resolves them (`cmp_versions`: newest timestamp wins; the newest of
+//!   all the sources is the newest of the side's winner and the segment's cell), the
+//!   winner yielded if live.
 //!
 //! It serves forward steps only, with no range tombstone anywhere in the table (the
 //! caller checks). A step back or a seek turns it into the general merge over the same
@@ -51,7 +55,8 @@ enum Seg<T> {
 /// A forward scan of one segment overlaid by memtables: see the module docs.
 pub(crate) struct Overlay {
     seg: SegmentIter<SegmentHandle>,
-    /// The memtables' cells in the scan's range (tombstones kept).
+    /// The memtables' and the other segments' cells in the scan's range (tombstones
+    /// kept).
     mems: Merged,
     mem: Mem,
     /// A segment cell at or past `mem`'s key, not yet yielded.
@@ -70,8 +75,8 @@ pub(crate) struct Overlay {
 }
 
 impl Overlay {
-    /// Over the sole segment `seg` of `snap` and the memtables' merge `mems` (policy
-    /// `Keep`), both over `bounds`.
+    /// Over segment `seg` of `snap` and the merge `mems` (policy `Keep`) of everything
+    /// else `snap` holds in `bounds`, both over `bounds`.
     pub(crate) fn new(
         seg: SegmentHandle,
         mems: Merged,

@@ -108,9 +108,9 @@ pub(crate) enum ScanSource {
     /// expiry clock) skipped; no merge, and `next_with` lends each row straight from the
     /// map.
     Segment(SegmentIter<SegmentHandle>, u64),
-    /// A single segment under memtables that hold some of the range, and no range
-    /// tombstone: forward steps lend the segment's rows and merge only at the
-    /// memtables' keys; a step back or a seek turns it into `Merged`.
+    /// No range tombstone anywhere, and more than one segment or memtables holding
+    /// some of the range: forward steps lend the largest segment's rows and merge only
+    /// at the keys the others hold; a step back or a seek turns it into `Merged`.
     Overlay(Box<Overlay>),
 }
 

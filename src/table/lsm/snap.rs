@@ -157,27 +157,46 @@ impl TableSnap {
             [h] if mems.is_empty() && h.range_tombstones().is_empty() => {
                 sole_segment(h.clone(), bounds, self.now)
             }
-            // One segment under memtables holding some of the range, no range
-            // tombstone: lend the segment's rows, merge only at the memtables' keys.
-            [h] if h.range_tombstones().is_empty() && mems.iter().all(|m| !m.has_ranges()) => {
-                let mems = MergeIter::new(
-                    mems.into_iter().map(|m| {
-                        Box::new(MemtableCursor(m.range_at(bounds.clone(), at))) as BoxedCursor
-                    }),
-                    TombstonePolicy::Keep,
-                );
-                ScanSource::Overlay(Box::new(Overlay::new(
-                    h.clone(),
-                    mems,
-                    self.clone(),
-                    at,
-                    bounds,
-                )))
+            // No range tombstone anywhere: lend the largest segment's rows, merge the
+            // memtables and the other segments among themselves, and resolve only at
+            // their keys (`overlay.rs`).
+            segs if !segs.is_empty()
+                && segs.iter().all(|h| h.range_tombstones().is_empty())
+                && mems.iter().all(|m| !m.has_ranges()) =>
+            {
+                self.overlay(mems, at, bounds)
             }
             _ => {
                 ScanSource::Merged(self.merge_of(mems, at, bounds, TombstonePolicy::Hide(self.now)))
             }
         }
+    }
+
+    /// An [`Overlay`] of the largest segment under `mems` and the other segments.
+    fn overlay(&self, mems: Vec<&Arc<Memtable>>, at: u64, bounds: KeyBounds) -> ScanSource {
+        let segs = &self.view.segments;
+        let base = (0..segs.len())
+            .max_by_key(|&i| segs[i].stats().entry_count)
+            .unwrap_or(0);
+        let mut side: Vec<BoxedCursor<'static>> = Vec::new();
+        for m in mems {
+            side.push(Box::new(MemtableCursor(m.range_at(bounds.clone(), at))));
+        }
+        for (_, h) in segs.iter().enumerate().filter(|&(i, _)| i != base) {
+            side.push(Box::new(SegmentIter::with_bounds(
+                h.clone(),
+                bounds.0.clone(),
+                bounds.1.clone(),
+            )));
+        }
+        let side = MergeIter::new(side, TombstonePolicy::Keep);
+        ScanSource::Overlay(Box::new(Overlay::new(
+            segs[base].clone(),
+            side,
+            self.clone(),
+            at,
+            bounds,
+        )))
     }
 
     /// The memtables holding a key in `bounds` or a range tombstone (see
