@@ -178,14 +178,21 @@ impl Memtable {
         if c.expires != 0 && !self.expiring.load(Ordering::Relaxed) {
             self.expiring.store(true, Ordering::Release);
         }
-        // An overwrite finds the node without allocating the key again.
-        let e = match self.map.get(c.key) {
+        // An overwrite finds the node without allocating the key again. A key the
+        // filter rules out has no node (its bits are set before its node is linked):
+        // a new key is searched for once, by the insert.
+        let h = key_hash(c.key);
+        let found = match self.filter.may_contain(h) {
+            true => self.map.get(c.key),
+            false => None,
+        };
+        let e = match found {
             Some(e) => e,
             None => {
                 // The key's bits before its node: a reader that can find the node sees
                 // them (no false negative, `filter.rs`). A node found above had them set
                 // before it was linked.
-                self.filter.insert(key_hash(c.key));
+                self.filter.insert(h);
                 self.map.get_or_insert_with(c.key.to_vec(), || {
                     RwLock::new(Versions {
                         head_seq: seq.unwrap_or(0),
