@@ -122,20 +122,27 @@ impl Seg {
     }
 }
 
-/// `Table::write` batches of 1,000 (the commit log's default sync mode), then flush,
-/// compact to one segment and close.
+/// segstore's bulk path (README "Bulk load"): one segment written in key order with
+/// `SegmentWriter` beside the store, adopted with `Table::ingest` (verified, linked in,
+/// made durable), then the writer's own files deleted and the store closed. The table
+/// is then one segment, as a full compaction would leave it.
 fn load_seg(dir: &Path, sorted: &[u64]) {
+    use segstore::segment::{Component, SegmentName, SegmentWriter};
     let s = Seg::open(dir, DiskAccessMode::Auto, 1 << 30);
-    for chunk in sorted.chunks(1000) {
-        let mut b = segstore::WriteBatch::default();
-        for &n in chunk {
-            let (k, v) = kv(n);
-            b.put(k, v);
-        }
-        s.t.write(&b).unwrap();
+    let staging = dir.with_extension("staging");
+    std::fs::create_dir_all(&staging).unwrap();
+    let ts = s.store.now().unwrap();
+    let name = SegmentName::new("load", 1).unwrap();
+    let opts = segstore::SegmentOptions::default();
+    let rules = segstore::FileRules::posix();
+    let mut w = SegmentWriter::create(&staging, name.clone(), &opts, &rules).unwrap();
+    for &n in sorted {
+        let (k, v) = kv(n);
+        w.add(&k, &v, ts, false).unwrap();
     }
-    s.t.flush().unwrap();
-    s.t.compact().unwrap();
+    w.finish().unwrap();
+    s.t.ingest(&[name.path(&staging, Component::Data)]).unwrap();
+    std::fs::remove_dir_all(&staging).unwrap();
     Box::new(s).close();
 }
 
