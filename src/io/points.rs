@@ -94,6 +94,21 @@ impl Points {
         self.changed.notify_all();
     }
 
+    /// Let the threads held at `point` go on, keeping the holds there that still have
+    /// arrivals to hold (so a thread let go can be held again at its next arrival, by a
+    /// [`Points::hold`] made before this).
+    pub fn release_held(&self, point: &str) {
+        let mut st = self.state.lock();
+        for h in st
+            .holds
+            .iter_mut()
+            .filter(|h| h.point == point && h.remaining == 0)
+        {
+            h.released = true;
+        }
+        self.changed.notify_all();
+    }
+
     /// Record a test's own event (an arrival at `point` with no path).
     pub fn mark(&self, point: &str) {
         self.arrive(point, "");

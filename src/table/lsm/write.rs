@@ -307,7 +307,11 @@ fn hold_commit<'a>(
     table: &str,
 ) -> Result<CommitHold<'a>> {
     Ok(match check {
-        None if overtaken >= 2 => CommitHold::Exclusive(ctx.commit.write()),
+        None if overtaken >= 2 => {
+            // Tests see an overtaken write fall back to the exclusive lock.
+            ctx.point("write takes the commit lock exclusively", Path::new(table));
+            CommitHold::Exclusive(ctx.commit.write())
+        }
         None => match ctx.commit.try_read() {
             Some(g) => CommitHold::Shared(g),
             None => {
