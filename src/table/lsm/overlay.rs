@@ -31,7 +31,7 @@ use crate::error::Result;
 use crate::lifecycle::SegmentHandle;
 use crate::range::KeyBounds;
 use crate::segment::{Entry, SegmentIter};
-use crate::table::cell::cmp_versions;
+use crate::table::cell::{cmp_versions, is_dead};
 use crate::table::merge::TombstonePolicy;
 
 /// The memtables' next cell.
@@ -62,13 +62,12 @@ pub(crate) struct Overlay {
     /// A segment cell at or past `mem`'s key, not yet yielded.
     held: Option<Entry>,
     seg_done: bool,
-    /// Expired at or before this moment reads as deleted.
-    now: u64,
     /// The last key yielded, when `yielded`.
     last: Vec<u8>,
     yielded: bool,
     failed: bool,
-    /// What the general merge is built from: the scan's picture, read at `at`.
+    /// What the general merge is built from: the scan's picture, read at `at` (its
+    /// `now`: a cell expired at or before it reads as deleted).
     snap: TableSnap,
     at: u64,
     bounds: KeyBounds,
@@ -90,7 +89,6 @@ impl Overlay {
             mem: Mem::Pending,
             held: None,
             seg_done: false,
-            now: snap.now,
             last: Vec::new(),
             yielded: false,
             failed: false,
@@ -126,7 +124,7 @@ impl Overlay {
             let Some(cell) = self.resolve() else {
                 return None; // both sides are done
             };
-            if cell.is_dead_at(self.now) {
+            if cell.is_dead_at(self.snap.now) {
                 continue;
             }
             self.note_yielded(&cell.key);
@@ -156,12 +154,12 @@ impl Overlay {
             Mem::At(m) => Some(m.key.as_slice()),
             _ => None,
         };
-        let (now, last, yielded) = (self.now, &mut self.last, &mut self.yielded);
+        let (now, last, yielded) = (self.snap.now, &mut self.last, &mut self.yielded);
         self.seg.next_with(|r| {
             if below.is_some_and(|k| r.key >= k) {
                 return Seg::Held(Entry::from(r));
             }
-            if r.tombstone || (r.expires != 0 && r.expires <= now) {
+            if is_dead(r.tombstone, r.expires, || now) {
                 return Seg::Dead;
             }
             let Some(f) = f.take() else {
@@ -219,7 +217,7 @@ impl Overlay {
     pub(crate) fn into_merge(self) -> Merged {
         let mut m = self
             .snap
-            .merged(self.at, self.bounds, TombstonePolicy::Hide(self.now));
+            .merged(self.at, self.bounds, TombstonePolicy::Hide(self.snap.now));
         if self.yielded {
             m.seek_after(&self.last);
         }

@@ -6,6 +6,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::overlay::Overlay;
 use super::snap::TableSnap;
 use super::Table;
 use crate::error::Result;
@@ -14,8 +15,6 @@ use crate::range::{prefix_range, KeyBounds, KeyRange};
 use crate::segment::{Entry, RecordRef, SegmentIter};
 use crate::table::cell::is_dead;
 use crate::table::merge::{BoxedCursor, MergeIter, TombstonePolicy};
-
-use super::overlay::Overlay;
 use crate::table::view::Pin;
 
 impl Table {

@@ -178,18 +178,10 @@ impl TableSnap {
         let base = (0..segs.len())
             .max_by_key(|&i| segs[i].stats().entry_count)
             .unwrap_or(0);
-        let mut side: Vec<BoxedCursor<'static>> = Vec::new();
-        for m in mems {
-            side.push(Box::new(MemtableCursor(m.range_at(bounds.clone(), at))));
-        }
-        for (_, h) in segs.iter().enumerate().filter(|&(i, _)| i != base) {
-            side.push(Box::new(SegmentIter::with_bounds(
-                h.clone(),
-                bounds.0.clone(),
-                bounds.1.clone(),
-            )));
-        }
-        let side = MergeIter::new(side, TombstonePolicy::Keep);
+        let side = MergeIter::new(
+            self.cursors(mems, at, &bounds, Some(base)),
+            TombstonePolicy::Keep,
+        );
         ScanSource::Overlay(Box::new(Overlay::new(
             segs[base].clone(),
             side,
@@ -221,21 +213,36 @@ impl TableSnap {
         bounds: KeyBounds,
         policy: TombstonePolicy,
     ) -> Merged {
-        let mut sources: Vec<BoxedCursor<'static>> = Vec::new();
         let ranges = range_filter(&mems, &self.view, at, &bounds);
-        for m in mems {
-            sources.push(Box::new(MemtableCursor(m.range_at(bounds.clone(), at))));
-        }
-        for h in &self.view.segments {
-            sources.push(Box::new(SegmentIter::with_bounds(
-                h.clone(),
-                bounds.0.clone(),
-                bounds.1.clone(),
-            )));
-        }
+        let sources = self.cursors(mems, at, &bounds, None);
         match ranges {
             Some(r) => MergeIter::with_ranges(sources, policy, r),
             None => MergeIter::new(sources, policy),
         }
+    }
+
+    /// A cursor over `bounds` per memtable of `mems` (read at `at`) and per segment of
+    /// the view but the one at index `except`.
+    fn cursors(
+        &self,
+        mems: Vec<&Arc<Memtable>>,
+        at: u64,
+        bounds: &KeyBounds,
+        except: Option<usize>,
+    ) -> Vec<BoxedCursor<'static>> {
+        let mut sources: Vec<BoxedCursor<'static>> = Vec::new();
+        for m in mems {
+            sources.push(Box::new(MemtableCursor(m.range_at(bounds.clone(), at))));
+        }
+        for (i, h) in self.view.segments.iter().enumerate() {
+            if Some(i) != except {
+                sources.push(Box::new(SegmentIter::with_bounds(
+                    h.clone(),
+                    bounds.0.clone(),
+                    bounds.1.clone(),
+                )));
+            }
+        }
+        sources
     }
 }
