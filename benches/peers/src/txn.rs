@@ -209,8 +209,21 @@ fn load(id: &str, dir: &Path, keys: u64) {
 /// Committed operations per second and conflicts per attempted transaction.
 #[derive(Clone)]
 struct Figure {
-    per_sec: f64,
-    conflict_rate: f64,
+    /// Operations done (committed, for transactions).
+    ops: u64,
+    secs: f64,
+    /// Commits that failed with a conflict (and were retried).
+    conflicts: u64,
+}
+
+impl Figure {
+    fn per_sec(&self) -> f64 {
+        self.ops as f64 / self.secs
+    }
+
+    fn conflict_rate(&self) -> f64 {
+        self.conflicts as f64 / (self.ops + self.conflicts) as f64
+    }
 }
 
 /// What a phase does per operation.
@@ -263,19 +276,23 @@ fn one_thread_cases(kv: &dyn TxKv, cases: &[usize], a: &Args, seed: u64) -> Vec<
         hot: a.hot,
         dir: None,
     };
-    let mut secs = vec![0.0; cases.len()];
+    let mut sums: Vec<Figure> = cases
+        .iter()
+        .map(|_| Figure {
+            ops: 0,
+            secs: 0.0,
+            conflicts: 0,
+        })
+        .collect();
     for n in 0..CHUNKS {
-        for (i, &c) in cases.iter().enumerate() {
+        for (sum, &c) in sums.iter_mut().zip(cases) {
             let f = phase(kv, CASES[c].0, 1, &chunk, seed * 1024 + (n * 16 + c) as u64);
-            secs[i] += chunk.ops as f64 / f.per_sec;
+            sum.ops += f.ops;
+            sum.secs += f.secs;
+            sum.conflicts += f.conflicts;
         }
     }
-    secs.iter()
-        .map(|s| Figure {
-            per_sec: (chunk.ops * CHUNKS) as f64 / s,
-            conflict_rate: 0.0,
-        })
-        .collect()
+    sums
 }
 
 /// `threads` threads doing `ops` operations of `kind` each.
@@ -315,11 +332,10 @@ fn phase(kv: &dyn TxKv, kind: Kind, threads: usize, a: &Args, seed: u64) -> Figu
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).sum()
     });
-    let secs = t.elapsed().as_secs_f64();
-    let done = (a.ops * threads) as f64;
     Figure {
-        per_sec: done / secs,
-        conflict_rate: conflicts as f64 / (done + conflicts as f64),
+        ops: (a.ops * threads) as u64,
+        secs: t.elapsed().as_secs_f64(),
+        conflicts,
     }
 }
 
@@ -383,13 +399,13 @@ fn report(a: &Args, figs: &[Vec<Vec<Figure>>]) {
             .iter()
             .position(|&p| p == (Kind::Put, threads))
             .unwrap();
-        let (seg, fj) = (med(0, c, |f| f.per_sec), med(1, c, |f| f.per_sec));
-        let (seg_put, fj_put) = (med(0, put, |f| f.per_sec), med(1, put, |f| f.per_sec));
+        let (seg, fj) = (med(0, c, |f| f.per_sec()), med(1, c, |f| f.per_sec()));
+        let (seg_put, fj_put) = (med(0, put, |f| f.per_sec()), med(1, put, |f| f.per_sec()));
         let conflicts = if kind == Kind::Rmw {
             format!(
                 "{:.2}% / {:.2}%",
-                med(0, c, |f| f.conflict_rate) * 100.0,
-                med(1, c, |f| f.conflict_rate) * 100.0
+                med(0, c, |f| f.conflict_rate()) * 100.0,
+                med(1, c, |f| f.conflict_rate()) * 100.0
             )
         } else {
             String::new()
