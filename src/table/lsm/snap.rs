@@ -13,7 +13,7 @@ use crate::format::key_hash;
 use crate::lifecycle::{SegmentSet, View};
 use crate::range::KeyBounds;
 use crate::segment::SegmentIter;
-use crate::table::memtable::{Memtable, ReadAt, SharedCell};
+use crate::table::memtable::{Memtable, OwnedMemtableIter, ReadAt, SharedCell};
 use crate::table::merge::{BoxedCursor, MemtableCursor, MergeIter, TombstonePolicy};
 use crate::table::value::Value;
 use crate::table::view::Pin;
@@ -152,7 +152,7 @@ impl TableSnap {
     /// (its seeks stay within `bounds`), and a table whose memtables hold nothing in a
     /// scan's range scans as one at rest (issue 19).
     pub(crate) fn scan(&self, at: u64, bounds: KeyBounds) -> ScanSource {
-        let mems = self.mems_in(&bounds);
+        let mems = self.mems_in(at, &bounds);
         match &self.view.segments[..] {
             [h] if mems.is_empty() && h.range_tombstones().is_empty() => {
                 sole_segment(h.clone(), bounds, self.now)
@@ -162,7 +162,7 @@ impl TableSnap {
             // their keys (`overlay.rs`).
             segs if !segs.is_empty()
                 && segs.iter().all(|h| h.range_tombstones().is_empty())
-                && mems.iter().all(|m| !m.has_ranges()) =>
+                && mems.iter().all(|m| !m.memtable().has_ranges()) =>
             {
                 self.overlay(mems, at, bounds)
             }
@@ -173,13 +173,13 @@ impl TableSnap {
     }
 
     /// An [`Overlay`] of the largest segment under `mems` and the other segments.
-    fn overlay(&self, mems: Vec<&Arc<Memtable>>, at: u64, bounds: KeyBounds) -> ScanSource {
+    fn overlay(&self, mems: Vec<OwnedMemtableIter>, at: u64, bounds: KeyBounds) -> ScanSource {
         let segs = &self.view.segments;
         let base = (0..segs.len())
             .max_by_key(|&i| segs[i].stats().entry_count)
             .unwrap_or(0);
         let side = MergeIter::new(
-            self.cursors(mems, at, &bounds, Some(base)),
+            self.cursors(mems, &bounds, Some(base)),
             TombstonePolicy::Keep,
         );
         ScanSource::Overlay(Box::new(Overlay::new(
@@ -191,48 +191,52 @@ impl TableSnap {
         )))
     }
 
-    /// The memtables holding a key in `bounds` or a range tombstone (see
-    /// [`TableSnap::scan`]).
-    fn mems_in(&self, bounds: &KeyBounds) -> Vec<&Arc<Memtable>> {
+    /// An iterator over `bounds` read at `at` per memtable holding a key there or a
+    /// range tombstone (see [`TableSnap::scan`]); the probe for a key is the
+    /// iterator's first batch ([`OwnedMemtableIter::prime`]).
+    fn mems_in(&self, at: u64, bounds: &KeyBounds) -> Vec<OwnedMemtableIter> {
         self.mems
             .iter()
-            .filter(|m| m.has_ranges() || m.has_key_in(bounds))
+            .filter_map(|m| {
+                let mut it = m.range_at(bounds.clone(), at);
+                (m.has_ranges() || it.prime()).then_some(it)
+            })
             .collect()
     }
 
     /// The merge of a cursor per memtable holding a key in `bounds` (read at `at`) and
     /// per segment over `bounds`.
     pub(crate) fn merged(&self, at: u64, bounds: KeyBounds, policy: TombstonePolicy) -> Merged {
-        self.merge_of(self.mems_in(&bounds), at, bounds, policy)
+        self.merge_of(self.mems_in(at, &bounds), at, bounds, policy)
     }
 
     fn merge_of(
         &self,
-        mems: Vec<&Arc<Memtable>>,
+        mems: Vec<OwnedMemtableIter>,
         at: u64,
         bounds: KeyBounds,
         policy: TombstonePolicy,
     ) -> Merged {
-        let ranges = range_filter(&mems, &self.view, at, &bounds);
-        let sources = self.cursors(mems, at, &bounds, None);
+        let tables: Vec<&Arc<Memtable>> = mems.iter().map(|m| m.memtable()).collect();
+        let ranges = range_filter(&tables, &self.view, at, &bounds);
+        let sources = self.cursors(mems, &bounds, None);
         match ranges {
             Some(r) => MergeIter::with_ranges(sources, policy, r),
             None => MergeIter::new(sources, policy),
         }
     }
 
-    /// A cursor over `bounds` per memtable of `mems` (read at `at`) and per segment of
+    /// A cursor per memtable iterator of `mems` and one over `bounds` per segment of
     /// the view but the one at index `except`.
     fn cursors(
         &self,
-        mems: Vec<&Arc<Memtable>>,
-        at: u64,
+        mems: Vec<OwnedMemtableIter>,
         bounds: &KeyBounds,
         except: Option<usize>,
     ) -> Vec<BoxedCursor<'static>> {
         let mut sources: Vec<BoxedCursor<'static>> = Vec::new();
         for m in mems {
-            sources.push(Box::new(MemtableCursor(m.range_at(bounds.clone(), at))));
+            sources.push(Box::new(MemtableCursor(m)));
         }
         for (i, h) in self.view.segments.iter().enumerate() {
             if Some(i) != except {

@@ -2,6 +2,7 @@
 //! [`OwnedMemtableIter`] holding it by `Arc`, double-ended and seekable (scans through
 //! the merge), reading at a sequence number.
 
+use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
@@ -28,7 +29,8 @@ impl Memtable {
 
     /// Like [`Memtable::range`], but holding the memtable by `Arc`, so the iterator can
     /// outlive the borrow (a scan that keeps a frozen memtable alive), and from both
-    /// ends, with seeks. Each step is a search of the skiplist, O(log n).
+    /// ends, with seeks. A step back is a search of the skiplist, O(log n); forward
+    /// steps search once per batch of nodes read ahead (see [`OwnedMemtableIter`]).
     pub fn range_owned(self: &Arc<Self>, range: impl KeyRange) -> OwnedMemtableIter {
         self.range_at(range, u64::MAX)
     }
@@ -44,18 +46,9 @@ impl Memtable {
             back: end.clone(),
             start,
             end,
+            ahead: VecDeque::new(),
+            batch: AHEAD_FIRST,
         }
-    }
-}
-
-impl Memtable {
-    /// Whether a key lies in `bounds` (a node, whatever its versions): one skiplist
-    /// search. A scan leaves out a memtable with none: it cannot hold a row of the
-    /// scan's range, whatever seeks follow (they stay within the range).
-    pub(crate) fn has_key_in(&self, bounds: &crate::range::KeyBounds) -> bool {
-        self.map
-            .lower_bound(range::as_ref(&bounds.0))
-            .is_some_and(|e| range::below(e.key(), &bounds.1))
     }
 }
 
@@ -87,11 +80,26 @@ impl Iterator for MemtableIter<'_> {
     }
 }
 
+/// Nodes the front's first batch walks: a scan through the overlay (`lsm/overlay.rs`)
+/// takes one or two of a memtable's cells, so reading further ahead would copy cells
+/// it never uses.
+const AHEAD_FIRST: usize = 2;
+
+/// The most nodes one batch walks: each later batch walks twice the one before, so a
+/// long scan searches the skiplist a logarithmic number of times.
+const AHEAD_MAX: usize = 64;
+
 /// Iterator over a key range of a memtable held by `Arc`, from either end
 /// ([`DoubleEndedIterator`]); the ends meet, each key yielded once. Each end keeps the
 /// key it yielded last as a bound, so writes that race with the iteration may or may not
 /// be seen, but the order holds. [`OwnedMemtableIter::seek`] and
 /// [`OwnedMemtableIter::seek_back`] reposition one end within the range.
+///
+/// The front does not search the skiplist for every cell (O(log n) cache misses each,
+/// issue 19 item 3): a search finds the first node past its bound, and the walk along
+/// the bottom level from there reads a batch of cells ahead (`ahead`); the bound then
+/// stands after the last node walked. The back yields from `ahead` once the skiplist
+/// holds nothing between the two bounds.
 pub struct OwnedMemtableIter {
     /// Read at this sequence number.
     at: u64,
@@ -99,12 +107,29 @@ pub struct OwnedMemtableIter {
     /// The range given at creation.
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
-    /// The front yields keys above this, the back keys below `back`.
+    /// The front has walked the keys up to this bound (yielded, or waiting in `ahead`),
+    /// the back has yielded the keys from `back` on.
     next: Bound<Vec<u8>>,
     back: Bound<Vec<u8>>,
+    /// Cells the front has read but not yielded, in key order, all below `back`.
+    ahead: VecDeque<Entry>,
+    /// Nodes the next batch walks.
+    batch: usize,
 }
 
 impl OwnedMemtableIter {
+    /// The memtable iterated.
+    pub(crate) fn memtable(&self) -> &Arc<Memtable> {
+        &self.memtable
+    }
+
+    /// Read the front's first batch now; false when no node (whatever its versions)
+    /// lies in the range. A scan leaves out a memtable with none: it cannot hold a row
+    /// of the scan's range, whatever seeks follow (they stay within the range).
+    pub(crate) fn prime(&mut self) -> bool {
+        self.read_ahead()
+    }
+
     /// Move the front to the first key at or above `key` (within the range; keys the
     /// back has yielded stay behind it).
     pub fn seek(&mut self, key: &[u8]) {
@@ -120,11 +145,56 @@ impl OwnedMemtableIter {
     /// Move the front to the keys above `lo` (within the range).
     pub fn seek_bound(&mut self, lo: Bound<&[u8]>) {
         self.next = range::max_lower(&self.start, lo);
+        self.ahead.clear();
+        self.batch = AHEAD_FIRST;
     }
 
     /// Move the back to the keys below `hi` (within the range).
     pub fn seek_back_bound(&mut self, hi: Bound<&[u8]>) {
         self.back = range::min_upper(&self.end, hi);
+        // Cells read ahead at or past the new back are dropped, and the front's bound
+        // moves back to the first of them: a later seek may move the back past them
+        // again, and the front must then find them. (Between the last cell yielded and
+        // the first dropped the front walked no visible cell, or it would be kept.)
+        let back = &self.back;
+        if let Some(i) = self.ahead.iter().position(|e| !range::below(&e.key, back)) {
+            if let Some(first) = self.ahead.split_off(i).into_iter().next() {
+                self.next = Bound::Included(first.key);
+            }
+        }
+    }
+
+    /// Walk up to `batch` nodes from the front's bound (one search, then a step along
+    /// the bottom level per node), keeping the cells visible at `at` in `ahead`; false
+    /// when no node is left below `back`.
+    fn read_ahead(&mut self) -> bool {
+        let map = &self.memtable.map;
+        let Some(mut e) = map.lower_bound(range::as_ref(&self.next)) else {
+            return false;
+        };
+        let mut last = None;
+        for _ in 0..self.batch {
+            if !range::below(e.key(), &self.back) {
+                break;
+            }
+            if let Some(c) = e.value().read().at(self.at) {
+                self.ahead.push_back(c.entry(e.key()));
+            }
+            let step = e.next();
+            last = Some(e);
+            match step {
+                Some(n) => e = n,
+                None => break,
+            }
+        }
+        match last {
+            Some(l) => {
+                self.next = Bound::Excluded(l.key().clone());
+                self.batch = (self.batch * 2).min(AHEAD_MAX);
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -133,17 +203,11 @@ impl Iterator for OwnedMemtableIter {
 
     fn next(&mut self) -> Option<Entry> {
         loop {
-            let (key, entry) = {
-                let e = self.memtable.map.lower_bound(range::as_ref(&self.next))?;
-                if !range::below(e.key(), &self.back) {
-                    return None;
-                }
-                let entry = e.value().read().at(self.at).map(|c| c.entry(e.key()));
-                (e.key().clone(), entry)
-            };
-            self.next = Bound::Excluded(key);
-            if entry.is_some() {
-                return entry;
+            if let Some(e) = self.ahead.pop_front() {
+                return Some(e);
+            }
+            if !self.read_ahead() {
+                return None;
             }
         }
     }
@@ -152,13 +216,25 @@ impl Iterator for OwnedMemtableIter {
 impl DoubleEndedIterator for OwnedMemtableIter {
     fn next_back(&mut self) -> Option<Entry> {
         loop {
-            let (key, entry) = {
-                let e = self.memtable.map.upper_bound(range::as_ref(&self.back))?;
-                if !range::above(e.key(), &self.next) {
-                    return None;
+            let found = {
+                let e = self.memtable.map.upper_bound(range::as_ref(&self.back));
+                match e {
+                    Some(e) if range::above(e.key(), &self.next) => {
+                        let entry = e.value().read().at(self.at).map(|c| c.entry(e.key()));
+                        Some((e.key().clone(), entry))
+                    }
+                    _ => None,
                 }
-                let entry = e.value().read().at(self.at).map(|c| c.entry(e.key()));
-                (e.key().clone(), entry)
+            };
+            let Some((key, entry)) = found else {
+                // Nothing left between the bounds but what the front read ahead. The
+                // front's bound moves back to the cell taken, so that a seek moving the
+                // back past it again lets the front find it, as it would have before
+                // reading ahead.
+                let e = self.ahead.pop_back()?;
+                self.back = Bound::Excluded(e.key.clone());
+                self.next = Bound::Included(e.key.clone());
+                return Some(e);
             };
             self.back = Bound::Excluded(key);
             if entry.is_some() {

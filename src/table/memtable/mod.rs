@@ -46,7 +46,8 @@
 //! - `versions.rs`: a key's versions and the insert that keeps invariant 1.
 //! - `filter.rs`: the key filter point reads test before searching the skiplist (a key's
 //!   bits are set before its node is created: no false negative).
-//! - `iter.rs`: [`MemtableIter`] and [`OwnedMemtableIter`] (double-ended, seekable).
+//! - `iter.rs`: [`MemtableIter`] and [`OwnedMemtableIter`] (double-ended, seekable; its
+//!   front reads cells ahead in batches, one skiplist search each).
 //! - `tests.rs`: unit and property tests.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

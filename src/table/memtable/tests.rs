@@ -1,4 +1,5 @@
 use super::*;
+use crate::range;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -386,6 +387,53 @@ proptest! {
             shuffled.swap(i, (s % (i as u64 + 1)) as usize);
         }
         prop_assert_eq!(fill(&fwd), fill(&shuffled));
+    }
+
+    /// An owned iterator (its front reading ahead in batches, its back searching) under
+    /// any mix of steps and seeks from both ends yields what a model yields: each step
+    /// the nearest visible key between the two bounds, each seek moving one bound.
+    /// Enough keys for several batches, up to the largest; some numbered past the read.
+    #[test]
+    fn an_owned_iterator_steps_and_seeks_as_the_model(
+        keys in proptest::collection::btree_map(0u16..400, 1u64..4, 0..300),
+        lo in 0u16..400,
+        span in 0u16..450,
+        ops in proptest::collection::vec((0u8..6, 0u16..420), 1..160),
+    ) {
+        let m = Arc::new(Memtable::new());
+        for (&k, &seq) in &keys {
+            m.insert_at(seq, RecordRef { key: &k.to_be_bytes(), value: &[seq as u8], ts: 1, tombstone: false, expires: 0 }, 0);
+        }
+        let at = 2;
+        let visible: Vec<Vec<u8>> = keys.iter().filter(|(_, &s)| s <= at).map(|(k, _)| k.to_be_bytes().to_vec()).collect();
+        let start = Bound::Included(lo.to_be_bytes().to_vec());
+        let end = Bound::Excluded(lo.saturating_add(span).to_be_bytes().to_vec());
+        let mut it = m.range_at((start.clone(), end.clone()), at);
+        let (mut front, mut back) = (start.clone(), end.clone());
+        let between = |f: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>, k: &Vec<u8>| range::above(k, f) && range::below(k, b);
+        for (op, k) in ops {
+            let key = k.to_be_bytes();
+            match op {
+                0..=2 => {
+                    let want = visible.iter().find(|k| between(&front, &back, k)).cloned();
+                    if let Some(w) = &want { front = Bound::Excluded(w.clone()); }
+                    prop_assert_eq!(it.next().map(|e| e.key), want);
+                }
+                3 => {
+                    let want = visible.iter().rev().find(|k| between(&front, &back, k)).cloned();
+                    if let Some(w) = &want { back = Bound::Excluded(w.clone()); }
+                    prop_assert_eq!(it.next_back().map(|e| e.key), want);
+                }
+                4 => {
+                    front = range::max_lower(&start, Bound::Included(&key));
+                    it.seek(&key);
+                }
+                _ => {
+                    back = range::min_upper(&end, Bound::Included(&key));
+                    it.seek_back(&key);
+                }
+            }
+        }
     }
 }
 
