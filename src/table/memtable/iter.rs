@@ -9,7 +9,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::versions::Versions;
-use super::Memtable;
+use super::{Key, Memtable};
 use crate::range::{self, KeyRange};
 use crate::segment::Entry;
 
@@ -52,22 +52,20 @@ impl Memtable {
     }
 }
 
-fn owned_bounds<K: AsRef<[u8]> + ?Sized>(
-    r: &impl RangeBounds<K>,
-) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+fn owned_bounds<K: AsRef<[u8]> + ?Sized>(r: &impl RangeBounds<K>) -> (Bound<Key>, Bound<Key>) {
     let own = |b: Bound<&K>| match b {
-        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+        Bound::Included(k) => Bound::Included(Key::from_slice(k.as_ref())),
+        Bound::Excluded(k) => Bound::Excluded(Key::from_slice(k.as_ref())),
         Bound::Unbounded => Bound::Unbounded,
     };
     (own(r.start_bound()), own(r.end_bound()))
 }
 
-type Bounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+type Bounds = (Bound<Key>, Bound<Key>);
 
 /// Iterator over a key range of a memtable, borrowing it: each key's newest cell.
 pub struct MemtableIter<'a> {
-    inner: crossbeam_skiplist::map::Range<'a, Vec<u8>, Bounds, Vec<u8>, RwLock<Versions>>,
+    inner: crossbeam_skiplist::map::Range<'a, Key, Bounds, Key, RwLock<Versions>>,
 }
 
 impl Iterator for MemtableIter<'_> {
@@ -189,7 +187,7 @@ impl OwnedMemtableIter {
         }
         match last {
             Some(l) => {
-                self.next = Bound::Excluded(l.key().clone());
+                self.next = Bound::Excluded(l.key().to_vec());
                 self.batch = (self.batch * 2).min(AHEAD_MAX);
                 true
             }
@@ -221,7 +219,7 @@ impl DoubleEndedIterator for OwnedMemtableIter {
                 match e {
                     Some(e) if range::above(e.key(), &self.next) => {
                         let entry = e.value().read().at(self.at).map(|c| c.entry(e.key()));
-                        Some((e.key().clone(), entry))
+                        Some((e.key().to_vec(), entry))
                     }
                     _ => None,
                 }

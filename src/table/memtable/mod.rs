@@ -103,11 +103,20 @@ pub struct SharedCell {
 /// quadratic time (about a millisecond per delete at this size).
 pub const RANGE_FRAGMENTS_FULL: usize = 2048;
 
+/// Keys up to this many bytes live inside the skiplist node; longer ones on the heap.
+const INLINE_KEY: usize = 24;
+
+/// A memtable key: inline up to [`INLINE_KEY`] bytes. With `Vec<u8>` keys every node a
+/// search compares against costs a second, dependent cache miss (the key's heap
+/// allocation); a put into a memtable of a million keys spent most of its time there
+/// (issue 19 item 2).
+pub(crate) type Key = smallvec::SmallVec<[u8; INLINE_KEY]>;
+
 /// A concurrent sorted memtable. See the module docs.
 #[derive(Debug)]
 pub struct Memtable {
     /// Nodes are never removed; versions change in place (invariant 4).
-    map: SkipMap<Vec<u8>, RwLock<Versions>>,
+    map: SkipMap<Key, RwLock<Versions>>,
     /// Every key of `map`, set before its node is created (`filter.rs`).
     filter: KeyFilter,
     /// Range tombstones, numbered (`ranges.rs`).
@@ -194,7 +203,7 @@ impl Memtable {
                 // them (no false negative, `filter.rs`). A node found above had them set
                 // before it was linked.
                 self.filter.insert(h);
-                self.map.get_or_insert_with(c.key.to_vec(), || {
+                self.map.get_or_insert_with(Key::from_slice(c.key), || {
                     RwLock::new(Versions {
                         head_seq: seq.unwrap_or(0),
                         head: Cell::from(c),
