@@ -108,8 +108,8 @@ const INLINE_KEY: usize = 24;
 
 /// A memtable key: inline up to [`INLINE_KEY`] bytes. With `Vec<u8>` keys every node a
 /// search compares against costs a second, dependent cache miss (the key's heap
-/// allocation); a put into a memtable of a million keys spent most of its time there
-/// (issue 19 item 2).
+/// allocation): inline keys took a put of a 16-byte key into a large memtable from
+/// 56.6 to 40.2 L1 data read misses (issue 19 item 2).
 pub(crate) type Key = smallvec::SmallVec<[u8; INLINE_KEY]>;
 
 /// A concurrent sorted memtable. See the module docs.
