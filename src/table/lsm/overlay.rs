@@ -16,7 +16,9 @@
 //!   ahead (`mem`);
 //! - a row of the large segment whose key is below that cell's is lent straight from
 //!   the segment (skipped if it is a tombstone or expired);
-//! - at or past it, the segment's cell is copied out (`held`) and the two are resolved
+//! - at its key, a segment cell older than the memtables' (what an update leaves) is
+//!   passed over where it lies, uncopied;
+//! - otherwise, at or past it, the segment's cell is copied out (`held`) and the two are resolved
 //!   as the merge resolves them (`cmp_versions`: newest timestamp wins; the newest of
 //!   all the sources is the newest of the side's winner and the segment's cell), the
 //!   winner yielded if live.
@@ -50,6 +52,9 @@ enum Seg<T> {
     Dead,
     /// At or past it: copied out, to resolve against the memtables' cell.
     Held(Entry),
+    /// At its key and older than the memtables' cell (an update's common case): passed
+    /// over without a copy.
+    Shadowed,
 }
 
 /// A forward scan of one segment overlaid by memtables: see the module docs.
@@ -119,6 +124,7 @@ impl Overlay {
                     Some(Ok(Seg::Lent(t))) => return Some(Ok(t)),
                     Some(Ok(Seg::Dead)) => continue,
                     Some(Ok(Seg::Held(e))) => self.held = Some(e),
+                    Some(Ok(Seg::Shadowed)) => {}
                 }
             }
             let Some(cell) = self.resolve() else {
@@ -145,19 +151,33 @@ impl Overlay {
     }
 
     /// The segment's next row: lent to `f` if its key is below the memtables' next key
-    /// and it is live, else what it was. `None` once the segment is done.
+    /// and it is live, passed over if it is that key's and the memtables' cell is newer
+    /// (as [`Overlay::resolve`] would choose), else what it was. `None` once the segment
+    /// is done.
     fn lend_below_mem<T>(
         &mut self,
         f: &mut Option<impl FnOnce(&[u8], &[u8]) -> T>,
     ) -> Option<Result<Seg<T>>> {
-        let below = match &self.mem {
-            Mem::At(m) => Some(m.key.as_slice()),
+        let mem = match &self.mem {
+            Mem::At(m) => Some(m),
             _ => None,
         };
         let (now, last, yielded) = (self.snap.now, &mut self.last, &mut self.yielded);
         self.seg.next_with(|r| {
-            if below.is_some_and(|k| r.key >= k) {
-                return Seg::Held(Entry::from(r));
+            if let Some(m) = mem {
+                match r.key.cmp(&m.key) {
+                    std::cmp::Ordering::Less => {}
+                    std::cmp::Ordering::Equal
+                        if cmp_versions(
+                            (m.ts, m.tombstone, m.expires, &m.value),
+                            (r.ts, r.tombstone, r.expires, r.value),
+                        )
+                        .is_gt() =>
+                    {
+                        return Seg::Shadowed;
+                    }
+                    _ => return Seg::Held(Entry::from(r)),
+                }
             }
             if is_dead(r.tombstone, r.expires, || now) {
                 return Seg::Dead;
