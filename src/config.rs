@@ -6,10 +6,21 @@
 //!
 //! | value | data | index |
 //! | --- | --- | --- |
-//! | `auto` (default) | standard | mmap on 64-bit, standard on 32-bit (and past the mapping budget) |
+//! | `auto` (default) | mmap while it fits in the data map budget, then standard | mmap on 64-bit, standard on 32-bit (and past the mapping budget) |
 //! | `mmap` | mmap | mmap |
 //! | `mmap_index_only` | standard | mmap |
 //! | `standard` | standard | standard |
+//!
+//! `auto`'s data rule: a store maps a data file under `auto` while the data files `auto`
+//! has mapped in the process, this one included, stay within
+//! [`MemoryOptions::auto_data_map_percent`] (default 50%) of the memory available to the
+//! process (physical memory, or its memory cgroup's limit where that is lower;
+//! `io::memlimit`), and reads it with positional reads otherwise (`io::data_budget`).
+//! [`DiskAccessMode::resolve`] gives the modes before that rule (data standard); a
+//! segment's `residency().data` says what it got. Data that fits in memory is read in
+//! place; data that does not is never mapped, which is what Cassandra 5 learnt when it
+//! made `mmap_index_only` its default. A bare [`crate::segment::SegmentReader`] opened
+//! without a data map budget in its options maps no data under `auto`.
 //!
 //! Past the mapping budget (a share of `vm.max_map_count`, see [`MemoryOptions`]) `auto`
 //! opens new segments with standard access; `mmap` and `mmap_index_only` refuse to open
@@ -28,7 +39,9 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DiskAccessMode {
-    /// Index mapped on 64-bit platforms, data read with positional reads.
+    /// Index mapped on 64-bit platforms; data mapped while it fits in a share of the
+    /// process's memory ([`MemoryOptions::auto_data_map_percent`]), read with
+    /// positional reads past it.
     #[default]
     Auto,
     /// Data and index mapped.
@@ -304,6 +317,13 @@ pub struct MemoryOptions {
     /// record is cached makes no system call. 0 disables it: every such get is a
     /// `pread`. Scans and `verify` read the files and leave the cache alone.
     pub block_cache_mb: u64,
+    /// Percent (0 to 100) of the memory available to the process (physical memory, or
+    /// its memory cgroup's limit where lower) that `auto` may fill with mapped data
+    /// files, counted over every store of the process. A data file that fits in what
+    /// is left is mapped (a get reads its record in place: no system call, no copy);
+    /// one that does not is read with positional reads through the block cache, as
+    /// all data was before. 0 maps no data under `auto`. The other modes ignore it.
+    pub auto_data_map_percent: u8,
 }
 
 /// Default share of `vm.max_map_count` for segment maps (the rest is left to the
@@ -320,6 +340,11 @@ pub const DEFAULT_INDEX_CACHE_MB: u64 = 128;
 /// Default block cache budget in MiB: about a million records of 100-byte values.
 pub const DEFAULT_BLOCK_CACHE_MB: u64 = 128;
 
+/// Default share of the process's memory that `auto` may fill with mapped data files:
+/// half, leaving the rest to the index maps, the memtables, the caches and the
+/// application.
+pub const DEFAULT_AUTO_DATA_MAP_PERCENT: u8 = 50;
+
 impl Default for MemoryOptions {
     fn default() -> Self {
         MemoryOptions {
@@ -328,6 +353,7 @@ impl Default for MemoryOptions {
             map_budget_percent: DEFAULT_MAP_BUDGET_PERCENT,
             index_cache_mb: DEFAULT_INDEX_CACHE_MB,
             block_cache_mb: DEFAULT_BLOCK_CACHE_MB,
+            auto_data_map_percent: DEFAULT_AUTO_DATA_MAP_PERCENT,
         }
     }
 }
@@ -340,6 +366,13 @@ impl MemoryOptions {
                 setting: "map_budget_percent",
                 value: self.map_budget_percent.to_string(),
                 reason: "must be between 1 and 100".into(),
+            });
+        }
+        if self.auto_data_map_percent > 100 {
+            return Err(Error::InvalidConfig {
+                setting: "auto_data_map_percent",
+                value: self.auto_data_map_percent.to_string(),
+                reason: "must be between 0 and 100".into(),
             });
         }
         for (setting, mb) in [
@@ -476,5 +509,11 @@ mod tests {
             ..MemoryOptions::default()
         };
         assert!(bad.validate().is_err());
+        assert_eq!(o.auto_data_map_percent, DEFAULT_AUTO_DATA_MAP_PERCENT);
+        let none: MemoryOptions = toml::from_str("auto_data_map_percent = 0").unwrap();
+        none.validate().unwrap();
+        let bad: MemoryOptions = toml::from_str("auto_data_map_percent = 101").unwrap();
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("auto_data_map_percent") && e.contains("101"), "{e}");
     }
 }

@@ -1,7 +1,7 @@
 //! Mappings and memory residency, as reported: the types of [`crate::StoreStats`]
 //! (`mappings`, `memory`, `budget`), [`crate::SegmentStatsView`], the leaked mappings of
 //! [`crate::CloseReport`] and [`crate::segment::SegmentReader::memory_report`]; the
-//! mapping budget of [`crate::segment::ReaderOptions`]; and the kernel's own figures
+//! mapping budget and the data map budget of [`crate::segment::ReaderOptions`]; and the kernel's own figures
 //! (`/proc/self/smaps`, `/proc/self/status`, transparent huge page settings) that those
 //! reports are read from. Settings are in [`crate::MemoryOptions`].
 //!
@@ -10,8 +10,10 @@
 //! read back on demand ([`MappingResidency`]), never assumed.
 
 pub use crate::io::budget::{BudgetStats, MapBudget};
+pub use crate::io::data_budget::{DataMapBudget, DataMapStats, DataReservation};
 pub use crate::io::identity::FileId;
 pub use crate::io::kstats::{ProcessMemory, RangeFigures, SmapsSnapshot, ThpMode, ThpSupport, Vma};
+pub use crate::io::memlimit::available_memory;
 pub use crate::io::registry::{MappingSite, MappingStats};
 pub use crate::io::residency::{
     drop_page_cache, memlock_limit, AdviceReport, LockReport, LockScope, MappingKind,

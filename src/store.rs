@@ -35,6 +35,7 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use crate::config::{DiskAccessMode, MemoryOptions, ResolvedModes, SegmentOptions};
 use crate::error::{Error, Result};
 use crate::io::budget::BudgetStats;
+use crate::io::data_budget::DataMapStats;
 use crate::io::registry::MappingSite;
 use crate::io::residency::ResidencyTotals;
 use crate::io::{FileRules, MappingStats};
@@ -158,6 +159,10 @@ pub struct StoreStats {
     pub memory: ResidencyTotals,
     /// The mapping budget: limit, in use, fallbacks.
     pub budget: Option<BudgetStats>,
+    /// The bytes of data files `auto` may map (`memory.auto_data_map_percent` of the
+    /// memory available to the process), has mapped, and the segments whose data did
+    /// not fit. `None` when the reader options carry no data map budget.
+    pub data_budget: Option<DataMapStats>,
     /// Index blocks kept in memory for segments whose index is read with positional
     /// reads (`memory.index_cache_mb`): budget, bytes and blocks held, refusals.
     pub index_cache: Option<IndexCacheStats>,

@@ -138,9 +138,11 @@ fn lock_index_under_standard_access_warns_once_and_shows_in_stats() {
     );
 }
 
-/// Where data is read with positional reads (`auto`, `standard`) gets go through the
-/// block cache (`memory.block_cache_mb`): the store's stats count its hits, misses and
-/// bytes; scans leave it alone; `mmap` data never touches it; 0 disables it.
+/// Where data is read with positional reads (`standard`, and `auto` for data past its
+/// data map budget: here a budget of 0%) gets go through the block cache
+/// (`memory.block_cache_mb`): the store's stats count its hits, misses and bytes; scans
+/// leave it alone; mapped data (`mmap`, `auto` within its budget) never touches it; 0
+/// disables it.
 #[test]
 fn the_block_cache_shows_in_store_stats() {
     let put_and_flush = |t: &segstore::Table| {
@@ -149,15 +151,17 @@ fn the_block_cache_shows_in_store_stats() {
         }
         t.flush().unwrap();
     };
-    for mode in [
-        DiskAccessMode::Auto,
-        DiskAccessMode::Standard,
-        DiskAccessMode::Mmap,
+    for (mode, auto_data_map_percent, positional) in [
+        (DiskAccessMode::Auto, 0, true),
+        (DiskAccessMode::Auto, 50, false),
+        (DiskAccessMode::Standard, 50, true),
+        (DiskAccessMode::Mmap, 50, false),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let mut cfg = common::test_config(mode, FileRules::posix());
         cfg.memory = MemoryOptions::default();
         cfg.memory.block_cache_mb = 2;
+        cfg.memory.auto_data_map_percent = auto_data_map_percent;
         let store = Store::open(tmp.path(), cfg).unwrap();
         let t = store.table("t").unwrap();
         put_and_flush(&t);
@@ -181,7 +185,9 @@ fn the_block_cache_shows_in_store_stats() {
             }
         }
         let c = store.stats().block_cache.unwrap();
-        if mode == DiskAccessMode::Mmap {
+        let mapped = store.segment_stats()[0].data == segstore::AccessMode::Mmap;
+        assert_eq!(mapped, !positional, "{mode} at {auto_data_map_percent}%");
+        if !positional {
             assert_eq!((c.hits, c.misses, c.used_bytes), (0, 0, 0), "{c:?}");
         } else {
             // About 60 bytes a record: some 30 chunks, each read once.

@@ -18,6 +18,8 @@
 //! - [`kstats`]: the kernel's own figures (`/proc/self/smaps`, `/proc/self/status`, THP
 //!   settings), parsed on demand.
 //! - [`budget`]: the mapping budget, a share of `vm.max_map_count`.
+//! - [`data_budget`]: the bytes of data files `auto` may map, a share of
+//!   [`memlimit`]'s memory available to the process (physical memory or a cgroup limit).
 //! - [`crc`]: crc32c of short inputs without lookup tables (records on the read path).
 //! - [`prefetch`]: cache-line prefetch hints for the lookup path.
 //! - [`sys`]: the platform differences, behind identical signatures.
@@ -28,6 +30,7 @@
 
 pub mod budget;
 pub mod crc;
+pub mod data_budget;
 #[cfg(feature = "testing")]
 pub mod emulation;
 #[cfg(feature = "testing")]
@@ -35,6 +38,7 @@ pub mod faults;
 pub mod fs;
 pub mod identity;
 pub mod kstats;
+pub mod memlimit;
 pub mod mapped;
 #[cfg(feature = "testing")]
 pub mod points;

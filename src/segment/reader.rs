@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::block_cache::DataCache;
 use super::index_cache::CachedIndex;
-use super::residency::{OpenPlan, ReaderOptions, SegmentResidency};
+use super::residency::{OpenPlan, Opened, ReaderOptions, SegmentResidency};
 use super::{Component, SegmentName};
 use crate::config::{AccessMode, ResolvedModes};
 use crate::error::{Error, Result};
@@ -33,6 +33,7 @@ use crate::format::index_block::{home_slot_offset, IndexBlock, IndexEntry};
 use crate::format::meta::{Meta, SegmentStats};
 use crate::format::record::{self, RecordRef};
 use crate::format::{key_hash, Malformed, MAX_KEY_LEN};
+use crate::io::data_budget::DataReservation;
 use crate::io::mapped::MapAdvice;
 use crate::io::{MappedFile, PositionalFile};
 
@@ -196,6 +197,9 @@ pub struct SegmentReader {
     /// Whether point reads check record checksums (`crc_check_chance`).
     record_check: RecordCheck,
     pub(crate) residency: SegmentResidency,
+    /// The bytes of a data file `auto` mapped, counted against the data map budget
+    /// until the reader (and with it the map, dropped above) goes.
+    _data_bytes: Option<DataReservation>,
 }
 
 /// How often a point read checks its record's checksum.
@@ -279,7 +283,7 @@ impl SegmentReader {
         Footer::decode(&bytes[split..], len, Kind::Meta).map_err(|m| m.into_error(&meta_path))?;
         let meta = Meta::decode(&bytes[..split]).map_err(|m| m.into_error(&meta_path))?;
         let s = &meta.stats;
-        let mut plan = OpenPlan::new(modes, opts)?;
+        let mut plan = OpenPlan::new(modes, s.data_len, opts)?;
         let (data_path, index_path) = (
             name.path(dir, Component::Data),
             name.path(dir, Component::Index),
@@ -290,7 +294,12 @@ impl SegmentReader {
         let index = plan.open(plan.index_mode(), |m| {
             Source::open(&index_path, Kind::Index, s.index_len, s.entry_count, m)
         })?;
-        let (data, index, residency) = plan.finish(data, index)?;
+        let Opened {
+            data,
+            index,
+            residency,
+            data_bytes,
+        } = plan.finish(data, index)?;
         let checked = (0..meta.summary.len()).map(|_| AtomicU32::new(0)).collect();
         let cached_index = match (&index, &opts.index_cache) {
             (Source::Standard(_), Some(budget)) => CachedIndex::new(meta.summary.len(), budget),
@@ -311,6 +320,7 @@ impl SegmentReader {
             data_cache,
             record_check: RecordCheck::from_chance(opts.crc_check_chance),
             residency,
+            _data_bytes: data_bytes,
         })
     }
 

@@ -37,6 +37,7 @@ use crate::config::{
 };
 use crate::error::{Error, Result};
 use crate::io::budget::Reservation;
+use crate::io::data_budget::{DataMapBudget, DataReservation};
 use crate::io::kstats::SmapsSnapshot;
 use crate::io::mapped::MapAdvice;
 use crate::io::residency::{self, AdviceReport, LockReport, MappingResidency, ResidencyTotals};
@@ -54,6 +55,9 @@ pub struct ReaderOptions {
     pub huge_pages: HugePages,
     /// The mapping budget shared by the store's readers; `None`: unlimited.
     pub map_budget: Option<Arc<MapBudget>>,
+    /// The bytes of data files `auto` may map (`io::data_budget`); `None`: `auto` maps
+    /// no data.
+    pub data_budget: Option<Arc<DataMapBudget>>,
     /// The byte budget for index blocks kept in memory by readers whose index is read
     /// with positional reads, shared by the store's readers; `None`: none are kept.
     pub index_cache: Option<Arc<IndexCache>>,
@@ -71,6 +75,7 @@ impl Default for ReaderOptions {
             lock_memory: LockMemory::default(),
             huge_pages: HugePages::default(),
             map_budget: None,
+            data_budget: None,
             index_cache: None,
             block_cache: None,
             crc_check_chance: 1.0,
@@ -87,6 +92,9 @@ impl ReaderOptions {
             lock_memory: m.lock_memory,
             huge_pages: m.huge_pages,
             map_budget: Some(Arc::new(MapBudget::from_system(m.map_budget_percent))),
+            data_budget: Some(Arc::new(DataMapBudget::from_system(
+                m.auto_data_map_percent,
+            ))),
             index_cache: Some(Arc::new(IndexCache::new(
                 m.index_cache_mb.saturating_mul(1 << 20),
             ))),
@@ -114,6 +122,9 @@ pub struct SegmentResidency {
     pub index_copy: bool,
     /// `auto` fell back to standard access because the mapping budget was spent.
     pub budget_fallback: bool,
+    /// `auto` read the data with standard access because the data file did not fit in
+    /// the data map budget (`memory.auto_data_map_percent`).
+    pub data_budget_fallback: bool,
     /// Maps the kernel refused under `lock_memory: all` (past `RLIMIT_MEMLOCK`) whose
     /// files are read with standard access instead (`auto` only; the explicit `mmap`
     /// modes fail the open).
@@ -140,6 +151,7 @@ impl SegmentResidency {
             index: modes.index,
             index_copy: false,
             budget_fallback: false,
+            data_budget_fallback: false,
             map_fallbacks: 0,
             index_not_locked: None,
             locks: Vec::new(),
@@ -165,21 +177,45 @@ pub(crate) struct OpenPlan<'a> {
     /// The maps the budget admitted, held until [`Self::finish`] has made them (dropped
     /// with the plan if the open fails first).
     _reservation: Option<Reservation>,
+    /// The data bytes `auto` may map, handed to the reader by [`Self::finish`] if the
+    /// data file was mapped.
+    data_bytes: Option<DataReservation>,
+}
+
+/// The open's outcome: the two components, the report, and the data bytes `auto`
+/// mapped (to be held as long as the data map is).
+pub(crate) struct Opened {
+    pub(crate) data: Source,
+    pub(crate) index: Source,
+    pub(crate) residency: SegmentResidency,
+    pub(crate) data_bytes: Option<DataReservation>,
 }
 
 impl<'a> OpenPlan<'a> {
     /// Steps 1 and 2: ask the budget (which reserves the maps it admits until the plan
     /// finishes or drops), then lock the process if asked (so a refused open leaves the
     /// process as it was).
-    pub(crate) fn new(modes: ResolvedModes, opts: &'a ReaderOptions) -> Result<Self> {
+    pub(crate) fn new(
+        modes: ResolvedModes,
+        data_len: u64,
+        opts: &'a ReaderOptions,
+    ) -> Result<Self> {
         let mut report = SegmentResidency::new(modes, opts);
+        let mut data_bytes = auto_data_map(&mut report, data_len, opts);
         let mut reservation = None;
         if let Some(b) = &opts.map_budget {
-            let a = b.admit(modes)?;
+            let asked = ResolvedModes {
+                data: report.data,
+                ..modes
+            };
+            let a = b.admit(asked)?;
             report.budget_fallback = a.fell_back;
             report.data = a.modes.data;
             report.index = a.modes.index;
             reservation = Some(a.reservation);
+        }
+        if report.data == AccessMode::Standard {
+            data_bytes = None;
         }
         if opts.lock_memory == LockMemory::All {
             report.locks.push(residency::lock_all());
@@ -188,6 +224,7 @@ impl<'a> OpenPlan<'a> {
             opts,
             report,
             _reservation: reservation,
+            data_bytes,
         })
     }
 
@@ -257,11 +294,7 @@ impl<'a> OpenPlan<'a> {
     /// Steps 4 and 5, then the final report. Fails only where the index copy and then
     /// the index map both failed under a mode that promises maps. The budget's
     /// reservation is released on return, once every map of the segment is registered.
-    pub(crate) fn finish(
-        mut self,
-        data: Source,
-        index: Source,
-    ) -> Result<(Source, Source, SegmentResidency)> {
+    pub(crate) fn finish(mut self, data: Source, index: Source) -> Result<Opened> {
         let auto = self.report.requested.configured == DiskAccessMode::Auto;
         let mut index = index;
         let r = &mut self.report;
@@ -315,7 +348,44 @@ impl<'a> OpenPlan<'a> {
         }
         r.data = data.mode();
         r.index = index.mode();
-        Ok((data, index, self.report))
+        let data_bytes = match data {
+            Source::Mapped(_) => self.data_bytes.take(),
+            Source::Standard(_) => None,
+        };
+        Ok(Opened {
+            data,
+            index,
+            residency: self.report,
+            data_bytes,
+        })
+    }
+}
+
+/// `auto`'s data rule (`io::data_budget`): map the data file if its `data_len` bytes
+/// fit in the data map budget, noting in `r` where they do not.
+fn auto_data_map(
+    r: &mut SegmentResidency,
+    data_len: u64,
+    opts: &ReaderOptions,
+) -> Option<DataReservation> {
+    let budget = opts.data_budget.as_ref()?;
+    if r.requested.configured != DiskAccessMode::Auto || r.requested.index != AccessMode::Mmap {
+        return None;
+    }
+    match budget.admit(data_len) {
+        Some(bytes) => {
+            r.data = AccessMode::Mmap;
+            Some(bytes)
+        }
+        None => {
+            r.data_budget_fallback = true;
+            r.notes.push(format!(
+                "auto reads the data ({data_len} bytes) with standard access: it does not fit \
+                 in the data map budget of {} bytes (memory.auto_data_map_percent)",
+                budget.limit()
+            ));
+            None
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::config::DiskAccessMode;
 use crate::error::{Error, Result};
 use crate::io::StoreFs;
 use crate::lifecycle::set::Frozen;
@@ -75,6 +76,18 @@ impl Store {
             crc_check_chance: config.crc_check_chance,
             ..ReaderOptions::from_config(&config.memory)?
         };
+        if let (DiskAccessMode::Auto, Some(b)) = (modes.configured, &reader.data_budget) {
+            let st = b.stats();
+            tracing::info!(
+                limit_bytes = st.limit_bytes,
+                available_bytes = ?st.available_bytes,
+                "disk_access_mode auto maps data files up to {} MiB in this process ({}% of {} \
+                 MiB available), and reads data past that with positional reads",
+                st.limit_bytes >> 20,
+                config.memory.auto_data_map_percent,
+                st.available_bytes.map_or("unknown".to_string(), |a| (a >> 20).to_string())
+            );
+        }
         let opts = SetOptions {
             modes,
             segment: config.segment.clone(),

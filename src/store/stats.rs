@@ -22,6 +22,7 @@ impl Store {
                 .collect(),
             memory: per_segment.iter().map(|s| s.memory.totals).sum(),
             budget: self.reader.map_budget.as_ref().map(|b| b.stats()),
+            data_budget: self.reader.data_budget.as_ref().map(|b| b.stats()),
             index_cache: self.reader.index_cache.as_ref().map(|c| c.stats()),
             block_cache: self.reader.block_cache.as_ref().map(|c| c.stats()),
             read_views: self.lsm.ctx().visibility.views(),

@@ -21,8 +21,9 @@ pub trait Kv: Sync {
 }
 
 /// The systems, in print order.
-pub const IDS: [&str; 7] = [
+pub const IDS: [&str; 8] = [
     "seg_auto",
+    "seg_auto_pread",
     "seg_mmap",
     "lmdb",
     "rocksdb",
@@ -35,6 +36,7 @@ pub const IDS: [&str; 7] = [
 pub fn label(id: &str) -> &'static str {
     match id {
         "seg_auto" => "segstore auto (default)",
+        "seg_auto_pread" => "segstore auto, data by pread*",
         "seg_mmap" => "segstore mmap",
         "lmdb" => "LMDB (heed, NO_SYNC)",
         "rocksdb" => "RocksDB (WAL, no sync)",
@@ -52,10 +54,15 @@ pub fn is_peer(id: &str) -> bool {
     !id.starts_with("seg_") && id != "fjall_buffered"
 }
 
+/// The systems to run: `only`'s, or every default one (`seg_auto_pread` runs only when
+/// named).
 pub fn systems(only: Option<&str>) -> Vec<&'static str> {
     IDS.into_iter()
         .filter(|id| cfg!(feature = "rocksdb") || *id != "rocksdb")
-        .filter(|id| only.is_none_or(|o| o.split(',').any(|o| o == *id)))
+        .filter(|id| match only {
+            Some(o) => o.split(',').any(|o| o == *id),
+            None => *id != "seg_auto_pread",
+        })
         .collect()
 }
 
@@ -68,7 +75,7 @@ pub fn dir(root: &Path, id: &str) -> PathBuf {
 pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
     std::fs::create_dir_all(dir).unwrap();
     match id {
-        "seg_auto" | "seg_mmap" => load_seg(dir, sorted),
+        "seg_auto" | "seg_auto_pread" | "seg_mmap" => load_seg(dir, sorted),
         "lmdb" => load_lmdb(dir, sorted),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => super::rocks::load(dir, sorted),
@@ -84,6 +91,7 @@ pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
 pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
     match id {
         "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto, cache)),
+        "seg_auto_pread" => Box::new(Seg::open_with(dir, DiskAccessMode::Auto, cache, 0)),
         "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap, cache)),
         "lmdb" => Box::new(Lmdb::open(dir)),
         #[cfg(feature = "rocksdb")]
@@ -107,16 +115,26 @@ struct Seg {
     t: Arc<segstore::Table>,
 }
 
-fn seg_config(mode: DiskAccessMode, cache: usize) -> segstore::Config {
+/// `auto_data_map_percent`: the share of memory `auto` may fill with mapped data
+/// files (0: none, `auto`'s data read with `pread` through the block cache as before
+/// that rule).
+fn seg_config(mode: DiskAccessMode, cache: usize, auto_data_map_percent: u8) -> segstore::Config {
     let mut c = segstore::Config::default();
     c.disk_access_mode = mode;
     c.memory.block_cache_mb = (cache >> 20) as u64;
+    c.memory.auto_data_map_percent = auto_data_map_percent;
     c
 }
 
 impl Seg {
     fn open(dir: &Path, mode: DiskAccessMode, cache: usize) -> Seg {
-        let store = segstore::Store::open(dir, seg_config(mode, cache)).unwrap();
+        let percent = segstore::MemoryOptions::default().auto_data_map_percent;
+        Self::open_with(dir, mode, cache, percent)
+    }
+
+    fn open_with(dir: &Path, mode: DiskAccessMode, cache: usize, auto_data_map_percent: u8) -> Seg {
+        let config = seg_config(mode, cache, auto_data_map_percent);
+        let store = segstore::Store::open(dir, config).unwrap();
         let t = store.table(SEG_TABLE).unwrap();
         Seg { store, t }
     }
@@ -166,6 +184,18 @@ impl Kv for Seg {
     }
     fn close(self: Box<Self>) {
         let Seg { store, t } = *self;
+        // How the data was read: `auto` maps data files while they fit in its data map
+        // budget (`memory.auto_data_map_percent`), and reads the rest positionally.
+        let segs = store.segment_stats();
+        let mapped = segs
+            .iter()
+            .filter(|s| s.data == segstore::AccessMode::Mmap)
+            .count();
+        eprintln!(
+            "segstore {}: {mapped} of {} segments' data mapped at close",
+            store.stats().modes.configured,
+            segs.len()
+        );
         drop(t);
         store.close().unwrap();
     }

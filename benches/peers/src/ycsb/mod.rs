@@ -39,7 +39,7 @@ pub struct Args {
 const USAGE: &str =
     "usage: segstore-peers --ycsb [--quick] [--keys N | --ten-million] [--rounds R] \
 [--ops N] [--dir DIR] [--only ID[,ID]] [--cap-mib MIB] [--cap-secs S] [--no-rounds]\n\
-systems: seg_auto seg_mmap lmdb rocksdb fjall fjall_buffered redb";
+systems: seg_auto seg_auto_pread seg_mmap lmdb rocksdb fjall fjall_buffered redb";
 
 fn parse(args: impl Iterator<Item = String>) -> Args {
     let mut a = Args {

@@ -134,6 +134,13 @@ pub fn phases(ids: &[&str], phases: &[(Workload, usize)], results: &[Vec<Vec<Pha
         "* fjall journal buffered: `manual_journal_persist(true)`; writes wait in fjall's \
          8 KiB journal buffer in the process, so a kill loses them; not counted as a peer."
     );
+    if ids.contains(&"seg_auto_pread") {
+        println!(
+            "* segstore auto, data by pread: `memory.auto_data_map_percent = 0`, so `auto` \
+             reads its data with `pread` through the block cache, as every `auto` did before \
+             it mapped the data that fits in memory."
+        );
+    }
 }
 
 /// One system's capped gets.
