@@ -12,7 +12,9 @@ use crate::table::compaction::CompactionConfig;
 #[non_exhaustive]
 pub struct TableConfig {
     /// Freeze and flush the active memtable once it holds this many bytes
-    /// (`Memtable::approx_bytes`).
+    /// (`Memtable::approx_bytes`: keys, values and a per-cell overhead). Its point
+    /// index adds up to 64 bytes per key read or written again while the key is in the
+    /// memtable, outside this count (`TableStats::memtable_index_bytes`).
     pub memtable_flush_bytes: usize,
     /// Writers wait while this many frozen memtables await their flush (at least 1);
     /// a flush failing meanwhile refuses their writes with [`Error::FlushFailed`].

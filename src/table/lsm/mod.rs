@@ -130,6 +130,9 @@ pub struct TableStats {
     pub memtable_keys: usize,
     /// Bytes charged to the active memtable.
     pub memtable_bytes: usize,
+    /// Bytes of the active memtable's point index (64 per key read or written again
+    /// while there), on top of `memtable_bytes` and outside the flush threshold.
+    pub memtable_index_bytes: usize,
     /// Frozen memtables waiting for their flush.
     pub frozen_memtables: usize,
     /// Live segments.
@@ -335,6 +338,7 @@ impl Table {
         TableStats {
             memtable_keys: m.active.len(),
             memtable_bytes: m.active.approx_bytes(),
+            memtable_index_bytes: m.active.index_bytes(),
             frozen_memtables: m.frozen.len(),
             segments: self.set.view().segments.len(),
             flushed_seq: self.flushed_seq(),

@@ -6,10 +6,8 @@ use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
-
-use super::versions::Versions;
 use super::{Key, Memtable, SharedCell};
+use crate::io::prefetch::prefetch_read;
 use crate::range::{self, KeyRange};
 use crate::segment::Entry;
 
@@ -65,7 +63,7 @@ type Bounds = (Bound<Key>, Bound<Key>);
 
 /// Iterator over a key range of a memtable, borrowing it: each key's newest cell.
 pub struct MemtableIter<'a> {
-    inner: crossbeam_skiplist::map::Range<'a, Key, Bounds, Key, RwLock<Versions>>,
+    inner: crossbeam_skiplist::map::Range<'a, Key, Bounds, Key, super::Node>,
 }
 
 impl Iterator for MemtableIter<'_> {
@@ -210,13 +208,19 @@ impl OwnedMemtableIter {
             if !range::below(e.key(), &self.back) {
                 break;
             }
+            // The next node first, and a load of its versions started (they sit behind
+            // the node's `Arc`, shared with the point index): that miss then overlaps
+            // this node's work instead of following the next step's.
+            let step = e.next();
+            if let Some(n) = &step {
+                prefetch_read(std::slice::from_ref(&**n.value()), 0);
+            }
             if let Some(c) = e.value().read().at(self.at) {
                 self.ahead.push_back(Ahead {
                     key: Key::from_slice(e.key()),
                     cell: c.shared(),
                 });
             }
-            let step = e.next();
             last = Some(e);
             match step {
                 Some(n) => e = n,

@@ -90,9 +90,12 @@ fn bytes_and_sequence_numbers_are_tracked() {
             expires: 0,
         }],
     );
-    assert_eq!(m.approx_bytes(), 8 + CELL_OVERHEAD);
+    assert_eq!((m.approx_bytes(), m.index_bytes()), (8 + CELL_OVERHEAD, 0));
     put(&m, b"abc", b"1", 0); // loses: not stored, not charged
     assert_eq!(m.approx_bytes(), 8 + CELL_OVERHEAD);
+    assert_eq!(m.index_bytes(), INDEX_OVERHEAD, "the key's second touch indexed it");
+    put(&m, b"abc", b"0", 0);
+    assert_eq!(m.index_bytes(), INDEX_OVERHEAD, "indexed once");
     m.apply_entries(
         3,
         &[Entry {
@@ -106,6 +109,76 @@ fn bytes_and_sequence_numbers_are_tracked() {
     assert_eq!(m.seq_range(), Some((3, 7)));
     assert_eq!(m.min_ts(), Some(1));
     assert_eq!(m.approx_bytes(), 9 + 2 * CELL_OVERHEAD);
+}
+
+/// Invariant 5: writers racing to create and overwrite the same keys share one node per
+/// key, entered into the index (and charged) once, whichever thread touched it second;
+/// and a key whose insert has returned is found by a point read on another thread
+/// (synchronised by a channel).
+#[test]
+fn racing_writers_share_one_node_a_key_indexed_once_and_found_once_inserted() {
+    const KEYS: u32 = 2_000;
+    const WRITERS: usize = 4;
+    let m = Memtable::new();
+    let key = |i: u32| format!("key{i:06}").into_bytes();
+    let (tx, rx) = std::sync::mpsc::channel::<u32>();
+    let stored = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for w in 0..WRITERS {
+            let (m, tx, stored) = (&m, tx.clone(), &stored);
+            s.spawn(move || {
+                // Each writer walks the keys from another place: every key is
+                // created by whichever comes first, then found by the others.
+                for j in 0..KEYS {
+                    let i = (j + w as u32 * KEYS / WRITERS as u32) % KEYS;
+                    if put(m, &key(i), b"v", 7) {
+                        stored.fetch_add(1, Ordering::Relaxed);
+                    }
+                    tx.send(i).unwrap();
+                }
+            });
+        }
+        drop(tx);
+        let m = &m;
+        s.spawn(move || {
+            for i in rx {
+                let c = m.get_shared(&key(i)).expect("a returned insert is found");
+                assert_eq!(&*c.value, b"v");
+            }
+        });
+    });
+    assert_eq!(m.len(), KEYS as usize);
+    let cell = key(0).len() + 1 + CELL_OVERHEAD;
+    let stored = stored.into_inner();
+    assert!(stored >= KEYS as usize);
+    assert_eq!(m.approx_bytes(), stored * cell);
+    assert_eq!(
+        m.index_bytes(),
+        KEYS as usize * INDEX_OVERHEAD,
+        "one index entry a key, whoever touched it second"
+    );
+    for i in 0..KEYS {
+        assert!(m.newest_seq_hashed(&key(i), key_hash(&key(i))).is_some());
+    }
+}
+
+/// A new key is not indexed; its first read finds it through the skiplist and indexes
+/// the skiplist's node (invariant 5), which later reads and overwrites share.
+#[test]
+fn a_key_is_indexed_at_its_second_touch_with_the_skiplist_s_node() {
+    let m = Memtable::new();
+    assert!(put(&m, b"k", b"v1", 1));
+    assert!(m.index.pin().get(&b"k"[..]).is_none(), "a new key is not indexed");
+    assert_eq!(m.get(b"k").unwrap().value, b"v1");
+    let indexed = Arc::clone(m.index.pin().get(&b"k"[..]).expect("indexed by the read"));
+    let listed = Arc::clone(m.map.get(&b"k"[..]).unwrap().value());
+    assert!(Arc::ptr_eq(&indexed, &listed), "one node");
+    assert!(put(&m, b"k", b"v2", 2), "the overwrite goes through the index");
+    assert_eq!(m.len(), 1);
+    assert_eq!(&*m.get_shared(b"k").unwrap().value, b"v2");
+    assert_eq!(m.get(b"k").unwrap().value, b"v2");
+    assert!(m.get(b"absent").is_none());
+    assert!(m.index.pin().get(&b"absent"[..]).is_none());
 }
 
 #[test]
