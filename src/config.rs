@@ -322,7 +322,9 @@ pub struct MemoryOptions {
     /// files, counted over every store of the process. A data file that fits in what
     /// is left is mapped (a get reads its record in place: no system call, no copy);
     /// one that does not is read with positional reads through the block cache, as
-    /// all data was before. 0 maps no data under `auto`. The other modes ignore it.
+    /// all data was before. 0 maps no data under `auto`, and neither does `auto`
+    /// under `lock_memory: all` (it would lock every mapped data page). The other modes
+    /// ignore it.
     pub auto_data_map_percent: u8,
 }
 

@@ -362,14 +362,20 @@ impl<'a> OpenPlan<'a> {
 }
 
 /// `auto`'s data rule (`io::data_budget`): map the data file if its `data_len` bytes
-/// fit in the data map budget, noting in `r` where they do not.
+/// fit in the data map budget, noting in `r` where they do not. Not under
+/// `lock_memory: all`, whose `mlockall(MCL_FUTURE)` would lock every mapped data page
+/// in memory (up to the budget, half the machine by default): there `auto` reads its
+/// data as before the rule, with positional reads.
 fn auto_data_map(
     r: &mut SegmentResidency,
     data_len: u64,
     opts: &ReaderOptions,
 ) -> Option<DataReservation> {
     let budget = opts.data_budget.as_ref()?;
-    if r.requested.configured != DiskAccessMode::Auto || r.requested.index != AccessMode::Mmap {
+    if r.requested.configured != DiskAccessMode::Auto
+        || r.requested.index != AccessMode::Mmap
+        || opts.lock_memory == LockMemory::All
+    {
         return None;
     }
     match budget.admit(data_len) {
@@ -467,5 +473,44 @@ impl SegmentReader {
         totals.map_fallbacks = self.residency.map_fallbacks;
         totals.indexes_not_locked = usize::from(self.residency.index_not_locked.is_some());
         SegmentMemory { mappings, totals }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decide(mode: DiskAccessMode, lock: LockMemory) -> (AccessMode, bool) {
+        let opts = ReaderOptions {
+            lock_memory: lock,
+            data_budget: Some(Arc::new(DataMapBudget::with_limit(u64::MAX))),
+            ..ReaderOptions::default()
+        };
+        let mut r = SegmentResidency::new(mode.resolve(), &opts);
+        let held = auto_data_map(&mut r, 4096, &opts).is_some();
+        (r.data, held)
+    }
+
+    #[test]
+    fn auto_maps_data_within_the_budget_but_not_under_lock_memory_all() {
+        if DiskAccessMode::Auto.resolve().index != AccessMode::Mmap {
+            return; // 32-bit: auto maps nothing
+        }
+        assert_eq!(
+            decide(DiskAccessMode::Auto, LockMemory::None),
+            (AccessMode::Mmap, true)
+        );
+        assert_eq!(
+            decide(DiskAccessMode::Auto, LockMemory::Index),
+            (AccessMode::Mmap, true)
+        );
+        assert_eq!(
+            decide(DiskAccessMode::Auto, LockMemory::All),
+            (AccessMode::Standard, false)
+        );
+        assert_eq!(
+            decide(DiskAccessMode::MmapIndexOnly, LockMemory::None),
+            (AccessMode::Standard, false)
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::config::DiskAccessMode;
+use crate::config::{DiskAccessMode, LockMemory};
 use crate::error::{Error, Result};
 use crate::io::StoreFs;
 use crate::lifecycle::set::Frozen;
@@ -76,7 +76,10 @@ impl Store {
             crc_check_chance: config.crc_check_chance,
             ..ReaderOptions::from_config(&config.memory)?
         };
-        if let (DiskAccessMode::Auto, Some(b)) = (modes.configured, &reader.data_budget) {
+        let locks_all = config.memory.lock_memory == LockMemory::All;
+        if let (DiskAccessMode::Auto, Some(b), false) =
+            (modes.configured, &reader.data_budget, locks_all)
+        {
             let st = b.stats();
             tracing::info!(
                 limit_bytes = st.limit_bytes,
