@@ -312,10 +312,11 @@ pub struct MemoryOptions {
     /// segment closes; past the budget, blocks are read per lookup.
     pub index_cache_mb: u64,
     /// MiB of data file chunks (4 KiB, aligned) kept in memory for point reads of data
-    /// read with positional reads (`standard`, and `auto`, whose data is read so), shared
-    /// by all segments of the store, evicted when full (weighed in bytes). A get whose
-    /// record is cached makes no system call. 0 disables it: every such get is a
-    /// `pread`. Scans and `verify` read the files and leave the cache alone.
+    /// read with positional reads (`standard`, `mmap_index_only`, and `auto` past its data
+    /// map budget), shared by all segments of the store, evicted when full (weighed in
+    /// bytes). A get whose record is cached makes no system call. 0 disables it: every
+    /// such get is a `pread`. Scans and `verify` read the files and leave the cache
+    /// alone.
     pub block_cache_mb: u64,
     /// Percent (0 to 100) of the memory available to the process (physical memory, or
     /// its memory cgroup's limit where lower) that `auto` may fill with mapped data

@@ -1,5 +1,6 @@
 //! Aligned chunks of data files held in memory for point reads of segments whose data is
-//! read with positional reads (`standard`, and `auto`, whose data is always read so).
+//! read with positional reads (`standard`, `mmap_index_only`, and `auto` for data past its
+//! data map budget, `io::data_budget`).
 //!
 //! Without it every such `get` costs one `pread` (a system call and a copy) even when
 //! the record is in the page cache, and reads larger than memory have no cache of their

@@ -62,7 +62,8 @@ pub struct ReaderOptions {
     /// with positional reads, shared by the store's readers; `None`: none are kept.
     pub index_cache: Option<Arc<IndexCache>>,
     /// The data block cache shared by the store's readers, for point reads of data read
-    /// with positional reads (`standard`, `auto`); `None`: every such read is a `pread`.
+    /// with positional reads (`standard`, `mmap_index_only`, `auto` past its data map budget);
+    /// `None`: every such read is a `pread`.
     pub block_cache: Option<Arc<BlockCache>>,
     /// Probability (0.0 to 1.0) that a point read checks its record's checksum
     /// (Cassandra's `crc_check_chance`; see [`crate::Config::crc_check_chance`]).
