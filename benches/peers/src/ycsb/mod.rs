@@ -34,11 +34,15 @@ pub struct Args {
     pub cap_child: Option<(String, PathBuf)>,
     /// Skip the YCSB rounds (load, footprint and `--cap-mib` only).
     pub no_rounds: bool,
+    /// `--phases A,C,P`: run only these workloads (`P`: the single puts), e.g. to
+    /// profile one; `None`: all, in YCSB's order.
+    pub phases: Option<String>,
 }
 
 const USAGE: &str =
     "usage: segstore-peers --ycsb [--quick] [--keys N | --ten-million] [--rounds R] \
-[--ops N] [--dir DIR] [--only ID[,ID]] [--cap-mib MIB] [--cap-secs S] [--no-rounds]\n\
+[--ops N] [--dir DIR] [--only ID[,ID]] [--phases A,B,C,D,E,F,P] [--cap-mib MIB] [--cap-secs S] \
+[--no-rounds]\n\
 systems: seg_auto seg_auto_pread seg_mmap lmdb rocksdb fjall fjall_buffered redb";
 
 fn parse(args: impl Iterator<Item = String>) -> Args {
@@ -52,6 +56,7 @@ fn parse(args: impl Iterator<Item = String>) -> Args {
         cap_secs: 10.0,
         cap_child: None,
         no_rounds: false,
+        phases: None,
     };
     let mut it = args;
     while let Some(s) = it.next() {
@@ -69,6 +74,7 @@ fn parse(args: impl Iterator<Item = String>) -> Args {
             "--cap-mib" => a.cap_mib = Some(val().parse().expect("--cap-mib MIB")),
             "--cap-secs" => a.cap_secs = val().parse().expect("--cap-secs S"),
             "--no-rounds" => a.no_rounds = true,
+            "--phases" => a.phases = Some(val()),
             "--quick" => {
                 a.keys = 20_000;
                 a.ops = 2_000;
@@ -207,7 +213,14 @@ fn rounds(root: &Path, ids: &[&'static str], a: &Args) {
         .iter()
         .map(|id| kv::open(id, &kv::dir(root, id), 1 << 30))
         .collect();
-    let phases = phases();
+    let phases: Vec<(Workload, usize)> = phases()
+        .into_iter()
+        .filter(|(w, _)| {
+            a.phases
+                .as_deref()
+                .is_none_or(|p| p.split(',').any(|l| l == w.letter()))
+        })
+        .collect();
     let planned: usize = phases
         .iter()
         .filter(|(w, _)| w.inserts())

@@ -82,6 +82,19 @@ impl Workload {
         Workload::E,
     ];
 
+    /// The letter `--phases` names it by (`P`: the single puts).
+    pub fn letter(self) -> &'static str {
+        match self {
+            Workload::A => "A",
+            Workload::B => "B",
+            Workload::C => "C",
+            Workload::D => "D",
+            Workload::E => "E",
+            Workload::F => "F",
+            Workload::Puts => "P",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Workload::A => "A 50% read / 50% update",
