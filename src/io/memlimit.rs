@@ -86,10 +86,15 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        let oct = b.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match (b[i], oct) {
-            (b'\\', Some(d)) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+        // Three octal digits naming a byte (at most `\377`); anything else is literal.
+        let byte = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)))
+            .map(|d| d.iter().fold(0u32, |n, c| n * 8 + u32::from(c - b'0')))
+            .and_then(|n| u8::try_from(n).ok());
+        match (b[i], byte) {
+            (b'\\', Some(c)) => {
+                out.push(c);
                 i += 4;
             }
             (c, _) => {
@@ -235,6 +240,13 @@ mod tests {
         assert_eq!(cgroup_limit(mounts, "9:memory:/docker/c1\n", &read), Some(4096));
         // Inside a cgroup namespace the path is relative to the mounted root already.
         assert_eq!(cgroup_limit(mounts, "9:memory:/\n", &read), Some(4096));
+    }
+
+    #[test]
+    fn escapes_past_a_byte_stay_literal() {
+        assert_eq!(unescape("a\\040b"), "a b");
+        assert_eq!(unescape("a\\777b"), "a\\777b");
+        assert_eq!(unescape("tail\\04"), "tail\\04");
     }
 
     #[test]
