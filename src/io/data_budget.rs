@@ -5,11 +5,12 @@
 //! process ([`super::memlimit::available_memory`]: physical memory, or a lower cgroup
 //! limit), and reads the rest with positional reads through the block cache. A mapped
 //! get reads the record where it lies (no system call, no lock, no copy): YCSB's
-//! read-heavy workloads ran 1.2x to 1.45x faster than through the block cache here. Past memory the balance
-//! turns (Cassandra 5's lesson, which made `mmap_index_only` its default: full mmap
-//! hurts once the hot set exceeds memory), so data that would not fit is not mapped: a segment
-//! whose data file does not fit in what is left opens with standard access for its
-//! whole life. This is LevelDB's mmap limiter measured in bytes instead of files.
+//! read-heavy workloads ran 1.2x to 1.45x faster than through the block cache here.
+//! Past memory the balance turns (Cassandra 5's lesson, which made `mmap_index_only`
+//! its default: full mmap hurts once the hot set exceeds memory), so data that would
+//! not fit is not mapped: a segment whose data file does not fit in what is left opens
+//! with standard access for its whole life. This is LevelDB's mmap limiter measured in
+//! bytes instead of files.
 //!
 //! Admission is atomic: [`DataMapBudget::admit`] adds the file's length to one
 //! process-wide count under a compare-and-swap, and the [`DataReservation`] it returns
