@@ -31,6 +31,28 @@ fn model() -> Model {
         .collect()
 }
 
+/// A directory holding one segment of [`model`]: the directory, the segment's name, the
+/// model, and the length of its data file.
+struct Written {
+    dir: tempfile::TempDir,
+    name: SegmentName,
+    model: Model,
+    data_len: u64,
+}
+
+fn written() -> Written {
+    let dir = tempfile::tempdir().unwrap();
+    let name = SegmentName::new("t", 1).unwrap();
+    let model = model();
+    let data_len = write_segment(dir.path(), &name, &SegmentOptions::default(), &model).data_len;
+    Written {
+        dir,
+        name,
+        model,
+        data_len,
+    }
+}
+
 /// Every key of `m` reads back from `r`.
 fn reads_all(r: &SegmentReader, m: &Model) {
     for (k, c) in m {
@@ -51,10 +73,12 @@ fn auto_maps_data_that_fits_and_reads_the_rest_with_positional_reads() {
         return;
     }
     let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let name = SegmentName::new("t", 1).unwrap();
-    let m = model();
-    let len = write_segment(dir.path(), &name, &SegmentOptions::default(), &m).data_len;
+    let Written {
+        dir,
+        name,
+        model: m,
+        data_len: len,
+    } = written();
     // Room for exactly one data file.
     let budget = Arc::new(DataMapBudget::with_limit(len));
     assert_eq!(
@@ -105,10 +129,12 @@ fn auto_maps_data_that_fits_and_reads_the_rest_with_positional_reads() {
 #[test]
 fn the_other_modes_and_a_reader_without_a_data_budget_ignore_it() {
     let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let name = SegmentName::new("t", 1).unwrap();
-    let m = model();
-    write_segment(dir.path(), &name, &SegmentOptions::default(), &m);
+    let Written {
+        dir,
+        name,
+        model: m,
+        ..
+    } = written();
     let open = |mode: DiskAccessMode, budget: Option<u64>| {
         let mut opts = ReaderOptions::default();
         opts.data_budget = budget.map(|b| Arc::new(DataMapBudget::with_limit(b)));
@@ -140,10 +166,12 @@ fn past_the_mapping_budget_auto_maps_nothing_and_holds_no_data_bytes() {
         return;
     }
     let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let name = SegmentName::new("t", 1).unwrap();
-    let m = model();
-    write_segment(dir.path(), &name, &SegmentOptions::default(), &m);
+    let Written {
+        dir,
+        name,
+        model: m,
+        ..
+    } = written();
     let data = Arc::new(DataMapBudget::with_limit(u64::MAX));
     let mut opts = ReaderOptions::default();
     opts.data_budget = Some(data.clone());

@@ -483,14 +483,8 @@ mod tests {
         // The keys are zeroed memory that is never written: the test takes address
         // space (4 GiB, then 8 GiB after the push grows it), not RAM. Skipped where even
         // that could be refused.
-        let total_kb: u64 = std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|m| {
-                let line = m.lines().find(|l| l.starts_with("MemTotal:"))?.to_string();
-                line.split_whitespace().nth(1)?.parse().ok()
-            })
-            .unwrap_or(0);
-        if total_kb < 8 << 20 {
+        let total = crate::io::memlimit::physical_memory().unwrap_or(0);
+        if total < 8 << 30 {
             eprintln!("skipped: needs 8 GiB of memory to reserve address space");
             return;
         }

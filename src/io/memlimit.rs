@@ -14,9 +14,7 @@ use std::path::{Path, PathBuf};
 /// Bytes of memory this process can fill, page cache included: see the module docs.
 /// `None` where neither `/proc/meminfo` nor a cgroup limit can be read.
 pub fn available_memory() -> Option<u64> {
-    let total = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| mem_total(&s));
+    let total = physical_memory();
     let cgroup = match (
         std::fs::read_to_string("/proc/self/mountinfo"),
         std::fs::read_to_string("/proc/self/cgroup"),
@@ -30,6 +28,14 @@ pub fn available_memory() -> Option<u64> {
         (Some(t), Some(c)) => Some(t.min(c)),
         (t, c) => t.or(c),
     }
+}
+
+/// Physical memory, in bytes: `MemTotal` of `/proc/meminfo` (`None` where it cannot be
+/// read).
+pub(crate) fn physical_memory() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| mem_total(&s))
 }
 
 /// `MemTotal` of `/proc/meminfo`, in bytes.
