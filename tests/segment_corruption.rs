@@ -4,7 +4,8 @@
 //! A valid multi-block segment is written once; each case damages a copy of its
 //! components (flipped bytes, truncation, growth, bad footers, index entries that lie
 //! with correct checksums) and then runs `open`, every `get`, a full `scan` and `verify`
-//! in every access mode. Damage to checksummed bytes must be detected by `open` or
+//! in every access mode, point reads searching the index file and, opened again, the
+//! page index. Damage to checksummed bytes must be detected by `open` or
 //! `verify`, and any read that succeeds must return the original cells. A truncated file
 //! opened in `mmap` mode would SIGBUS (killing this test binary) if the reader mapped
 //! before checking lengths; the registry also shows that nothing stays mapped.
@@ -20,11 +21,11 @@ use std::sync::OnceLock;
 use common::*;
 use proptest::prelude::*;
 use proptest::sample::Index;
-use segstore::format::footer::{Footer, Kind, FOOTER_LEN, FORMAT_VERSION};
+use segstore::format::footer::{Footer, Kind, FOOTER_LEN, FORMAT_VERSION, MIN_READ_VERSION};
 use segstore::format::index_block::{IndexBlock, IndexBlockBuilder};
 use segstore::format::meta::{Meta, Summary};
 use segstore::io::registry;
-use segstore::segment::{Component, SegmentReader};
+use segstore::segment::{Component, PointLookup, ReaderOptions, SegmentReader};
 use segstore::{DiskAccessMode, Error, FileRules};
 
 const DATA: usize = 0;
@@ -66,7 +67,7 @@ fn pristine() -> &'static Pristine {
 
 fn decode_meta(files: &[Vec<u8>; 3]) -> Meta {
     let m = &files[META];
-    Meta::decode(&m[..m.len() - FOOTER_LEN]).unwrap()
+    Meta::decode(&m[..m.len() - FOOTER_LEN], FORMAT_VERSION).unwrap()
 }
 
 /// How the damage must show.
@@ -120,6 +121,18 @@ fn exercise(files: &[Vec<u8>; 3], mode: DiskAccessMode, x: Expect<'_>, what: &st
         }
         Ok(r) => {
             assert!(!x.open_fails, "{ctx}: open succeeded");
+            let mut o = ReaderOptions::default();
+            o.point_lookup = PointLookup::Pages;
+            let paged = SegmentReader::open_with(d, &seg_name(), mode.resolve(), &o)
+                .unwrap_or_else(|e| panic!("{ctx}: opened, then not with the page index: {e}"));
+            let through_pages = read_everything(&paged, d, x, &format!("{ctx} (pages)"));
+            if x.must_detect {
+                assert!(
+                    !matches!(through_pages, Outcome::Clean),
+                    "{ctx}: damage went unnoticed through the page index"
+                );
+            }
+            drop(paged);
             read_everything(&r, d, x, &ctx)
         }
     };
@@ -449,27 +462,13 @@ fn rebuild_index(files: &[Vec<u8>; 3], f: impl FnOnce(&mut Entries)) -> [Vec<u8>
         summary.push(&b[0].0, start as u64, (out.len() - start) as u32);
     }
     let body_len = out.len() as u64;
-    out.extend_from_slice(
-        &Footer {
-            kind: Kind::Index,
-            count: meta.stats.entry_count,
-            body_len,
-        }
-        .encode(),
-    );
+    out.extend_from_slice(&Footer::new(Kind::Index, meta.stats.entry_count, body_len).encode());
     meta.stats.index_len = out.len() as u64;
     meta.summary = summary;
     let mut m = Vec::new();
     meta.encode(&mut m);
     let body_len = m.len() as u64;
-    m.extend_from_slice(
-        &Footer {
-            kind: Kind::Meta,
-            count: 0,
-            body_len,
-        }
-        .encode(),
-    );
+    m.extend_from_slice(&Footer::new(Kind::Meta, 0, body_len).encode());
     [files[DATA].clone(), out, m]
 }
 
@@ -522,7 +521,7 @@ fn wrong_magic() {
 #[test]
 fn wrong_version_with_correct_checksum() {
     for comp in [DATA, INDEX, META] {
-        for version in [0u16, FORMAT_VERSION - 1, FORMAT_VERSION + 1, u16::MAX] {
+        for version in [0u16, MIN_READ_VERSION - 1, FORMAT_VERSION + 1, u16::MAX] {
             let mut files = pristine().files.clone();
             refooter(&mut files[comp], |f| {
                 f[8..10].copy_from_slice(&version.to_le_bytes())
@@ -530,6 +529,26 @@ fn wrong_version_with_correct_checksum() {
             let what = format!("{:?} version {version}", COMPONENTS[comp]);
             must_fail_open(&files, comp, &what, "version");
         }
+    }
+}
+
+/// A version 3 meta labelled version 2 reads its page index as the blocks that follow
+/// the filter in version 2 (range tombstones, expiry): refused, never misread.
+#[test]
+fn version_3_meta_labelled_version_2() {
+    let mut files = pristine().files.clone();
+    refooter(&mut files[META], |f| {
+        f[8..10].copy_from_slice(&2u16.to_le_bytes())
+    });
+    for mode in DiskAccessMode::all() {
+        let x = Expect {
+            may_name: &[Component::Meta],
+            open_fails: true,
+            must_detect: true,
+            exact: true,
+            verify_names: None,
+        };
+        exercise(&files, mode, x, "meta labelled version 2");
     }
 }
 
@@ -753,14 +772,7 @@ fn meta_that_lies_with_a_correct_checksum() {
         let mut m = Vec::new();
         meta.encode(&mut m);
         let body_len = m.len() as u64;
-        m.extend_from_slice(
-            &Footer {
-                kind: Kind::Meta,
-                count: 0,
-                body_len,
-            }
-            .encode(),
-        );
+        m.extend_from_slice(&Footer::new(Kind::Meta, 0, body_len).encode());
         let files = [p.files[DATA].clone(), p.files[INDEX].clone(), m];
         for mode in DiskAccessMode::all() {
             let x = Expect {
@@ -770,9 +782,18 @@ fn meta_that_lies_with_a_correct_checksum() {
                 exact: false,
                 verify_names: Some(Component::Meta),
             };
+            let x = Expect {
+                // The page index starts at the smallest key: a lie about it is
+                // refused at open.
+                open_fails: what == "min key",
+                ..x
+            };
             match exercise(&files, mode, x, what) {
                 Outcome::VerifyFailed(Error::Corrupt { reason, .. }) => {
                     assert!(reason.contains(what), "{mode}: {what}: {reason}")
+                }
+                Outcome::OpenFailed(Error::Corrupt { reason, .. }) if x.open_fails => {
+                    assert!(reason.contains("first record"), "{mode}: {what}: {reason}")
                 }
                 other => panic!("{mode}: {what}: {other:?}"),
             }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! magic     8 bytes  "SEGSTORE"
-//! version   u16 LE   FORMAT_VERSION
+//! version   u16 LE   the format version the file was written in (2 or 3)
 //! kind      u16 LE   1 data, 2 index, 3 meta
 //! count     u64 LE   records (data), entries (index), 0 (meta)
 //! body_len  u64 LE   bytes before the footer (= file length - 32)
@@ -15,8 +15,12 @@ use super::{checksum, read_u16, read_u32, read_u64, Malformed};
 pub const FOOTER_LEN: usize = 32;
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"SEGSTORE";
-/// Current format version.
-pub const FORMAT_VERSION: u16 = 2;
+/// The format version this build writes.
+pub const FORMAT_VERSION: u16 = 3;
+/// The oldest format version this build reads. Versions 2 and 3 differ only in the
+/// meta component (version 3 adds the page index, `meta.rs`); data and index files
+/// are laid out alike.
+pub const MIN_READ_VERSION: u16 = 2;
 
 /// Which component a footer ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +37,9 @@ pub enum Kind {
 /// A decoded footer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Footer {
+    /// Format version ([`MIN_READ_VERSION`] ..= [`FORMAT_VERSION`]; writers use
+    /// [`Footer::new`], which sets [`FORMAT_VERSION`]).
+    pub version: u16,
     /// Component kind.
     pub kind: Kind,
     /// Records or entries in the file.
@@ -42,11 +49,21 @@ pub struct Footer {
 }
 
 impl Footer {
+    /// A footer of the current [`FORMAT_VERSION`].
+    pub fn new(kind: Kind, count: u64, body_len: u64) -> Footer {
+        Footer {
+            version: FORMAT_VERSION,
+            kind,
+            count,
+            body_len,
+        }
+    }
+
     /// Encode.
     pub fn encode(&self) -> [u8; FOOTER_LEN] {
         let mut b = [0u8; FOOTER_LEN];
         b[0..8].copy_from_slice(MAGIC);
-        b[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[8..10].copy_from_slice(&self.version.to_le_bytes());
         b[10..12].copy_from_slice(&(self.kind as u16).to_le_bytes());
         b[12..20].copy_from_slice(&self.count.to_le_bytes());
         b[20..28].copy_from_slice(&self.body_len.to_le_bytes());
@@ -73,10 +90,13 @@ impl Footer {
             return Err(Malformed::new(base, "footer checksum mismatch"));
         }
         let version = read_u16(b, 8).unwrap_or(0);
-        if version != FORMAT_VERSION {
+        if !(MIN_READ_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(Malformed::new(
                 base + 8,
-                format!("unsupported format version {version} (this build reads {FORMAT_VERSION})"),
+                format!(
+                    "unsupported format version {version} (this build reads \
+                     {MIN_READ_VERSION} to {FORMAT_VERSION})"
+                ),
             ));
         }
         let k = read_u16(b, 10).unwrap_or(0);
@@ -95,6 +115,7 @@ impl Footer {
             ));
         }
         Ok(Footer {
+            version,
             kind,
             count,
             body_len,
@@ -108,11 +129,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_each_field_checked() {
-        let f = Footer {
-            kind: Kind::Index,
-            count: 7,
-            body_len: 100,
-        };
+        let f = Footer::new(Kind::Index, 7, 100);
         let b = f.encode();
         assert_eq!(Footer::decode(&b, 132, Kind::Index), Ok(f));
         assert!(Footer::decode(&b, 132, Kind::Data).is_err());
@@ -122,6 +139,23 @@ mod tests {
             let mut c = b;
             c[i] ^= 0x10;
             assert!(Footer::decode(&c, 132, Kind::Index).is_err(), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn reads_every_version_from_the_oldest_supported() {
+        for version in 0..=FORMAT_VERSION + 1 {
+            let f = Footer {
+                version,
+                ..Footer::new(Kind::Data, 1, 10)
+            };
+            let got = Footer::decode(&f.encode(), 42, Kind::Data);
+            if (MIN_READ_VERSION..=FORMAT_VERSION).contains(&version) {
+                assert_eq!(got, Ok(f));
+            } else {
+                let m = got.unwrap_err();
+                assert!(m.reason.contains("unsupported format version"), "{m:?}");
+            }
         }
     }
 }

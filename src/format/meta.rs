@@ -7,6 +7,8 @@
 //!   min_key, max_key                                                    varint len + bytes
 //!   block_count varint; per block: first_key (varint len + bytes), offset varint, len varint
 //!   filter_len varint, filter bytes (see filter.rs)
+//!   page index (version 3 only): page_count varint; per entry: first_key (varint len +
+//!     bytes), offset delta varint
 //!   [range tombstones (see ranges.rs), present only when the segment holds any]
 //!   [0 u8, expiring_count varint (>= 1), min_expires varint (>= 1): present only when
 //!    the segment holds a cell with an expiry (TTL)]
@@ -19,6 +21,8 @@
 //! body exactly; their first keys are strictly ascending. With no cells, `min_ts`,
 //! `max_ts` and both keys are zero or empty and there are no blocks.
 //!
+//! The page index (format version 3) is described in `pages.rs`.
+//!
 //! The expiry block (TTL) starts with a 0 byte, which no range tombstone block starts
 //! with (it is written only when non-empty: its count is at least 1). A meta without
 //! it (every segment written before TTL, and every segment holding no expiring cell)
@@ -27,6 +31,7 @@
 //! misreads it.
 
 use super::filter::Filter;
+use super::footer::FOOTER_LEN;
 use super::ranges::RangeTombstones;
 use super::{checksum, key_prefix, read_u32, varint, Malformed};
 
@@ -237,19 +242,33 @@ pub struct Meta {
     pub summary: Summary,
     /// Key filter.
     pub filter: Filter,
+    /// The page index (format version 3; `None` in version 2 metas): per data page a
+    /// record starts in, the first such record's key, offset and span, in the same
+    /// packed form as the summary.
+    pub pages: Option<Summary>,
     /// Range tombstones (an optional block after the filter: a meta without it, as
     /// written before range deletes, has none; a build older than range deletes
     /// refuses a meta holding it as "trailing bytes", never misreads it).
     pub ranges: RangeTombstones,
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+pub(super) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     varint::put(out, b.len() as u64);
     out.extend_from_slice(b);
 }
 
 impl Meta {
-    /// Encode the body and its checksum (the caller appends the footer).
+    /// The format version this meta encodes as: 3 with a page index, 2 without.
+    pub fn version(&self) -> u16 {
+        if self.pages.is_some() {
+            3
+        } else {
+            2
+        }
+    }
+
+    /// Encode the body and its checksum (the caller appends a footer of
+    /// [`Self::version`]).
     pub fn encode(&self, out: &mut Vec<u8>) {
         let start = out.len();
         let s = &self.stats;
@@ -275,6 +294,9 @@ impl Meta {
         let mut fb = Vec::new();
         self.filter.encode(&mut fb);
         put_bytes(out, &fb);
+        if let Some(pages) = &self.pages {
+            super::pages::encode(pages, out);
+        }
         if !self.ranges.is_empty() {
             self.ranges.encode(out);
         }
@@ -287,9 +309,10 @@ impl Meta {
         out.extend_from_slice(&crc.to_le_bytes());
     }
 
-    /// Decode a body (everything before the footer), checking the checksum and that the
-    /// summary is ordered and tiles the index file exactly.
-    pub fn decode(b: &[u8]) -> Result<Meta, Malformed> {
+    /// Decode a body (everything before the footer) of format `version` (the footer's),
+    /// checking the checksum, that the summary is ordered and tiles the index file
+    /// exactly, and that the page index is ordered and inside the data body.
+    pub fn decode(b: &[u8], version: u16) -> Result<Meta, Malformed> {
         if b.len() < 4 {
             return Err(Malformed::new(0, "meta body too short"));
         }
@@ -348,6 +371,12 @@ impl Meta {
         summary.build_radix();
         let at = c.pos as u64;
         let filter = Filter::decode(c.bytes("filter")?).map_err(|m| m.at(at))?;
+        let pages = if version >= 3 {
+            let body_len = data_len.saturating_sub(FOOTER_LEN as u64);
+            Some(super::pages::decode(&mut c, entry_count, body_len, &min_key)?)
+        } else {
+            None
+        };
         let mut ranges = RangeTombstones::new();
         if c.pos < body && c.b[c.pos] != 0 {
             let at = c.pos;
@@ -383,25 +412,27 @@ impl Meta {
             },
             summary,
             filter,
+            pages,
             ranges,
         })
     }
 }
 
-struct Cursor<'a> {
-    b: &'a [u8],
-    pos: usize,
+/// A reading position in a meta body.
+pub(super) struct Cursor<'a> {
+    pub(super) b: &'a [u8],
+    pub(super) pos: usize,
 }
 
 impl<'a> Cursor<'a> {
-    fn varint(&mut self, what: &str) -> Result<u64, Malformed> {
+    pub(super) fn varint(&mut self, what: &str) -> Result<u64, Malformed> {
         let (v, n) = varint::get(&self.b[self.pos..])
             .ok_or_else(|| Malformed::new(self.pos as u64, format!("bad varint in {what}")))?;
         self.pos += n;
         Ok(v)
     }
 
-    fn bytes(&mut self, what: &str) -> Result<&'a [u8], Malformed> {
+    pub(super) fn bytes(&mut self, what: &str) -> Result<&'a [u8], Malformed> {
         let at = self.pos;
         let n = self.varint(what)? as usize;
         let end = self

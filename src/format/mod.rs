@@ -9,6 +9,7 @@ pub mod filter;
 pub mod footer;
 pub mod index_block;
 pub mod meta;
+pub mod pages;
 pub mod ranges;
 pub mod record;
 pub mod sealed;

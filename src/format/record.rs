@@ -77,6 +77,24 @@ pub fn total_len(b: &[u8]) -> Result<usize, Malformed> {
     Ok(hdr + klen + vlen + 4)
 }
 
+/// The key and total encoded length of the record at the start of `b`, from its header
+/// alone (the checksum is not checked): `Ok(None)` where `b` ends before the key does
+/// (read more), an error where the header is malformed.
+#[inline]
+pub fn peek_key(b: &[u8]) -> Result<Option<(&[u8], usize)>, Malformed> {
+    match header(b) {
+        Ok((klen, vlen, hdr)) => Ok(b
+            .get(hdr..hdr + klen)
+            .map(|k| (k, hdr + klen + vlen + 4))),
+        Err(Bad::Truncated | Bad::KeyLenVarint | Bad::ValueLenVarint(_))
+            if b.len() < MAX_HEADER_LEN =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e.malformed()),
+    }
+}
+
 /// What is wrong with a record: small and `Copy`, so the decoding path stays short
 /// enough to inline into scans and lookups; the message is built only on error.
 #[derive(Debug, Clone, Copy)]

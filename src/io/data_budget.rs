@@ -85,6 +85,12 @@ impl DataMapBudget {
         self.limit
     }
 
+    /// The memory available to the process when the budget was made (`None`: unknown,
+    /// or a budget [`Self::with_limit`] made).
+    pub fn available(&self) -> Option<u64> {
+        self.available
+    }
+
     /// Reserve `len` bytes for a data file `auto` would map, if they fit; `None` (and
     /// one more fallback counted) if they do not.
     pub fn admit(&self, len: u64) -> Option<DataReservation> {

@@ -23,7 +23,7 @@ pub use index_cache::{IndexCache, IndexCacheStats};
 pub use iter::{Entry, SegmentIter};
 pub use reader::SegmentReader;
 pub(crate) use residency::warn_index_lock_at_open;
-pub use residency::{ReaderOptions, SegmentMemory, SegmentResidency};
+pub use residency::{PointLookup, ReaderOptions, SegmentMemory, SegmentResidency};
 pub use writer::SegmentWriter;
 
 use crate::error::{Error, Result};

@@ -30,13 +30,14 @@ use crate::config::{AccessMode, ResolvedModes};
 use crate::error::{Error, Result};
 use crate::format::footer::{Footer, Kind, FOOTER_LEN};
 use crate::format::index_block::{home_slot_offset, IndexBlock, IndexEntry};
-use crate::format::meta::{Meta, SegmentStats};
+use crate::format::meta::{Meta, SegmentStats, Summary};
 use crate::format::record::{self, RecordRef};
 use crate::format::{key_hash, Malformed, MAX_KEY_LEN};
 use crate::io::data_budget::DataReservation;
 use crate::io::mapped::MapAdvice;
 use crate::io::{MappedFile, PositionalFile};
 
+mod pages;
 mod records;
 mod verify;
 
@@ -196,6 +197,9 @@ pub struct SegmentReader {
     data_cache: Option<DataCache>,
     /// Whether point reads check record checksums (`crc_check_chance`).
     record_check: RecordCheck,
+    /// Point reads and seeks search the page index, not the index file
+    /// (`PointLookup::Pages`).
+    paged: bool,
     pub(crate) residency: SegmentResidency,
     /// The bytes of a data file `auto` mapped, counted against the data map budget
     /// until the reader (and with it the map, dropped above) goes.
@@ -280,8 +284,10 @@ impl SegmentReader {
         let bytes = std::fs::read(&meta_path).map_err(|e| Error::io("read", &meta_path, e))?;
         let len = bytes.len() as u64;
         let split = bytes.len().saturating_sub(FOOTER_LEN);
-        Footer::decode(&bytes[split..], len, Kind::Meta).map_err(|m| m.into_error(&meta_path))?;
-        let meta = Meta::decode(&bytes[..split]).map_err(|m| m.into_error(&meta_path))?;
+        let footer = Footer::decode(&bytes[split..], len, Kind::Meta)
+            .map_err(|m| m.into_error(&meta_path))?;
+        let meta =
+            Meta::decode(&bytes[..split], footer.version).map_err(|m| m.into_error(&meta_path))?;
         let s = &meta.stats;
         let mut plan = OpenPlan::new(modes, s.data_len, opts)?;
         let (data_path, index_path) = (
@@ -297,9 +303,13 @@ impl SegmentReader {
         let Opened {
             data,
             index,
-            residency,
+            mut residency,
             data_bytes,
         } = plan.finish(data, index)?;
+        let bytes = s.data_len.saturating_add(s.index_len);
+        residency.point_lookup =
+            super::residency::point_lookup(&residency, opts, bytes, meta.pages.is_some());
+        let paged = residency.point_lookup == super::PointLookup::Pages;
         let checked = (0..meta.summary.len()).map(|_| AtomicU32::new(0)).collect();
         let cached_index = match (&index, &opts.index_cache) {
             (Source::Standard(_), Some(budget)) => CachedIndex::new(meta.summary.len(), budget),
@@ -319,6 +329,7 @@ impl SegmentReader {
             cached_index,
             data_cache,
             record_check: RecordCheck::from_chance(opts.crc_check_chance),
+            paged,
             residency,
             _data_bytes: data_bytes,
         })
@@ -354,6 +365,7 @@ impl SegmentReader {
     /// cache's blocks are counted separately: [`Self::index_cache_bytes`]).
     pub fn memory_bytes(&self) -> usize {
         self.meta.summary.size_bytes()
+            + self.meta.pages.as_ref().map_or(0, Summary::size_bytes)
             + self.meta.filter.size_bytes()
             + self.checked.len() * std::mem::size_of::<AtomicU32>()
             + self
@@ -440,6 +452,18 @@ impl SegmentReader {
             return Ok(None);
         }
         debug_assert_eq!(h, key_hash(key));
+        if let Some(pages) = self.paged() {
+            if !self.meta.filter.may_contain(h) {
+                return Ok(None);
+            }
+            let Some(loc) = self.find_paged(pages, key)? else {
+                return Ok(None);
+            };
+            let check = self.record_check.roll();
+            return self
+                .read_record(loc, Some(key), check, Via::Cache, f)
+                .map(Some);
+        }
         let block = self.prefetch_lookup(key, h);
         if !self.meta.filter.may_contain(h) {
             return Ok(None);
@@ -494,6 +518,9 @@ impl SegmentReader {
         // keeps the probe off keys the segment lacks; its line loads beside the block's
         // trailer, which the search needs anyway. Both look in one access to the block
         // (one read where the index is read with positional reads and not cached).
+        if let Some(pages) = self.paged() {
+            return self.seek_paged(pages, key);
+        }
         let (block, h) = if key.len() <= MAX_KEY_LEN {
             let h = key_hash(key);
             let block = self.prefetch_lookup(key, h);

@@ -68,6 +68,51 @@ pub struct ReaderOptions {
     /// Probability (0.0 to 1.0) that a point read checks its record's checksum
     /// (Cassandra's `crc_check_chance`; see [`crate::Config::crc_check_chance`]).
     pub crc_check_chance: f64,
+    /// What point reads and seeks search: the index file or the page index.
+    pub point_lookup: PointLookup,
+}
+
+/// What a segment's point reads and seeks search to find a record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PointLookup {
+    /// Decide at open: [`PointLookup::Pages`] where the segment is not expected to stay
+    /// in memory (`auto` read its data positionally because it did not fit in the data
+    /// map budget, or data and index together are more than half the memory available
+    /// to the process), else [`PointLookup::Index`]. Segments of format version 2 have
+    /// no page index and always use the index file.
+    #[default]
+    Auto,
+    /// The index file: per key a hash slot and an entry (one or two cache misses
+    /// where it is in memory, a read where it is not), then the record.
+    Index,
+    /// The page index held in memory (format version 3): the data page that holds the
+    /// key, whose records are walked in order; one read of the data file where nothing
+    /// is in memory, against the index file's two.
+    Pages,
+}
+
+/// How point reads of a segment whose format has a page index (`has_pages`) and whose
+/// data and index take `bytes` find their record (see [`PointLookup::Auto`]).
+pub(crate) fn point_lookup(
+    r: &SegmentResidency,
+    opts: &ReaderOptions,
+    bytes: u64,
+    has_pages: bool,
+) -> PointLookup {
+    let budget = opts.data_budget.as_deref();
+    let large = || {
+        let fell_back = r.data_budget_fallback && budget.is_some_and(|b| b.limit() > 0);
+        let available = budget.and_then(DataMapBudget::available);
+        fell_back || available.is_some_and(|a| bytes > a / 2)
+    };
+    match opts.point_lookup {
+        _ if !has_pages => PointLookup::Index,
+        PointLookup::Auto if large() => PointLookup::Pages,
+        PointLookup::Auto => PointLookup::Index,
+        chosen => chosen,
+    }
 }
 
 impl Default for ReaderOptions {
@@ -80,6 +125,7 @@ impl Default for ReaderOptions {
             index_cache: None,
             block_cache: None,
             crc_check_chance: 1.0,
+            point_lookup: PointLookup::Auto,
         }
     }
 }
@@ -101,6 +147,7 @@ impl ReaderOptions {
             ))),
             block_cache: BlockCache::new(m.block_cache_mb.saturating_mul(1 << 20)).map(Arc::new),
             crc_check_chance: 1.0,
+            point_lookup: PointLookup::Auto,
         })
     }
 }
@@ -126,6 +173,9 @@ pub struct SegmentResidency {
     /// `auto` read the data with standard access because the data file did not fit in
     /// the data map budget (`memory.auto_data_map_percent`).
     pub data_budget_fallback: bool,
+    /// What point reads and seeks search: [`PointLookup::Index`] or
+    /// [`PointLookup::Pages`].
+    pub point_lookup: PointLookup,
     /// Maps the kernel refused under `lock_memory: all` (past `RLIMIT_MEMLOCK`) whose
     /// files are read with standard access instead (`auto` only; the explicit `mmap`
     /// modes fail the open).
@@ -153,6 +203,7 @@ impl SegmentResidency {
             index_copy: false,
             budget_fallback: false,
             data_budget_fallback: false,
+            point_lookup: PointLookup::Index,
             map_fallbacks: 0,
             index_not_locked: None,
             locks: Vec::new(),

@@ -13,6 +13,7 @@ use crate::format::filter::Filter;
 use crate::format::footer::{Footer, Kind};
 use crate::format::index_block::IndexBlockBuilder;
 use crate::format::meta::{Meta, SegmentStats, Summary};
+use crate::format::pages::PagesBuilder;
 use crate::format::ranges::{RangeTombstone, RangeTombstones};
 use crate::format::record::{self, RecordRef};
 use crate::format::{key_hash, MAX_KEY_LEN, MAX_VALUE_LEN};
@@ -34,6 +35,7 @@ pub struct SegmentWriter {
     block_buf: Vec<u8>,
     rec_buf: Vec<u8>,
     summary: Summary,
+    pages: PagesBuilder,
     hashes: Vec<u64>,
     stats: SegmentStats,
     last_key: Option<Vec<u8>>,
@@ -85,6 +87,7 @@ impl SegmentWriter {
             block_buf: Vec::new(),
             rec_buf: Vec::new(),
             summary: Summary::default(),
+            pages: PagesBuilder::default(),
             hashes: Vec::new(),
             stats: SegmentStats {
                 min_ts: u64::MAX,
@@ -159,6 +162,7 @@ impl SegmentWriter {
         let h = key_hash(key);
         self.block
             .add_hashed(key, h, self.data_off, self.rec_buf.len() as u64);
+        self.pages.record(key, self.data_off);
         self.data_off += self.rec_buf.len() as u64;
         self.hashes.push(h);
         let s = &mut self.stats;
@@ -257,16 +261,8 @@ impl SegmentWriter {
     pub fn finish(mut self) -> Result<SegmentStats> {
         self.flush_block()?;
         let n = self.stats.entry_count;
-        let data_footer = Footer {
-            kind: Kind::Data,
-            count: n,
-            body_len: self.data_off,
-        };
-        let index_footer = Footer {
-            kind: Kind::Index,
-            count: n,
-            body_len: self.index_off,
-        };
+        let data_footer = Footer::new(Kind::Data, n, self.data_off);
+        let index_footer = Footer::new(Kind::Index, n, self.index_off);
         finish_file(&mut self.data, &data_footer.encode(), &self.tmp[0])?;
         finish_file(&mut self.index, &index_footer.encode(), &self.tmp[1])?;
         let mut stats = std::mem::take(&mut self.stats);
@@ -280,15 +276,12 @@ impl SegmentWriter {
             stats,
             summary: std::mem::take(&mut self.summary),
             filter: Filter::build(&self.hashes, self.opts.filter_bits_per_key),
+            pages: Some(std::mem::take(&mut self.pages).finish(self.data_off)),
             ranges: std::mem::take(&mut self.ranges),
         };
         let mut body = Vec::new();
         meta.encode(&mut body);
-        let footer = Footer {
-            kind: Kind::Meta,
-            count: 0,
-            body_len: body.len() as u64,
-        };
+        let footer = Footer::new(Kind::Meta, 0, body.len() as u64);
         body.extend_from_slice(&footer.encode());
         let mf = self.fs.create_new(&self.tmp[2])?;
         mf.append(&body)?;

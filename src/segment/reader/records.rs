@@ -127,7 +127,7 @@ impl SegmentReader {
     /// and the data is read with positional reads and a cache is configured, else from
     /// the map or the file.
     #[inline]
-    fn data_bytes<R>(
+    pub(super) fn data_bytes<R>(
         &self,
         off: u64,
         len: usize,

@@ -2,10 +2,12 @@
 //! the meta's statistics and filter against the cells (Cassandra's `sstableverify`).
 
 use super::*;
+use crate::format::pages::PagesBuilder;
 
 impl SegmentReader {
     /// Read every index block and every record, checking checksums, key order, that
-    /// index and data agree, and that the meta's statistics and filter match the cells
+    /// index and data agree, and that the meta's statistics, filter and page index
+    /// match the cells
     /// (like Cassandra's `sstableverify`). Returns the cell count. Errors name the file
     /// that holds the bad bytes.
     pub fn verify(&self) -> Result<u64> {
@@ -18,6 +20,7 @@ impl SegmentReader {
         };
         let ipath = self.index.path();
         let mut window = records::DataWindow::default();
+        let mut pages = PagesBuilder::default();
         for b in 0..self.meta.summary.len() {
             let block_off = self.meta.summary.block(b).0;
             let entries: Vec<(Vec<u8>, Located)> = self.with_index_block_from_file(b, |blk| {
@@ -69,6 +72,7 @@ impl SegmentReader {
                         ),
                     ));
                 }
+                pages.record(&key, loc.data_offset);
                 seen.tombstone_count += tombstone as u64;
                 if expires != 0 {
                     seen.expiring_count += 1;
@@ -106,6 +110,18 @@ impl SegmentReader {
                     "records end at {expect_off}; the data body is {} bytes",
                     self.data_body_len()
                 ),
+            ));
+        }
+        if self
+            .meta
+            .pages
+            .as_ref()
+            .is_some_and(|p| *p != pages.finish(self.data_body_len()))
+        {
+            return Err(Error::corrupt(
+                self.meta_path(),
+                0,
+                "meta page index differs from the records' pages",
             ));
         }
         if count == 0 {
