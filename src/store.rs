@@ -196,6 +196,8 @@ pub struct SegmentStatsView {
     pub memory: crate::segment::SegmentMemory,
     /// Bytes of this segment's index blocks held in the index cache.
     pub index_cache_bytes: u64,
+    /// What its point reads search: the index file or the page index.
+    pub point_lookup: crate::segment::PointLookup,
 }
 
 /// A snapshot opened read-only.

@@ -15,7 +15,9 @@ use std::cell::Cell;
 
 use std::sync::Arc;
 
-use segstore::segment::{IndexCache, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
+use segstore::segment::{
+    BlockCache, IndexCache, PointLookup, ReaderOptions, SegmentName, SegmentReader, SegmentWriter,
+};
 use segstore::{Config, DiskAccessMode, FileRules, SegmentOptions, Store, WriteBatch};
 
 struct CountingAlloc;
@@ -112,15 +114,25 @@ fn warm_get_with_allocates_nothing_in_any_mode() {
     // Spread over the key space: many index blocks, both sides of the filter.
     let probes: Vec<u32> = (0..2_000u32).map(|i| (i * 7919) % N).collect();
     // Each mode without and with an index cache (it only acts where the index is read
-    // with positional reads).
+    // with positional reads), and through the page index with a block cache.
     let cached = || {
         let mut c = ReaderOptions::default();
         c.index_cache = Some(Arc::new(IndexCache::new(64 << 20)));
         c
     };
-    let variants = DiskAccessMode::all()
-        .into_iter()
-        .flat_map(|m| [(m, ReaderOptions::default(), ""), (m, cached(), " +cache")]);
+    let paged = || {
+        let mut c = ReaderOptions::default();
+        c.point_lookup = PointLookup::Pages;
+        c.block_cache = BlockCache::new(64 << 20).map(Arc::new);
+        c
+    };
+    let variants = DiskAccessMode::all().into_iter().flat_map(|m| {
+        [
+            (m, ReaderOptions::default(), ""),
+            (m, cached(), " +cache"),
+            (m, paged(), " +pages"),
+        ]
+    });
     for (mode, opts, label) in variants {
         let r = SegmentReader::open_with(dir.path(), &name, mode.resolve(), &opts).unwrap();
         // Warm: the thread's scratch buffer, every index block's first-use checksum.

@@ -46,6 +46,7 @@ impl Store {
                     entries: h.stats().entry_count,
                     memory: h.memory_report_in(smaps.as_ref()),
                     index_cache_bytes: h.index_cache_bytes(),
+                    point_lookup: h.residency().point_lookup,
                 });
             }
         }

@@ -191,8 +191,13 @@ impl Kv for Seg {
             .iter()
             .filter(|s| s.data == segstore::AccessMode::Mmap)
             .count();
+        let paged = segs
+            .iter()
+            .filter(|s| s.point_lookup == segstore::segment::PointLookup::Pages)
+            .count();
         eprintln!(
-            "segstore {}: {mapped} of {} segments' data mapped at close",
+            "segstore {}: {mapped} of {} segments' data mapped at close, {paged} searched \
+             through the page index",
             store.stats().modes.configured,
             segs.len()
         );
