@@ -21,10 +21,12 @@ pub trait Kv: Sync {
 }
 
 /// The systems, in print order.
-pub const IDS: [&str; 8] = [
+pub const IDS: [&str; 10] = [
     "seg_auto",
     "seg_auto_pread",
     "seg_mmap",
+    "seg_mmap_index_only",
+    "seg_standard",
     "lmdb",
     "rocksdb",
     "fjall",
@@ -38,6 +40,8 @@ pub fn label(id: &str) -> &'static str {
         "seg_auto" => "segstore auto (default)",
         "seg_auto_pread" => "segstore auto, data by pread*",
         "seg_mmap" => "segstore mmap",
+        "seg_mmap_index_only" => "segstore mmap_index_only",
+        "seg_standard" => "segstore standard",
         "lmdb" => "LMDB (heed, NO_SYNC)",
         "rocksdb" => "RocksDB (WAL, no sync)",
         "fjall" => "fjall (as shipped)",
@@ -54,14 +58,17 @@ pub fn is_peer(id: &str) -> bool {
     !id.starts_with("seg_") && id != "fjall_buffered"
 }
 
-/// The systems to run: `only`'s, or every default one (`seg_auto_pread` runs only when
-/// named).
+/// Systems that run only when named: the other `disk_access_mode`s and `auto` without
+/// its data maps.
+const ONLY_WHEN_NAMED: [&str; 3] = ["seg_auto_pread", "seg_mmap_index_only", "seg_standard"];
+
+/// The systems to run: `only`'s, or every default one (not [`ONLY_WHEN_NAMED`]).
 pub fn systems(only: Option<&str>) -> Vec<&'static str> {
     IDS.into_iter()
         .filter(|id| cfg!(feature = "rocksdb") || *id != "rocksdb")
         .filter(|id| match only {
             Some(o) => o.split(',').any(|o| o == *id),
-            None => *id != "seg_auto_pread",
+            None => !ONLY_WHEN_NAMED.contains(id),
         })
         .collect()
 }
@@ -75,7 +82,9 @@ pub fn dir(root: &Path, id: &str) -> PathBuf {
 pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
     std::fs::create_dir_all(dir).unwrap();
     match id {
-        "seg_auto" | "seg_auto_pread" | "seg_mmap" => load_seg(dir, sorted),
+        "seg_auto" | "seg_auto_pread" | "seg_mmap" | "seg_mmap_index_only" | "seg_standard" => {
+            load_seg(dir, sorted)
+        }
         "lmdb" => load_lmdb(dir, sorted),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => super::rocks::load(dir, sorted),
@@ -93,6 +102,8 @@ pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
         "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto, cache)),
         "seg_auto_pread" => Box::new(Seg::open_with(dir, DiskAccessMode::Auto, cache, 0)),
         "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap, cache)),
+        "seg_mmap_index_only" => Box::new(Seg::open(dir, DiskAccessMode::MmapIndexOnly, cache)),
+        "seg_standard" => Box::new(Seg::open(dir, DiskAccessMode::Standard, cache)),
         "lmdb" => Box::new(Lmdb::open(dir)),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Box::new(super::rocks::Rocks::open(dir, cache)),
