@@ -42,7 +42,14 @@ impl SegmentReader {
                     "index block's first key differs from the summary",
                 ));
             }
-            for (key, loc) in entries {
+            // The filter's line of every key of the block, loaded side by side: checked
+            // one after the other, each was a cache miss (a seventh of a 10M-key
+            // ingest's time went to them).
+            let hashes: Vec<u64> = entries.iter().map(|(k, _)| key_hash(k)).collect();
+            for &h in &hashes {
+                self.meta.filter.prefetch(h);
+            }
+            for ((key, loc), h) in entries.into_iter().zip(hashes) {
                 if prev
                     .as_ref()
                     .is_some_and(|p| p.as_slice() >= key.as_slice())
@@ -62,7 +69,7 @@ impl SegmentReader {
                     self.read_record_windowed(&mut window, loc, &key, |r| {
                         (r.ts, r.tombstone, r.expires)
                     })?;
-                if !self.meta.filter.may_contain(key_hash(&key)) {
+                if !self.meta.filter.may_contain(h) {
                     return Err(Error::corrupt(
                         self.meta_path(),
                         0,
