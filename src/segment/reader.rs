@@ -15,6 +15,10 @@
 //! [`SegmentReader::verify`] always check.
 //! Corruption errors name the file holding the bad bytes: a sound record that disagrees
 //! with its index entry is the index's fault.
+//!
+//! A segment not expected to stay in memory ([`super::PointLookup::Pages`], format 3)
+//! looks keys up in its page index instead of the index file: the filter, then the data
+//! page that holds the key, whose records are walked in order (`reader/pages.rs`).
 
 use std::cell::Cell;
 use std::fs::File;
