@@ -6,8 +6,8 @@
 //!    model's cells through the page index, as through the index file; records larger
 //!    than a page and records crossing pages included.
 //! 2. `PointLookup::Auto` picks the page index where `auto` could not map the data
-//!    (the data map budget is spent), and the index file where it could or where
-//!    `auto_data_map_percent` is 0.
+//!    (the data map budget is spent) and where data is read positionally through a
+//!    block cache, and the index file where data is mapped, or read without a cache.
 //! 3. A version 2 segment (no page index) still opens, reads and verifies, searching
 //!    its index file whatever is asked.
 //! 4. `verify` refuses a page index that disagrees with the records, and a record
@@ -105,7 +105,7 @@ fn written(dir: &Path, n: u32) -> Model {
 }
 
 #[test]
-fn auto_picks_pages_where_auto_could_not_map_the_data() {
+fn auto_picks_pages_where_data_is_not_mapped_in_memory() {
     let dir = tempfile::tempdir().unwrap();
     let model = written(dir.path(), 2000);
     let with_budget = |limit: u64| {
@@ -129,6 +129,20 @@ fn auto_picks_pages_where_auto_could_not_map_the_data() {
         for (k, c) in model.iter().step_by(7) {
             assert_eq!(r.get(k).unwrap(), Some(c.entry(k)), "{what}");
         }
+    }
+    // Data read positionally through a block cache: its chunk is the page.
+    for (mode, cache, want) in [
+        (DiskAccessMode::Standard, true, PointLookup::Pages),
+        (DiskAccessMode::MmapIndexOnly, true, PointLookup::Pages),
+        (DiskAccessMode::Standard, false, PointLookup::Index),
+        (DiskAccessMode::Mmap, true, PointLookup::Index),
+    ] {
+        let r = open(dir.path(), mode, &opts(PointLookup::Auto, cache));
+        assert_eq!(
+            r.residency().point_lookup,
+            want,
+            "{mode}, block cache {cache}"
+        );
     }
     // Asked for explicitly, in a mode with no budget at all.
     for (asked, want) in [

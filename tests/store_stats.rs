@@ -58,13 +58,15 @@ fn locked_index_maps_show_in_store_stats_from_the_kernel() {
 
 /// In `standard` mode the store keeps index blocks in memory up to
 /// `memory.index_cache_mb`, and says so in its stats; compaction's obsolete segments
-/// give their share back.
+/// give their share back. Without a block cache, so that gets search the index file
+/// (with one, they search the page index).
 #[test]
 fn standard_mode_index_cache_shows_in_store_stats() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = common::test_config(DiskAccessMode::Standard, FileRules::posix());
     cfg.memory = MemoryOptions::default();
     cfg.memory.index_cache_mb = 1;
+    cfg.memory.block_cache_mb = 0;
     let store = Store::open(tmp.path(), cfg).unwrap();
     let t = store.table("t").unwrap();
     for round in 0..2u32 {

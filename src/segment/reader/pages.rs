@@ -41,16 +41,17 @@ impl SegmentReader {
             }),
             _ => None,
         };
-        match found(self.walk_pages(pages, key, false)?) {
+        match found(self.walk_pages(pages, key, false, Via::Cache)?) {
             Some(loc) => Ok(Some(loc)),
-            None => Ok(found(self.walk_pages(pages, key, true)?)),
+            None => Ok(found(self.walk_pages(pages, key, true, Via::Cache)?)),
         }
     }
 
     /// The data offset of the first record whose key is >= `key`, found through
-    /// `pages` with every record passed checked.
+    /// `pages` with every record passed checked. A scan's: read past the block cache
+    /// (`block_cache` invariant 5).
     pub(super) fn seek_paged(&self, pages: &Summary, key: &[u8]) -> Result<u64> {
-        match self.walk_pages(pages, key, true)? {
+        match self.walk_pages(pages, key, true, Via::File)? {
             Walk::Found(off, _) | Walk::Above(off) => Ok(off),
             Walk::More { at, .. } => Ok(at), // never returned by `walk_pages`
         }
@@ -58,8 +59,8 @@ impl SegmentReader {
 
     /// Walk the span of the page that would hold `key` (checking every record passed if
     /// `check`) to its record or the first above it. Reads a page at a time, through
-    /// the block cache where data is read positionally.
-    fn walk_pages(&self, pages: &Summary, key: &[u8], check: bool) -> Result<Walk> {
+    /// the block cache where data is read positionally and `via` says so.
+    fn walk_pages(&self, pages: &Summary, key: &[u8], check: bool, via: Via) -> Result<Walk> {
         let Some(p) = pages.block_for(key) else {
             return Ok(Walk::Above(0));
         };
@@ -72,7 +73,7 @@ impl SegmentReader {
             }
             let len = want.min(usize::try_from(end - pos).unwrap_or(usize::MAX));
             let whole = pos + len as u64 == end;
-            let w = self.data_bytes(pos, len, Via::Cache, |b| Ok(walk(b, key, whole, check)))?;
+            let w = self.data_bytes(pos, len, via, |b| Ok(walk(b, key, whole, check)))?;
             match w.map_err(|m| m.at(pos).into_error(self.data.path()))? {
                 Walk::Found(at, n) => return Ok(Walk::Found(pos + at, n)),
                 Walk::Above(at) => return Ok(Walk::Above(pos + at)),
