@@ -258,17 +258,8 @@ pub(super) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 impl Meta {
-    /// The format version this meta encodes as: 3 with a page index, 2 without.
-    pub fn version(&self) -> u16 {
-        if self.pages.is_some() {
-            3
-        } else {
-            2
-        }
-    }
-
-    /// Encode the body and its checksum (the caller appends a footer of
-    /// [`Self::version`]).
+    /// Encode the body and its checksum (the caller appends the footer: of version 3
+    /// with a page index, 2 without).
     pub fn encode(&self, out: &mut Vec<u8>) {
         let start = out.len();
         let s = &self.stats;
