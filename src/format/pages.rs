@@ -50,6 +50,13 @@ impl PagesBuilder {
         self.offsets.push(off);
     }
 
+    /// The key of the last entry (empty before the first).
+    fn last_key(&self) -> &[u8] {
+        let n = self.key_ends.len();
+        let start = if n < 2 { 0 } else { self.key_ends[n - 2] };
+        &self.keys[start..self.key_ends.last().copied().unwrap_or(0)]
+    }
+
     /// The page index of a data body of `body_len` bytes.
     pub fn finish(self, body_len: u64) -> Summary {
         let mut pages = Summary::default();
@@ -125,14 +132,6 @@ pub(super) fn decode(
         return Err(Malformed::new(at, format!("page index entry {i} spans over 4 GiB")));
     }
     Ok(b.finish(body_len))
-}
-
-impl PagesBuilder {
-    fn last_key(&self) -> &[u8] {
-        let n = self.key_ends.len();
-        let start = if n < 2 { 0 } else { self.key_ends[n - 2] };
-        &self.keys[start..self.key_ends.last().copied().unwrap_or(0)]
-    }
 }
 
 #[cfg(test)]

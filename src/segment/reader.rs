@@ -456,26 +456,22 @@ impl SegmentReader {
             return Ok(None);
         }
         debug_assert_eq!(h, key_hash(key));
-        if let Some(pages) = self.paged() {
+        let found = if let Some(pages) = self.paged() {
             if !self.meta.filter.may_contain(h) {
                 return Ok(None);
             }
-            let Some(loc) = self.find_paged(pages, key)? else {
+            self.find_paged(pages, key)?
+        } else {
+            let block = self.prefetch_lookup(key, h);
+            if !self.meta.filter.may_contain(h) {
+                return Ok(None);
+            }
+            let Some(b) = block else {
                 return Ok(None);
             };
-            let check = self.record_check.roll();
-            return self
-                .read_record(loc, Some(key), check, Via::Cache, f)
-                .map(Some);
-        }
-        let block = self.prefetch_lookup(key, h);
-        if !self.meta.filter.may_contain(h) {
-            return Ok(None);
-        }
-        let Some(b) = block else {
-            return Ok(None);
+            self.find_entry(b, key, h)?
         };
-        let Some(loc) = self.find_entry(b, key, h)? else {
+        let Some(loc) = found else {
             return Ok(None);
         };
         let check = self.record_check.roll();
