@@ -6,7 +6,10 @@ use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-use super::{Key, Memtable, SharedCell};
+use crossbeam_epoch as epoch;
+use crossbeam_skiplist::base::RefRange;
+
+use super::{Key, Memtable, Node, SharedCell};
 use crate::io::prefetch::prefetch_read;
 use crate::range::{self, KeyRange};
 use crate::segment::Entry;
@@ -16,7 +19,7 @@ impl Memtable {
     /// race with the iteration may or may not be seen.
     pub fn range<K: AsRef<[u8]> + ?Sized>(&self, range: impl RangeBounds<K>) -> MemtableIter<'_> {
         MemtableIter {
-            inner: self.map.range(owned_bounds(&range)),
+            inner: self.map.ref_range(owned_bounds(&range)),
         }
     }
 
@@ -63,16 +66,25 @@ type Bounds = (Bound<Key>, Bound<Key>);
 
 /// Iterator over a key range of a memtable, borrowing it: each key's newest cell.
 pub struct MemtableIter<'a> {
-    inner: crossbeam_skiplist::map::Range<'a, Key, Bounds, Key, super::Node>,
+    inner: RefRange<'a, Key, Bounds, Key, Node>,
 }
 
 impl Iterator for MemtableIter<'_> {
     type Item = Entry;
 
     fn next(&mut self) -> Option<Entry> {
-        self.inner
-            .next()
-            .map(|e| e.value().read().head.entry(e.key()))
+        let guard = &epoch::pin();
+        let e = self.inner.next(guard)?;
+        let entry = e.value().read().head.entry(e.key());
+        e.release(guard);
+        Some(entry)
+    }
+}
+
+impl Drop for MemtableIter<'_> {
+    fn drop(&mut self) {
+        // The range holds counted references to its ends' nodes.
+        self.inner.drop_impl(&epoch::pin());
     }
 }
 
@@ -200,7 +212,8 @@ impl OwnedMemtableIter {
     /// when no node is left below `back`.
     fn read_ahead(&mut self) -> bool {
         let map = &self.memtable.map;
-        let Some(mut e) = map.lower_bound(range::as_ref(&self.next)) else {
+        let guard = &epoch::pin();
+        let Some(mut e) = map.lower_bound(range::as_ref(&self.next), guard) else {
             return false;
         };
         let mut last = None;
@@ -257,7 +270,8 @@ impl DoubleEndedIterator for OwnedMemtableIter {
     fn next_back(&mut self) -> Option<Entry> {
         loop {
             let found = {
-                let e = self.memtable.map.upper_bound(range::as_ref(&self.back));
+                let guard = &epoch::pin();
+                let e = self.memtable.map.upper_bound(range::as_ref(&self.back), guard);
                 match e {
                     Some(e) if range::above(e.key(), &self.next) => {
                         let entry = e.value().read().at(self.at).map(|c| c.entry(e.key()));

@@ -171,7 +171,7 @@ fn a_key_is_indexed_at_its_second_touch_with_the_skiplist_s_node() {
     assert!(m.index.pin().get(&b"k"[..]).is_none(), "a new key is not indexed");
     assert_eq!(m.get(b"k").unwrap().value, b"v1");
     let indexed = Arc::clone(m.index.pin().get(&b"k"[..]).expect("indexed by the read"));
-    let listed = Arc::clone(m.map.get(&b"k"[..]).unwrap().value());
+    let listed = m.listed_node(b"k").unwrap();
     assert!(Arc::ptr_eq(&indexed, &listed), "one node");
     assert!(put(&m, b"k", b"v2", 2), "the overwrite goes through the index");
     assert_eq!(m.len(), 1);
@@ -342,7 +342,7 @@ fn a_hot_key_under_open_reads_keeps_only_the_versions_they_need() {
     for s in 5_001..=10_000 {
         write(s);
     }
-    let kept = m.map.get(&b"k"[..]).unwrap().value().read().older.len();
+    let kept = m.listed_node(b"k").unwrap().read().older.len();
     assert!(kept <= THIN_AT + 2, "{kept} older versions kept");
     assert_eq!(read(ReadAt::Seq(first)).as_deref(), Some("1"));
     assert_eq!(read(ReadAt::Seq(second)).as_deref(), Some("5000"));
@@ -350,7 +350,7 @@ fn a_hot_key_under_open_reads_keeps_only_the_versions_they_need() {
     vis.release(first);
     vis.release(second);
     write(10_001);
-    assert!(m.map.get(&b"k"[..]).unwrap().value().read().older.len() <= 1);
+    assert!(m.listed_node(b"k").unwrap().read().older.len() <= 1);
 }
 
 proptest! {
