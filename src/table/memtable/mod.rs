@@ -8,9 +8,10 @@
 //! a line the cores pass around when they read the same hot key (YCSB E, 1 thread:
 //! 71.7, 71.5 and 70.9 K scans/s before, 74.7, 74.6 and 74.7 after, runs alternated).
 //! Each key's node holds its cell behind a small lock of its own, and nodes are never
-//! removed: an overwrite replaces the cell in place. (`SkipMap::compare_insert` would not do: it unlinks the old node *before*
-//! linking the new one, so a concurrent read can find the key missing, and a table read
-//! then falls through to an older segment. `tests/table_concurrency.rs` caught that.)
+//! removed: an overwrite replaces the cell in place. (`SkipMap::compare_insert` would
+//! not do: it unlinks the old node *before* linking the new one, so a concurrent read
+//! can find the key missing, and a table read then falls through to an older segment.
+//! `tests/table_concurrency.rs` caught that.)
 //!
 //! # Versions
 //! A key's node holds versions, newest first: `(seq, cell)` where `cell` is the winner of
