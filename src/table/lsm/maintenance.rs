@@ -6,7 +6,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use parking_lot::{MutexGuard, RwLockWriteGuard};
+use parking_lot::MutexGuard;
 
 use super::{Memtables, Table};
 use crate::error::{Error, Result};
@@ -57,7 +57,7 @@ impl Table {
     }
 
     /// The memtables under the write lock: no write of this table in flight.
-    pub(crate) fn memtables_write(&self) -> RwLockWriteGuard<'_, Memtables> {
+    pub(crate) fn memtables_write(&self) -> super::memset::MemWrite<'_> {
         self.mem.write()
     }
 

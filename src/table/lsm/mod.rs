@@ -10,7 +10,9 @@
 //! 2. A frozen memtable stays readable until the segment holding its cells is in the
 //!    view (`SegmentSet::add`); only then is it dropped. Readers take the memtables
 //!    first and the view second, so a flush completing in between shows the cells twice
-//!    (identical, reconciled) and never zero times.
+//!    (identical, reconciled) and never zero times. Point reads load the list of
+//!    memtables without the lock (`memset.rs`: republished under the write lock by
+//!    every change), with the same order: the list first, the view second.
 //! 3. Memtables are flushed oldest first, one flush at a time per table, so after a
 //!    flush every record of this table up to the flushed memtable's highest sequence
 //!    number is in a segment ([`Table::flushed_seq`]).
@@ -76,7 +78,8 @@
 //! - `ingest.rs`: [`Table::ingest`] and `ingest_tables` (also `Store::ingest`): segment
 //!   files adopted into several tables at once, committed by the ingest journal.
 //! - `maintenance.rs`: flush (invariants 2, 3), quiescing, the flushed and lowest
-//!   unflushed sequence numbers.
+//!   unflushed sequence numbers. `memset.rs`: the memtables' lock, and the list point
+//!   reads load without it.
 //! - `compact.rs`: a round of the table's compaction policy (size-tiered or leveled),
 //!   major compaction, and the merge they share (invariant 5).
 //! - `output.rs`: a merge's output segments (cut at the leveled target size, range
@@ -103,6 +106,7 @@ mod compact;
 mod config;
 mod ingest;
 mod maintenance;
+mod memset;
 mod output;
 mod overlay;
 mod ranges;
@@ -179,7 +183,7 @@ pub struct Table {
     config: ArcSwap<TableConfig>,
     /// Run on every live cell compactions write ([`Table::set_compaction_filter`]).
     compaction_filter: RwLock<Option<Arc<dyn CompactionFilter>>>,
-    mem: RwLock<Memtables>,
+    mem: memset::MemSet,
     /// False only while every memtable is empty, so point reads can skip the memtable
     /// lock (invariant 6). Set by writers inside the memtable read lock; cleared only
     /// under the write lock.
@@ -237,7 +241,7 @@ impl Table {
             config: ArcSwap::from_pointee(config),
             compaction_filter: RwLock::new(None),
             maybe_cells: AtomicBool::new(!replayed.is_empty()),
-            mem: RwLock::new(Memtables {
+            mem: memset::MemSet::new(Memtables {
                 active: Arc::new(replayed),
                 frozen: Vec::new(),
             }),

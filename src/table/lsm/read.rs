@@ -150,13 +150,13 @@ impl Table {
         if !self.maybe_cells.load(Ordering::Acquire) {
             return None;
         }
-        let m = self.mem.read();
-        m.active.prefetch_filter(h);
-        for f in &m.frozen {
-            f.prefetch_filter(h);
+        // The list without the lock (`memset.rs`): no line every reader writes.
+        let mems = self.mem.readable();
+        for m in mems.iter() {
+            m.prefetch_filter(h);
         }
         Self::best_of(
-            std::iter::once(&*m.active).chain(m.frozen.iter().rev().map(|f| &**f)),
+            mems.iter().map(|m| &**m),
             key,
             h,
             ReadAt::Visible(&self.ctx.visibility),
