@@ -16,7 +16,7 @@ use std::time::Instant;
 use super::generators::Rng;
 use super::kv;
 use super::report::{self, CapResult, Capped};
-use super::workload::{key, VALUE_LEN};
+use super::workload::{json_values, key, VALUE_LEN};
 use super::Args;
 
 const CGROUP_ROOT: &str = "/sys/fs/cgroup/memory";
@@ -88,6 +88,7 @@ pub fn run_all(root: &Path, ids: &[&str], mib: u64, a: &Args) {
             .args(["--keys", &a.keys.to_string()])
             .args(["--cap-mib", &mib.to_string()])
             .args(["--cap-secs", &a.cap_secs.to_string()])
+            .args(["--values", if json_values() { "json" } else { "random" }])
             .output()
             .unwrap();
         let peak = read_u64(&cg.join("memory.max_usage_in_bytes"));

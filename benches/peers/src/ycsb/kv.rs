@@ -73,8 +73,19 @@ pub fn systems(only: Option<&str>) -> Vec<&'static str> {
         .collect()
 }
 
+/// The data set of system `id` under `root`: one per value kind, so a run with
+/// `--values json` never reuses random values' data (or the other way round).
 pub fn dir(root: &Path, id: &str) -> PathBuf {
-    root.join(format!("ycsb_{id}"))
+    root.join(format!("ycsb_{id}{}", kind_suffix()))
+}
+
+/// `""` for random values, `"_json"` for JSON-like ones: in data set and marker names.
+pub fn kind_suffix() -> &'static str {
+    if super::workload::json_values() {
+        "_json"
+    } else {
+        ""
+    }
 }
 
 /// Bulk-load items `sorted` (item numbers in key order) with each system's fastest

@@ -42,7 +42,7 @@ pub struct Args {
 const USAGE: &str =
     "usage: segstore-peers --ycsb [--quick] [--keys N | --ten-million] [--rounds R] \
 [--ops N] [--dir DIR] [--only ID[,ID]] [--phases A,B,C,D,E,F,P] [--cap-mib MIB] [--cap-secs S] \
-[--no-rounds]\n\
+[--no-rounds] [--values random|json]\n\
 systems: seg_auto seg_auto_pread seg_mmap seg_mmap_index_only seg_standard lmdb rocksdb fjall \
 fjall_buffered redb";
 
@@ -76,6 +76,11 @@ fn parse(args: impl Iterator<Item = String>) -> Args {
             "--cap-secs" => a.cap_secs = val().parse().expect("--cap-secs S"),
             "--no-rounds" => a.no_rounds = true,
             "--phases" => a.phases = Some(val()),
+            "--values" => match val().as_str() {
+                "random" => workload::set_json_values(false),
+                "json" => workload::set_json_values(true),
+                other => panic!("--values {other}: random or json\n{USAGE}"),
+            },
             "--quick" => {
                 a.keys = 20_000;
                 a.ops = 2_000;
@@ -120,7 +125,7 @@ fn ops_of(wl: Workload, ops: usize) -> usize {
 
 /// Load (or reuse) one system's data set; returns the load seconds (None when reused).
 fn load_one(root: &Path, id: &str, sorted: &[u64]) -> Option<f64> {
-    let marker = root.join(format!("ycsb_{id}.loaded"));
+    let marker = root.join(format!("ycsb_{id}{}.loaded", kv::kind_suffix()));
     if marker.exists() {
         return None;
     }
@@ -163,10 +168,15 @@ pub fn main(args: impl Iterator<Item = String>) {
     }
     let ids = kv::systems(a.only.as_deref());
     println!(
-        "YCSB: {} keys (16-byte keys, {}-byte values), {} rounds, {} ops per thread per phase \
+        "YCSB: {} keys (16-byte keys, {}-byte {} values), {} rounds, {} ops per thread per phase \
          (E {}, puts {}), data in {}",
         a.keys,
         workload::VALUE_LEN,
+        if workload::json_values() {
+            "JSON-like"
+        } else {
+            "random"
+        },
         a.rounds,
         a.ops,
         ops_of(Workload::E, a.ops),
@@ -178,7 +188,8 @@ pub fn main(args: impl Iterator<Item = String>) {
     for id in &ids {
         let loaded = load_one(&root, id, &sorted);
         let secs = loaded.or_else(|| {
-            let s = std::fs::read_to_string(root.join(format!("ycsb_{id}.loaded"))).ok()?;
+            let marker = root.join(format!("ycsb_{id}{}.loaded", kv::kind_suffix()));
+            let s = std::fs::read_to_string(marker).ok()?;
             s.trim().parse().ok()
         });
         foot.push(report::Footprint {

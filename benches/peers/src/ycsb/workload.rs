@@ -1,7 +1,7 @@
 //! YCSB's core workloads A to F (`workloads/workload[a-f]` with `CoreWorkload`), the
 //! record layout, and the per-system key space that inserts extend.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::generators::{
@@ -25,8 +25,26 @@ pub fn key(n: u64) -> [u8; 16] {
     k
 }
 
-/// A 100-byte pseudo-random value for item `n`, version `ver` (updates write new ones).
+/// Whether values are JSON-like documents (`--values json`) rather than random bytes.
+static JSON_VALUES: AtomicBool = AtomicBool::new(false);
+
+/// Make every value JSON-like (`true`) or random bytes (`false`, the default), for the
+/// whole process: set once, before any data set is loaded.
+pub fn set_json_values(on: bool) {
+    JSON_VALUES.store(on, Ordering::Relaxed);
+}
+
+/// Whether values are JSON-like ([`set_json_values`]).
+pub fn json_values() -> bool {
+    JSON_VALUES.load(Ordering::Relaxed)
+}
+
+/// The value of item `n`, version `ver` (updates write new ones): 100 pseudo-random
+/// bytes, or with [`set_json_values`] a 100-byte JSON-like document.
 pub fn value(n: u64, ver: u64) -> [u8; VALUE_LEN] {
+    if json_values() {
+        return json_value(n, ver);
+    }
     let mut v = [0u8; VALUE_LEN];
     let mut x = crate::mix(n ^ ver.rotate_left(32) ^ 0x5555);
     for c in v.chunks_mut(8) {
@@ -34,6 +52,51 @@ pub fn value(n: u64, ver: u64) -> [u8; VALUE_LEN] {
         c.copy_from_slice(&b[..c.len()]);
         x = crate::mix(x);
     }
+    v
+}
+
+/// Words a JSON-like value's free text is drawn from.
+const WORDS: [&str; 16] = [
+    "order", "shipped", "pending", "customer", "account", "premium", "basic", "refund", "invoice",
+    "delivery", "express", "standard", "review", "rating", "support", "ticket",
+];
+/// Cities a JSON-like value names.
+const CITIES: [&str; 8] = [
+    "Lisbon", "Osaka", "Denver", "Nairobi", "Tallinn", "Quito", "Perth", "Ghent",
+];
+
+/// A JSON-like document of exactly [`VALUE_LEN`] bytes for item `n`, version `ver`: the
+/// field names every document repeats, numbers that vary, a city from a short list and
+/// words from a small vocabulary, as a user profile or order record holds (about half
+/// its bytes repeat from document to document: a block compressor's data, a per-record
+/// one's much less). A `note` field pads (or its text is cut) to the length.
+pub fn json_value(n: u64, ver: u64) -> [u8; VALUE_LEN] {
+    let mut x = crate::mix(n ^ ver.rotate_left(32) ^ 0x1357);
+    let mut next = || {
+        x = crate::mix(x);
+        x
+    };
+    let head = format!(
+        r#"{{"id":{n},"ver":{ver},"city":"{}","score":{},"active":{},"note":""#,
+        CITIES[(next() % 8) as usize],
+        next() % 1000,
+        next() % 2 == 0,
+    );
+    let tail = "\"}";
+    let mut note = String::new();
+    while head.len() + note.len() + tail.len() < VALUE_LEN {
+        if !note.is_empty() {
+            note.push(' ');
+        }
+        note.push_str(WORDS[(next() % 16) as usize]);
+    }
+    let mut doc = head.into_bytes();
+    let room = VALUE_LEN.saturating_sub(doc.len() + tail.len());
+    doc.extend_from_slice(&note.as_bytes()[..room.min(note.len())]);
+    doc.extend_from_slice(tail.as_bytes());
+    let mut v = [b' '; VALUE_LEN];
+    let len = doc.len().min(VALUE_LEN);
+    v[..len].copy_from_slice(&doc[..len]);
     v
 }
 
@@ -296,5 +359,24 @@ mod tests {
     fn keys_sort_by_hash_and_stay_unique() {
         assert_ne!(key(1), key(2));
         assert_eq!(&key(7)[8..], &7u64.to_be_bytes());
+    }
+
+    #[test]
+    fn json_values_are_whole_documents_of_the_value_length() {
+        let mut distinct = std::collections::HashSet::new();
+        for n in [0, 1, 99, 12_345, u64::MAX / 3] {
+            for ver in [0, 1, 7] {
+                let v = json_value(n, ver);
+                let doc = std::str::from_utf8(&v).expect("UTF-8").trim_end();
+                assert!(
+                    doc.starts_with(&format!(r#"{{"id":{n},"ver":{ver},"#)),
+                    "{doc}"
+                );
+                assert!(doc.ends_with(r#""}"#), "{doc}");
+                assert_eq!(doc.matches('"').count() % 2, 0, "{doc}");
+                distinct.insert(v);
+            }
+        }
+        assert_eq!(distinct.len(), 15);
     }
 }
