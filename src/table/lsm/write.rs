@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 
-use super::{Memtables, Table};
+use super::Table;
 use crate::error::{Error, Result};
 use crate::format::ranges::RangeTombstone;
 use crate::format::record::RecordRef;
@@ -333,7 +333,7 @@ fn hold_commit<'a>(
 /// first table with too many frozen memtables, whose flushes the write must wait for.
 fn lock_memtables<'p>(
     parts: &[&'p Part<'p>],
-) -> Result<std::result::Result<Vec<RwLockReadGuard<'p, Memtables>>, &'p Table>> {
+) -> Result<std::result::Result<Vec<super::memset::MemRead<'p>>, &'p Table>> {
     let mut guards = Vec::with_capacity(parts.len());
     for (t, _) in parts {
         let m = t.mem.read();
@@ -355,7 +355,7 @@ fn lock_memtables<'p>(
 fn apply<'p>(
     ctx: &Context,
     parts: &[&'p Part<'p>],
-    guards: &[RwLockReadGuard<'_, Memtables>],
+    guards: &[super::memset::MemRead<'_>],
     (cells, ranges): (&[Vec<RecordRef<'_>>], &[Vec<RangeTombstone>]),
     seq: u64,
 ) -> Vec<&'p Table> {
