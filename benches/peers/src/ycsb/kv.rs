@@ -217,11 +217,18 @@ impl Kv for Seg {
             .iter()
             .filter(|s| s.point_lookup == segstore::segment::PointLookup::Pages)
             .count();
+        // The state the last phases ran in: the active memtable's keys (a scan merges
+        // those in its range) and the segments a read may search.
+        let ts = t.stats();
         eprintln!(
             "segstore {}: {mapped} of {} segments' data mapped at close, {paged} searched \
-             through the page index",
+             through the page index; before close {} keys in the active memtable, {} frozen \
+             memtables, {} segments",
             store.stats().modes.configured,
-            segs.len()
+            segs.len(),
+            ts.memtable_keys,
+            ts.frozen_memtables,
+            ts.segments
         );
         drop(t);
         store.close().unwrap();
