@@ -703,12 +703,15 @@ pub(super) enum Via {
     File,
 }
 
-/// An index entry: where its record is, and where the entry itself is in the index file.
+/// Where a record is: from an index entry (`index_at`: where the entry itself is in the
+/// index file), or (`None`) from a walk of the data's own record headers through the
+/// page index, whose lengths and keys are the data file's bytes: a disagreement with
+/// the record is then the data file's fault, never the index file's.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Located {
     pub(super) data_offset: u64,
     pub(super) record_len: u64,
-    index_at: u64,
+    index_at: Option<u64>,
 }
 
 impl Located {
@@ -717,7 +720,7 @@ impl Located {
         Located {
             data_offset: e.data_offset,
             record_len: e.record_len,
-            index_at: block_off + entry_start as u64,
+            index_at: Some(block_off + entry_start as u64),
         }
     }
 }

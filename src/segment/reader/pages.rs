@@ -37,7 +37,7 @@ impl SegmentReader {
             Walk::Found(off, len) => Some(Located {
                 data_offset: off,
                 record_len: len,
-                index_at: NOT_FROM_INDEX,
+                index_at: None,
             }),
             _ => None,
         };
@@ -89,10 +89,6 @@ impl SegmentReader {
         }
     }
 }
-
-/// Stands in for the index position of a record found without the index: the walk
-/// takes each record's length from its own header, so no entry can disagree with it.
-const NOT_FROM_INDEX: u64 = 0;
 
 /// Walk the records at the start of `b` to the first whose key is >= `key`, checking
 /// each record's checksum if `check`. `whole`: `b` runs to the end of the span, so a

@@ -70,10 +70,15 @@ impl SegmentReader {
         let (off, len) = (loc.data_offset, loc.record_len);
         let body = self.data_body_len();
         if off.checked_add(len).is_none_or(|e| e > body) || len > usize::MAX as u64 {
-            return Err(self.index_error(
-                loc,
-                format!("index entry points at {len} bytes at {off}, past the end of the data ({body} bytes)"),
-            ));
+            let reason = match loc.index_at {
+                Some(_) => format!(
+                    "index entry points at {len} bytes at {off}, past the end of the data ({body} bytes)"
+                ),
+                None => format!(
+                    "the record at {off} gives its length as {len} bytes, past the end of the data ({body} bytes)"
+                ),
+            };
+            return Err(self.index_error(loc, reason));
         }
         Ok(())
     }
@@ -140,8 +145,14 @@ impl SegmentReader {
         }
     }
 
+    /// A record that disagrees with where it was located: the index entry's fault, at the
+    /// entry; or, located by walking the data's own headers (the page index), the data
+    /// file's, at the record.
     pub(super) fn index_error(&self, loc: Located, reason: String) -> Error {
-        Error::corrupt(self.index.path(), loc.index_at, reason)
+        match loc.index_at {
+            Some(at) => Error::corrupt(self.index.path(), at, reason),
+            None => Error::corrupt(self.data.path(), loc.data_offset, reason),
+        }
     }
 
     /// The record at `loc` does not decode in the length the index gives. If it decodes
