@@ -70,15 +70,14 @@ impl SegmentReader {
         let (off, len) = (loc.data_offset, loc.record_len);
         let body = self.data_body_len();
         if off.checked_add(len).is_none_or(|e| e > body) || len > usize::MAX as u64 {
-            let reason = match loc.index_at {
-                Some(_) => format!(
-                    "index entry points at {len} bytes at {off}, past the end of the data ({body} bytes)"
-                ),
-                None => format!(
-                    "the record at {off} gives its length as {len} bytes, past the end of the data ({body} bytes)"
-                ),
+            let whose = match loc.index_at {
+                Some(_) => format!("index entry points at {len} bytes at {off}"),
+                None => format!("the record at {off} gives its length as {len} bytes"),
             };
-            return Err(self.index_error(loc, reason));
+            return Err(self.located_error(
+                loc,
+                format!("{whose}, past the end of the data ({body} bytes)"),
+            ));
         }
         Ok(())
     }
@@ -114,13 +113,13 @@ impl SegmentReader {
             }
         }
         if used as u64 != len {
-            return Err(self.index_error(
+            return Err(self.located_error(
                 loc,
                 format!("index entry says the record at {off} is {len} bytes; it is {used}"),
             ));
         }
         if expect.is_some_and(|k| r.key != k) {
-            return Err(self.index_error(
+            return Err(self.located_error(
                 loc,
                 format!("the record at {off} has another key than its index entry"),
             ));
@@ -148,7 +147,7 @@ impl SegmentReader {
     /// A record that disagrees with where it was located: the index entry's fault, at the
     /// entry; or, located by walking the data's own headers (the page index), the data
     /// file's, at the record.
-    pub(super) fn index_error(&self, loc: Located, reason: String) -> Error {
+    pub(super) fn located_error(&self, loc: Located, reason: String) -> Error {
         match loc.index_at {
             Some(at) => Error::corrupt(self.index.path(), at, reason),
             None => Error::corrupt(self.data.path(), loc.data_offset, reason),
@@ -176,7 +175,7 @@ impl SegmentReader {
                 })
                 .unwrap_or(false);
             if sound {
-                return self.index_error(
+                return self.located_error(
                     loc,
                     format!(
                         "index entry says the record at {off} is {} bytes; it is {t}",

@@ -54,10 +54,10 @@ impl SegmentReader {
                     .as_ref()
                     .is_some_and(|p| p.as_slice() >= key.as_slice())
                 {
-                    return Err(self.index_error(loc, "index keys out of order".into()));
+                    return Err(self.located_error(loc, "index keys out of order".into()));
                 }
                 if loc.data_offset != expect_off {
-                    return Err(self.index_error(
+                    return Err(self.located_error(
                         loc,
                         format!(
                             "index entry points at {}, expected {expect_off} (the end of the previous record)",

@@ -272,36 +272,41 @@ mod loom_model {
         }
     }
 
-    /// A read racing a freeze and a flush always finds a key written before it began:
-    /// in a memtable of the list it loaded, or in the segment the flush published.
-    #[test]
-    fn a_read_racing_a_flush_finds_an_earlier_write() {
-        loom::model(|| {
+    /// Under every interleaving: `during` on this thread while another freezes the
+    /// memtable and flushes it, then `after` once the flush is done.
+    fn racing_a_flush(during: fn(&Model), after: fn(&Model)) {
+        loom::model(move || {
             let m = loom::sync::Arc::new(Model::new());
             let f = {
                 let m = loom::sync::Arc::clone(&m);
                 thread::spawn(move || m.freeze_and_flush())
             };
-            assert!(m.read(b"k"), "a read missed a write acknowledged before it");
+            during(&m);
             f.join().unwrap();
-            assert!(m.read(b"k"));
+            after(&m);
         });
+    }
+
+    /// A read racing a freeze and a flush always finds a key written before it began:
+    /// in a memtable of the list it loaded, or in the segment the flush published.
+    #[test]
+    fn a_read_racing_a_flush_finds_an_earlier_write() {
+        racing_a_flush(
+            |m| assert!(m.read(b"k"), "a read missed a write acknowledged before it"),
+            |m| assert!(m.read(b"k")),
+        );
     }
 
     /// A write racing the freeze lands in one memtable or the other; once it returned,
     /// every read finds it, while the flush goes on and after.
     #[test]
     fn a_write_racing_a_freeze_is_found_once_acknowledged() {
-        loom::model(|| {
-            let m = loom::sync::Arc::new(Model::new());
-            let f = {
-                let m = loom::sync::Arc::clone(&m);
-                thread::spawn(move || m.freeze_and_flush())
-            };
-            m.write(b"w");
-            assert!(m.read(b"w"), "a read missed the write just acknowledged");
-            f.join().unwrap();
-            assert!(m.read(b"w") && m.read(b"k"));
-        });
+        racing_a_flush(
+            |m| {
+                m.write(b"w");
+                assert!(m.read(b"w"), "a read missed the write just acknowledged");
+            },
+            |m| assert!(m.read(b"w") && m.read(b"k")),
+        );
     }
 }
