@@ -79,8 +79,13 @@ pub fn dir(root: &Path, id: &str) -> PathBuf {
     root.join(format!("ycsb_{id}{}", kind_suffix()))
 }
 
+/// The file recording that `id`'s data set under `root` is loaded (its load seconds).
+pub fn marker(root: &Path, id: &str) -> PathBuf {
+    root.join(format!("ycsb_{id}{}.loaded", kind_suffix()))
+}
+
 /// `""` for random values, `"_json"` for JSON-like ones: in data set and marker names.
-pub fn kind_suffix() -> &'static str {
+fn kind_suffix() -> &'static str {
     if super::workload::json_values() {
         "_json"
     } else {

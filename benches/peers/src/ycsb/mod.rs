@@ -125,7 +125,7 @@ fn ops_of(wl: Workload, ops: usize) -> usize {
 
 /// Load (or reuse) one system's data set; returns the load seconds (None when reused).
 fn load_one(root: &Path, id: &str, sorted: &[u64]) -> Option<f64> {
-    let marker = root.join(format!("ycsb_{id}{}.loaded", kv::kind_suffix()));
+    let marker = kv::marker(root, id);
     if marker.exists() {
         return None;
     }
@@ -188,8 +188,7 @@ pub fn main(args: impl Iterator<Item = String>) {
     for id in &ids {
         let loaded = load_one(&root, id, &sorted);
         let secs = loaded.or_else(|| {
-            let marker = root.join(format!("ycsb_{id}{}.loaded", kv::kind_suffix()));
-            let s = std::fs::read_to_string(marker).ok()?;
+            let s = std::fs::read_to_string(kv::marker(&root, id)).ok()?;
             s.trim().parse().ok()
         });
         foot.push(report::Footprint {
