@@ -5,6 +5,7 @@
 //! layouts. All integers are little-endian; checksums are crc32c (Castagnoli); a key's
 //! hash is xxh3-64 of its bytes ([`key_hash`]); lengths and offsets are [`varint`]s.
 
+pub mod data_block;
 pub mod filter;
 pub mod footer;
 pub mod index_block;
