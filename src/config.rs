@@ -394,23 +394,47 @@ impl MemoryOptions {
     }
 }
 
+/// How format 4 data blocks are stored ([`SegmentOptions::compression`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// As is.
+    #[default]
+    None,
+    /// LZ4 block compression (`lz4_flex`); a block that would not shrink by an eighth
+    /// is stored as is.
+    Lz4,
+}
+
 /// Knobs of the segment format. Defaults suit production; tests shrink block sizes so
 /// multi-block paths run on small data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct SegmentOptions {
-    /// Target size in bytes of one index block (at least 64).
+    /// Target size in bytes of one index block (at least 64; format 3 only).
     pub index_block_size: usize,
+    /// Target size in bytes of one data block's cells, before compression (at least
+    /// 64; format 4). A block is cut once its keys and values reach it, or at 254 cells.
+    pub data_block_size: usize,
+    /// How data blocks are stored (format 4): `none`, or `lz4`, kept only for blocks it
+    /// shrinks by an eighth or more.
+    pub compression: Compression,
     /// Bloom filter bits per key (0 disables the filter).
     pub filter_bits_per_key: u32,
+    /// The format segments are written in: 4 (data blocks, the default) or 3 (records
+    /// and an index file, what builds before format 4 read).
+    pub format_version: u16,
 }
 
 impl Default for SegmentOptions {
     fn default() -> Self {
         SegmentOptions {
             index_block_size: 4096,
+            data_block_size: 4096,
+            compression: Compression::None,
             filter_bits_per_key: 10,
+            format_version: crate::format::footer::FORMAT_VERSION,
         }
     }
 }
@@ -423,6 +447,22 @@ impl SegmentOptions {
                 setting: "index_block_size",
                 value: self.index_block_size.to_string(),
                 reason: "must be between 64 and 16777216 bytes".into(),
+            });
+        }
+        if !(64..=(1 << 24)).contains(&self.data_block_size) {
+            return Err(Error::InvalidConfig {
+                setting: "data_block_size",
+                value: self.data_block_size.to_string(),
+                reason: "must be between 64 and 16777216 bytes".into(),
+            });
+        }
+        let formats = crate::format::footer::RECORD_FORMAT_VERSION
+            ..=crate::format::footer::FORMAT_VERSION;
+        if !formats.contains(&self.format_version) {
+            return Err(Error::InvalidConfig {
+                setting: "format_version",
+                value: self.format_version.to_string(),
+                reason: format!("must be {} or {}", formats.start(), formats.end()),
             });
         }
         if self.filter_bits_per_key > 64 {

@@ -97,7 +97,8 @@ testing_pub! { pub mod store; }
 testing_pub! { pub mod table; }
 
 pub use config::{
-    AccessMode, DiskAccessMode, HugePages, LockMemory, MemoryOptions, ResolvedModes, SegmentOptions,
+    AccessMode, Compression, DiskAccessMode, HugePages, LockMemory, MemoryOptions, ResolvedModes,
+    SegmentOptions,
 };
 pub use error::{Error, Result};
 pub use io::FileRules;

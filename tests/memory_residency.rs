@@ -43,6 +43,9 @@ fn key(i: u32) -> String {
 fn write_segment(dir: &Path, n: u32) -> SegmentName {
     let name = SegmentName::new("res", 1).unwrap();
     let mut opts = SegmentOptions::default();
+    // The index file's residency (maps, locks, huge pages): format 3 has one; format
+    // 4 keeps its index in the meta, in memory.
+    opts.format_version = 3;
     opts.index_block_size = 4096;
     opts.filter_bits_per_key = 10;
     let mut w = SegmentWriter::create(dir, name.clone(), &opts, &FileRules::posix()).unwrap();

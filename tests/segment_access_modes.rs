@@ -79,6 +79,14 @@ fn written(model: &Model) -> tempfile::TempDir {
     dir
 }
 
+/// [`written`] in format 3: for what only it has (the index file and its cache, records
+/// read one at a time).
+fn written_v3(model: &Model) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_segment(dir.path(), &seg_name(), &tiny_opts_v3(), model);
+    dir
+}
+
 fn point_gets_hit_and_miss(mode: DiskAccessMode) {
     let model = standard_model();
     let dir = written(&model);
@@ -417,7 +425,16 @@ fn verify_and_stats(mode: DiskAccessMode) {
     };
     assert_eq!(s.data_len, len(Component::Data), "{mode}");
     assert_eq!(s.index_len, len(Component::Index), "{mode}");
-    assert!(s.index_len > 64 * 10, "{mode}: expected many index blocks");
+    let meta = std::fs::read(component_path(dir.path(), Component::Meta)).unwrap();
+    let body = &meta[..meta.len() - segstore::format::footer::FOOTER_LEN];
+    let blocks = segstore::format::meta::Meta::decode(body, 4)
+        .unwrap()
+        .summary
+        .len();
+    assert!(
+        blocks > 10,
+        "{mode}: expected many data blocks, got {blocks}"
+    );
     assert_eq!(r.verify().unwrap(), 300, "{mode}");
     // verify() twice (index blocks are remembered as checked; records are not).
     assert_eq!(r.verify().unwrap(), 300, "{mode}");
@@ -546,7 +563,11 @@ fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
 
 fn cell() -> impl Strategy<Value = Cell> {
     (
-        prop::collection::vec(any::<u8>(), 0..24),
+        // Runs of one byte too, so LZ4 has blocks worth compressing.
+        prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..24),
+            (any::<u8>(), 0..60usize).prop_map(|(b, n)| vec![b; n]),
+        ],
         any::<u64>(),
         prop::bool::weighted(0.2),
     )
@@ -577,12 +598,22 @@ fn case() -> impl Strategy<Value = Case> {
         prop::sample::select(vec![0u32, 1, 10]),
         prop::collection::vec(key(), 0..40),
         prop::collection::vec((bound(), bound()), 0..12),
+        // Both formats written: 4 (data blocks, maybe compressed) and 3 (records).
+        (
+            prop::sample::select(vec![3u16, 4]),
+            64usize..400,
+            any::<bool>(),
+        ),
     )
         .prop_map(
-            |(model, index_block_size, filter_bits_per_key, gets, scans)| {
+            |(model, index_block_size, filter_bits_per_key, gets, scans, format)| {
                 let mut opts = SegmentOptions::default();
                 opts.index_block_size = index_block_size;
                 opts.filter_bits_per_key = filter_bits_per_key;
+                (opts.format_version, opts.data_block_size) = (format.0, format.1);
+                if format.2 {
+                    opts.compression = segstore::Compression::Lz4;
+                }
                 (model, opts, gets, scans)
             },
         )
@@ -742,7 +773,7 @@ fn check_all_gets(r: &SegmentReader, model: &Model, what: &str) {
 #[test]
 fn standard_index_cache_serves_lookups_from_memory() {
     let model = standard_model();
-    let dir = written(&model);
+    let dir = written_v3(&model);
     let budget = Arc::new(IndexCache::new(1 << 20));
     let r = open_cached(dir.path(), DiskAccessMode::Standard, &budget);
     check_all_gets(&r, &model, "cold");
@@ -795,7 +826,7 @@ fn standard_index_cache_serves_lookups_from_memory() {
 #[test]
 fn index_cache_budget_is_a_ceiling_and_mapped_indexes_skip_it() {
     let model = standard_model();
-    let dir = written(&model);
+    let dir = written_v3(&model);
     let budget = Arc::new(IndexCache::new(300));
     let r = open_cached(dir.path(), DiskAccessMode::Standard, &budget);
     check_all_gets(&r, &model, "small budget");
@@ -825,7 +856,7 @@ fn index_cache_budget_is_a_ceiling_and_mapped_indexes_skip_it() {
 #[test]
 fn index_cache_never_keeps_a_damaged_block() {
     let model = standard_model();
-    let dir = written(&model);
+    let dir = written_v3(&model);
     let index = component_path(dir.path(), Component::Index);
     let mut bytes = std::fs::read(&index).unwrap();
     bytes[10] ^= 0x40;
@@ -931,7 +962,7 @@ fn unchecked_reads_still_blame_the_data_file_for_damaged_records() {
         .find(|(_, c)| c.value.len() > 20 && !c.tombstone)
         .map(|(k, c)| (k.clone(), c.clone()))
         .unwrap();
-    let dir = written(&model);
+    let dir = written_v3(&model);
     let data = component_path(dir.path(), Component::Data);
     let pristine = std::fs::read(&data).unwrap();
     let key_at = pristine
@@ -980,7 +1011,7 @@ fn a_damaged_record_fails_only_the_scans_that_reach_it() {
             )
         })
         .collect();
-    let dir = written(&model);
+    let dir = written_v3(&model);
     let data = component_path(dir.path(), Component::Data);
     let pristine = std::fs::read(&data).unwrap();
     let rec = (pristine.len() - segstore::format::footer::FOOTER_LEN) / model.len();

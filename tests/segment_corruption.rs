@@ -15,23 +15,24 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::OnceLock;
 
+use common::corruption::{self, check_corrupt, Expect, Outcome, COMPONENTS};
 use common::*;
 use proptest::prelude::*;
 use proptest::sample::Index;
-use segstore::format::footer::{Footer, Kind, FOOTER_LEN, FORMAT_VERSION, MIN_READ_VERSION};
+use segstore::format::footer::{
+    Footer, Kind, FOOTER_LEN, FORMAT_VERSION, MIN_READ_VERSION, RECORD_FORMAT_VERSION,
+};
 use segstore::format::index_block::{IndexBlock, IndexBlockBuilder};
 use segstore::format::meta::{Meta, Summary};
 use segstore::io::registry;
-use segstore::segment::{Component, PointLookup, ReaderOptions, SegmentReader};
+use segstore::segment::{Component, SegmentReader};
 use segstore::{DiskAccessMode, Error, FileRules};
 
 const DATA: usize = 0;
 const INDEX: usize = 1;
 const META: usize = 2;
-const COMPONENTS: [Component; 3] = Component::ALL;
 
 /// The undamaged segment: its model and the bytes of its three components.
 struct Pristine {
@@ -57,7 +58,7 @@ fn pristine() -> &'static Pristine {
             })
             .collect();
         let dir = tempfile::tempdir().unwrap();
-        write_segment(dir.path(), &seg_name(), &tiny_opts(), &model);
+        write_segment(dir.path(), &seg_name(), &tiny_opts_v3(), &model);
         let files = COMPONENTS.map(|c| std::fs::read(component_path(dir.path(), c)).unwrap());
         let meta = decode_meta(&files);
         assert!(meta.summary.len() > 20, "want many index blocks");
@@ -67,146 +68,12 @@ fn pristine() -> &'static Pristine {
 
 fn decode_meta(files: &[Vec<u8>; 3]) -> Meta {
     let m = &files[META];
-    Meta::decode(&m[..m.len() - FOOTER_LEN], FORMAT_VERSION).unwrap()
-}
-
-/// How the damage must show.
-#[derive(Debug, Clone, Copy)]
-struct Expect<'a> {
-    /// Components an error may name.
-    may_name: &'a [Component],
-    /// `open` must fail.
-    open_fails: bool,
-    /// `open` or `verify` must fail.
-    must_detect: bool,
-    /// Reads that succeed return exactly the original cells.
-    exact: bool,
-    /// If `verify` fails, the one component its error must name.
-    verify_names: Option<Component>,
-}
-
-/// What went wrong where, if anything.
-#[derive(Debug)]
-enum Outcome {
-    OpenFailed(Error),
-    VerifyFailed(Error),
-    Clean,
-}
-
-fn check_corrupt(e: &Error, dir: &Path, may_name: &[Component], ctx: &str) {
-    match e {
-        Error::Corrupt { path, reason, .. } => {
-            assert!(
-                may_name.iter().any(|c| component_path(dir, *c) == *path),
-                "{ctx}: error names {} ({reason}), expected one of {may_name:?}",
-                path.display()
-            );
-        }
-        other => panic!("{ctx}: not a corruption error: {other}"),
-    }
+    Meta::decode(&m[..m.len() - FOOTER_LEN], RECORD_FORMAT_VERSION).unwrap()
 }
 
 /// Write `files` to a fresh directory and exercise them in `mode`.
 fn exercise(files: &[Vec<u8>; 3], mode: DiskAccessMode, x: Expect<'_>, what: &str) -> Outcome {
-    let dir = tempfile::tempdir().unwrap();
-    for (c, bytes) in COMPONENTS.iter().zip(files) {
-        std::fs::write(component_path(dir.path(), *c), bytes).unwrap();
-    }
-    let ctx = format!("{mode}: {what}");
-    let d = dir.path();
-    let outcome = match SegmentReader::open(d, &seg_name(), mode.resolve()) {
-        Err(e) => {
-            check_corrupt(&e, d, x.may_name, &format!("{ctx}: open"));
-            Outcome::OpenFailed(e)
-        }
-        Ok(r) => {
-            assert!(!x.open_fails, "{ctx}: open succeeded");
-            let mut o = ReaderOptions::default();
-            o.point_lookup = PointLookup::Pages;
-            let paged = SegmentReader::open_with(d, &seg_name(), mode.resolve(), &o)
-                .unwrap_or_else(|e| panic!("{ctx}: opened, then not with the page index: {e}"));
-            let through_pages = read_everything(&paged, d, x, &format!("{ctx} (pages)"));
-            if x.must_detect {
-                assert!(
-                    !matches!(through_pages, Outcome::Clean),
-                    "{ctx}: damage went unnoticed through the page index"
-                );
-            }
-            drop(paged);
-            read_everything(&r, d, x, &ctx)
-        }
-    };
-    assert_eq!(
-        registry().stats_under(d).maps,
-        0,
-        "{ctx}: mapping left open"
-    );
-    if x.must_detect {
-        assert!(
-            !matches!(outcome, Outcome::Clean),
-            "{ctx}: damage went unnoticed"
-        );
-    }
-    outcome
-}
-
-fn read_everything(r: &SegmentReader, d: &Path, x: Expect<'_>, ctx: &str) -> Outcome {
-    let p = pristine();
-    for (k, c) in &p.model {
-        match r.get(k) {
-            Ok(got) if x.exact => assert_eq!(got, Some(c.entry(k)), "{ctx}: get {k:?}"),
-            Ok(_) => {}
-            Err(e) => check_corrupt(&e, d, x.may_name, &format!("{ctx}: get {k:?}")),
-        }
-        let miss = [k.as_slice(), b"!"].concat();
-        match r.get(&miss) {
-            Ok(got) if x.exact => assert_eq!(got, None, "{ctx}: get {miss:?}"),
-            Ok(_) => {}
-            Err(e) => check_corrupt(&e, d, x.may_name, &format!("{ctx}: get {miss:?}")),
-        }
-    }
-    for start in [&b""[..], b"key0075", b"key0149!"] {
-        let mut got = Vec::new();
-        let mut failed = false;
-        match r.scan(start..) {
-            Err(e) => {
-                check_corrupt(&e, d, x.may_name, &format!("{ctx}: scan open"));
-                failed = true;
-            }
-            Ok(it) => {
-                for e in it {
-                    match e {
-                        Ok(e) => got.push(e),
-                        Err(e) => {
-                            check_corrupt(&e, d, x.may_name, &format!("{ctx}: scan"));
-                            failed = true;
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        if x.exact && !failed {
-            let want: Vec<_> = p
-                .model
-                .range(start.to_vec()..)
-                .map(|(k, c)| c.entry(k))
-                .collect();
-            assert_eq!(got, want, "{ctx}: scan from {start:?}");
-        }
-    }
-    match r.verify() {
-        Ok(n) => {
-            assert_eq!(n, p.model.len() as u64, "{ctx}: verify count");
-            Outcome::Clean
-        }
-        Err(e) => {
-            let names = x.verify_names.as_slice();
-            let names = if names.is_empty() { x.may_name } else { names };
-            check_corrupt(&e, d, names, &format!("{ctx}: verify"));
-            Outcome::VerifyFailed(e)
-        }
-    }
+    corruption::exercise(&pristine().model, files, mode, x, what)
 }
 
 #[test]
@@ -462,13 +329,23 @@ fn rebuild_index(files: &[Vec<u8>; 3], f: impl FnOnce(&mut Entries)) -> [Vec<u8>
         summary.push(&b[0].0, start as u64, (out.len() - start) as u32);
     }
     let body_len = out.len() as u64;
-    out.extend_from_slice(&Footer::new(Kind::Index, meta.stats.entry_count, body_len).encode());
+    out.extend_from_slice(
+        &Footer::of_version(
+            RECORD_FORMAT_VERSION,
+            Kind::Index,
+            meta.stats.entry_count,
+            body_len,
+        )
+        .encode(),
+    );
     meta.stats.index_len = out.len() as u64;
     meta.summary = summary;
     let mut m = Vec::new();
     meta.encode(&mut m);
     let body_len = m.len() as u64;
-    m.extend_from_slice(&Footer::new(Kind::Meta, 0, body_len).encode());
+    m.extend_from_slice(
+        &Footer::of_version(RECORD_FORMAT_VERSION, Kind::Meta, 0, body_len).encode(),
+    );
     [files[DATA].clone(), out, m]
 }
 
@@ -763,7 +640,9 @@ fn meta_that_lies_with_a_correct_checksum() {
         let mut m = Vec::new();
         meta.encode(&mut m);
         let body_len = m.len() as u64;
-        m.extend_from_slice(&Footer::new(Kind::Meta, 0, body_len).encode());
+        m.extend_from_slice(
+            &Footer::of_version(RECORD_FORMAT_VERSION, Kind::Meta, 0, body_len).encode(),
+        );
         let files = [p.files[DATA].clone(), p.files[INDEX].clone(), m];
         for mode in DiskAccessMode::all() {
             let x = Expect {

@@ -25,7 +25,7 @@ fn a_record_length_past_the_data_names_the_data_file() {
         })
         .collect();
     let dir = tempfile::tempdir().unwrap();
-    write_segment(dir.path(), &seg_name(), &tiny_opts(), &model);
+    write_segment(dir.path(), &seg_name(), &tiny_opts_v3(), &model);
     let data_path = component_path(dir.path(), Component::Data);
     let mut data = std::fs::read(&data_path).unwrap();
     let body = data.len() - FOOTER_LEN;

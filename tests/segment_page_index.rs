@@ -71,7 +71,7 @@ proptest! {
         start in prop::option::of((prop::collection::vec(prop_oneof![Just(b'a'), Just(b'k')], 1..6), any::<bool>())),
     ) {
         let dir = tempfile::tempdir().unwrap();
-        common::write_segment(dir.path(), &common::seg_name(), &common::tiny_opts(), &model);
+        common::write_segment(dir.path(), &common::seg_name(), &common::tiny_opts_v3(), &model);
         for mode in DiskAccessMode::all() {
             for cache in [false, true] {
                 let r = open(dir.path(), mode, &opts(PointLookup::Pages, cache));
@@ -100,7 +100,7 @@ fn written(dir: &Path, n: u32) -> Model {
             (k, Cell::live(&[i as u8; 100], u64::from(i) + 1))
         })
         .collect();
-    common::write_segment(dir, &common::seg_name(), &common::tiny_opts(), &model);
+    common::write_segment(dir, &common::seg_name(), &common::tiny_opts_v3(), &model);
     model
 }
 

@@ -18,7 +18,7 @@
 //!   slots       u8 per hash slot: 0 empty, else the entry's ordinal + 1
 //!   base_ts     u64 LE   the smallest timestamp of the block's cells
 //!   n           u16 LE   entries, 1 ..= MAX_ENTRIES
-//!   m           u16 LE   hash slots: 0 (no table) or more than n
+//!   m           u16 LE   hash slots: n + n / 3 + 1
 //!   interval    u8       entries per group, >= 1
 //!
 //! entry:
@@ -42,7 +42,11 @@
 //! The hash table holds every entry: for a key with hash `h = key_hash(key)` (the
 //! filter's hash), the home slot is `((h >> 32) * m) >> 32`; collisions probe the next
 //! slots (wrapping), an empty slot ends the search, and a slot's entry is compared in
-//! full. `m = n + n / 3 + 1`, so at most [`MAX_ENTRIES`] entries fit a u8 ordinal.
+//! full. `m = n + n / 3 + 1`, and at most [`MAX_ENTRIES`] entries fit a u8 ordinal.
+//! Varints take their shortest form and shared lengths are the longest common prefix
+//! with the head, so a block's cells have exactly one encoding (`verify` checks it).
+//! Offsets in a payload's errors are payload offsets: block offsets for a block stored
+//! as is, not file offsets of anything for a compressed one.
 //! Seeks binary-search the group heads, then walk one group.
 
 use std::cmp::Ordering;
@@ -61,21 +65,14 @@ pub const MAX_ENTRIES: usize = 254;
 pub const DEFAULT_INTERVAL: usize = 16;
 /// Fixed bytes at the end of a payload: base_ts, n, m, interval.
 const TRAILER: usize = 8 + 2 + 2 + 1;
-/// Largest payload a compressed block may claim (one largest cell, with room).
-const MAX_RAW_LEN: usize = MAX_VALUE_LEN + MAX_KEY_LEN + (1 << 16);
+/// Largest payload a compressed block may claim: the largest block a writer cuts
+/// (`data_block_size` at most 16 MiB) and one largest cell past it, with room for the
+/// block's index. Larger payloads are stored uncompressed.
+const MAX_RAW_LEN: usize = (1 << 24) + MAX_VALUE_LEN + MAX_KEY_LEN + (1 << 16);
 /// A shared length at or past this is written as this plus a varint.
 const SHARED_INLINE: usize = 63;
 
-/// How a block's payload is stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Compression {
-    /// As is.
-    #[default]
-    None,
-    /// LZ4 block compression (`lz4_flex`); a block that would not shrink by an eighth
-    /// is stored as is.
-    Lz4,
-}
+pub use crate::config::Compression;
 
 impl Compression {
     fn code(self) -> u8 {
@@ -155,7 +152,9 @@ impl BlockBuilder {
     /// Stage a cell whose key hashes to `h` (`key_hash`). Keys must arrive in strictly
     /// ascending order, at most [`MAX_ENTRIES`] per block (the writer checks both).
     pub fn add(&mut self, r: &RecordRef<'_>, h: u64) {
-        debug_assert!(self.cells.len() < MAX_ENTRIES);
+        assert!(self.cells.len() < MAX_ENTRIES, "a data block holds {MAX_ENTRIES} cells");
+        debug_assert!(!r.key.is_empty() && r.key.len() <= MAX_KEY_LEN);
+        debug_assert!(!r.tombstone || r.value.is_empty());
         debug_assert!(self.last_key().is_none_or(|k| k < r.key));
         self.keys.extend_from_slice(r.key);
         self.vals.extend_from_slice(r.value);
@@ -258,14 +257,8 @@ impl BlockBuilder {
             out.extend_from_slice(&r.to_le_bytes());
         }
         let m = hash_slots(n);
-        let mut slots = vec![0u8; m];
-        for (i, c) in self.cells.iter().enumerate() {
-            let mut s = home_slot(c.hash, m);
-            while slots[s] != 0 {
-                s = (s + 1) % m;
-            }
-            slots[s] = (i + 1) as u8;
-        }
+        let hashes: Vec<u64> = self.cells.iter().map(|c| c.hash).collect();
+        let slots = verify::table(&hashes, m);
         out.extend_from_slice(&slots);
         out.extend_from_slice(&base_ts.to_le_bytes());
         out.extend_from_slice(&(n as u16).to_le_bytes());
@@ -280,6 +273,7 @@ pub fn pack(payload: &[u8], compression: Compression, scratch: &mut Vec<u8>, out
     let start = out.len();
     let compressed = match compression {
         Compression::None => false,
+        Compression::Lz4 if payload.len() > MAX_RAW_LEN => false,
         Compression::Lz4 => {
             scratch.resize(lz4_flex::block::get_maximum_output_size(payload.len()), 0);
             match lz4_flex::block::compress_into(payload, scratch) {
@@ -307,12 +301,23 @@ pub fn pack(payload: &[u8], compression: Compression, scratch: &mut Vec<u8>, out
 /// trailer, or (compressed) the payload decompressed into `buf`. Offsets in errors are
 /// relative to `stored`.
 pub fn unpack<'a>(stored: &'a [u8], buf: &'a mut Vec<u8>) -> Result<&'a [u8], Malformed> {
+    unpack_with(stored, buf, true)
+}
+
+/// [`unpack`], the checksum checked only if `check` (a point read that
+/// `crc_check_chance` lets skip it; the payload's decoders stay total either way).
+#[inline]
+pub fn unpack_with<'a>(
+    stored: &'a [u8],
+    buf: &'a mut Vec<u8>,
+    check: bool,
+) -> Result<&'a [u8], Malformed> {
     let len = stored.len();
     if len < 5 {
         return Err(Malformed::new(0, format!("data block of {len} bytes")));
     }
     let crc = read_u32(stored, len - 4).unwrap_or(0);
-    if checksum(&stored[..len - 4]) != crc {
+    if check && checksum(&stored[..len - 4]) != crc {
         return Err(Malformed::new(0, "data block checksum mismatch"));
     }
     match stored[len - 5] {
@@ -330,7 +335,8 @@ fn decompress<'a>(b: &[u8], buf: &'a mut Vec<u8>) -> Result<&'a [u8], Malformed>
         return Err(Malformed::new(0, "compressed data block without its length"));
     };
     let raw = read_u32(b, at).unwrap_or(0) as usize;
-    if raw > MAX_RAW_LEN {
+    // LZ4 expands at most 255-fold: a larger claim is damage, not worth allocating.
+    if raw > MAX_RAW_LEN || raw > at.saturating_mul(255).saturating_add(16) {
         return Err(Malformed::new(at as u64, format!("block of {raw} bytes")));
     }
     buf.clear();
@@ -437,16 +443,16 @@ impl<'a> DataBlock<'a> {
         if n == 0 || n > MAX_ENTRIES {
             return bad(t + 8, format!("data block of {n} entries"));
         }
-        if m != 0 && m <= n {
+        if m != hash_slots(n) {
             return bad(t + 10, format!("{m} hash slots for {n} entries"));
         }
-        if interval == 0 {
-            return bad(t + 12, "group interval 0".into());
+        if interval == 0 || interval > MAX_ENTRIES {
+            return bad(t + 12, format!("group interval {interval}"));
         }
         let groups = n.div_ceil(interval);
         let slots_at = t - m.min(t);
         let Some(restarts_at) = slots_at.checked_sub(groups * 4).filter(|_| m <= t) else {
-            return bad(0, format!("{groups} groups and {m} slots in {t} bytes"));
+            return bad(t + 8, format!("{groups} groups and {m} slots in {t} bytes"));
         };
         Ok(DataBlock {
             b,
@@ -463,6 +469,11 @@ impl<'a> DataBlock<'a> {
     /// Entries in the block.
     pub fn len(&self) -> usize {
         self.n
+    }
+
+    /// Entries per group.
+    pub fn interval(&self) -> usize {
+        self.interval
     }
 
     /// Never true: a block holds at least one entry.
@@ -484,7 +495,12 @@ impl<'a> DataBlock<'a> {
         let first = *b.get(at).ok_or_else(|| bad(at, "entry past the block's entries"))?;
         let mut p = at + 1;
         let mut next = |what: &str| -> Result<u64, Malformed> {
-            let (v, used) = b.get(p..).and_then(varint::get).ok_or_else(|| bad(p, what))?;
+            // Only the shortest encoding: one cell, one form (`verify` is canonical).
+            let (v, used) = b
+                .get(p..)
+                .and_then(varint::get)
+                .filter(|&(v, used)| used == 1 || used == varint::len(v))
+                .ok_or_else(|| bad(p, what))?;
             p += used;
             Ok(v)
         };
@@ -540,7 +556,21 @@ impl<'a> DataBlock<'a> {
 
     /// Entry `i` (`i < len()`).
     pub fn entry(&self, i: usize) -> Result<BlockCell<'a>, Malformed> {
+        if i >= self.n {
+            return Err(Malformed::new(0, format!("entry {i} of a block of {}", self.n)));
+        }
         self.skip(self.head(i / self.interval)?, i % self.interval)
+    }
+
+    /// Entry `i`, which starts at `at` (the end of entry `i - 1`): a walk's next step,
+    /// which decodes the group head only to take its key.
+    #[inline]
+    pub fn cell_following(&self, i: usize, at: usize) -> Result<BlockCell<'a>, Malformed> {
+        let head = self.head(i / self.interval)?;
+        if i % self.interval == 0 {
+            return Ok(head);
+        }
+        self.cell_at(at, head.suffix)
     }
 
     /// The entry `k` places after `head` (a group's first entry) in its group.
@@ -555,13 +585,6 @@ impl<'a> DataBlock<'a> {
     /// The entry whose key is `key` (`h = key_hash(key)`), if any.
     #[inline]
     pub fn get(&self, key: &[u8], h: u64) -> Result<Option<BlockCell<'a>>, Malformed> {
-        if self.m == 0 {
-            let i = self.lower_bound(key)?;
-            return match (i < self.n).then(|| self.entry(i)).transpose()? {
-                Some(c) if c.cmp_key(key) == Ordering::Equal => Ok(Some(c)),
-                _ => Ok(None),
-            };
-        }
         let mut s = home_slot(h, self.m);
         for _ in 0..self.m {
             match self.b[self.slots_at + s] as usize {

@@ -2,9 +2,9 @@
 //!
 //! ```text
 //! magic     8 bytes  "SEGSTORE"
-//! version   u16 LE   the format version the file was written in (2 or 3)
+//! version   u16 LE   the format version the file was written in (2, 3 or 4)
 //! kind      u16 LE   1 data, 2 index, 3 meta
-//! count     u64 LE   records (data), entries (index), 0 (meta)
+//! count     u64 LE   cells (data), entries (index; 0 in version 4), 0 (meta)
 //! body_len  u64 LE   bytes before the footer (= file length - 32)
 //! crc       u32 LE   crc32c of the 28 bytes above
 //! ```
@@ -15,8 +15,12 @@ use super::{checksum, read_u16, read_u32, read_u64, Malformed};
 pub const FOOTER_LEN: usize = 32;
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"SEGSTORE";
-/// The format version this build writes.
-pub const FORMAT_VERSION: u16 = 3;
+/// The format version this build writes: 4, data blocks (`data_block.rs`) whose
+/// summary is in the meta, and an index file holding only its footer.
+pub const FORMAT_VERSION: u16 = 4;
+/// The last format of records and index blocks, which writers still produce when
+/// asked (`SegmentOptions::format_version`), so its readers stay tested.
+pub const RECORD_FORMAT_VERSION: u16 = 3;
 /// The oldest format version this build reads. Versions 2 and 3 differ only in the
 /// meta component (version 3 adds the page index, `meta.rs`); data and index files
 /// are laid out alike.
@@ -51,8 +55,13 @@ pub struct Footer {
 impl Footer {
     /// A footer of the current [`FORMAT_VERSION`].
     pub fn new(kind: Kind, count: u64, body_len: u64) -> Footer {
+        Footer::of_version(FORMAT_VERSION, kind, count, body_len)
+    }
+
+    /// A footer of format `version` (one this build writes).
+    pub fn of_version(version: u16, kind: Kind, count: u64, body_len: u64) -> Footer {
         Footer {
-            version: FORMAT_VERSION,
+            version,
             kind,
             count,
             body_len,

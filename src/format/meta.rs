@@ -348,21 +348,11 @@ impl Meta {
             summary.push(key, off, len as u32);
             expect_off = off + len;
         }
-        if expect_off != index_len.saturating_sub(super::footer::FOOTER_LEN as u64)
-            && !(nblocks == 0 && index_len == super::footer::FOOTER_LEN as u64)
-        {
-            return Err(Malformed::new(
-                c.pos as u64,
-                format!(
-                    "index blocks cover {expect_off} bytes, index body is {}",
-                    index_len.saturating_sub(32)
-                ),
-            ));
-        }
+        check_tiling(version, expect_off, nblocks, data_len, index_len, c.pos)?;
         summary.build_radix();
         let at = c.pos as u64;
         let filter = Filter::decode(c.bytes("filter")?).map_err(|m| m.at(at))?;
-        let pages = if version >= 3 {
+        let pages = if version == 3 {
             let body_len = data_len.saturating_sub(FOOTER_LEN as u64);
             Some(super::pages::decode(&mut c, entry_count, body_len, &min_key)?)
         } else {
@@ -407,6 +397,37 @@ impl Meta {
             ranges,
         })
     }
+}
+
+/// The summary's blocks (ending at `blocks_end`) cover exactly what they index: the
+/// index body up to version 3, the data body from version 4, whose index file holds
+/// its footer only.
+fn check_tiling(
+    version: u16,
+    blocks_end: u64,
+    nblocks: u64,
+    data_len: u64,
+    index_len: u64,
+    at: usize,
+) -> Result<(), Malformed> {
+    let footer = super::footer::FOOTER_LEN as u64;
+    let (what, len) = if version >= 4 {
+        if index_len != footer {
+            let why = format!("index file of {index_len} bytes in format {version}");
+            return Err(Malformed::new(at as u64, why));
+        }
+        ("data", data_len)
+    } else {
+        ("index", index_len)
+    };
+    if blocks_end != len.saturating_sub(footer) && !(nblocks == 0 && len == footer) {
+        let why = format!(
+            "{what} blocks cover {blocks_end} bytes, {what} body is {}",
+            len.saturating_sub(footer)
+        );
+        return Err(Malformed::new(at as u64, why));
+    }
+    Ok(())
 }
 
 /// A reading position in a meta body.

@@ -4,6 +4,7 @@
 
 use std::ops::{Bound, Deref, RangeBounds};
 
+use super::block_walk::BlockWalk;
 use super::reader::{Located, SegmentReader, Source, Via};
 use crate::error::{Error, Result};
 use crate::format::record::{self, RecordRef, MAX_HEADER_LEN};
@@ -112,6 +113,8 @@ pub struct SegmentIter<R: Deref<Target = SegmentReader>> {
     buf_start: u64,
     chunk: usize,
     failed: bool,
+    /// Format 4: both ends walk data blocks instead (the fields above are unused).
+    blocks: Option<Box<BlockWalk>>,
 }
 
 /// Where the back end of a [`SegmentIter`] is.
@@ -198,7 +201,11 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
     /// the first cell asked for.
     pub(crate) fn with_bounds(reader: R, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Self {
         let end_pos = reader.data_body_len();
+        let blocks = reader
+            .has_blocks()
+            .then(|| Box::new(BlockWalk::new(&reader)));
         SegmentIter {
+            blocks,
             reader,
             lo: start.clone(),
             hi: end.clone(),
@@ -239,6 +246,9 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
     /// Move the front to the cells above `lo` (within the range).
     pub fn seek_bound(&mut self, lo: Bound<&[u8]>) {
         self.lo = range::max_lower(&self.start, lo);
+        if let Some(w) = &mut self.blocks {
+            w.reset_front();
+        }
         self.pos = None;
         self.skip_equal = false;
         self.checked_to = 0;
@@ -249,12 +259,18 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
     /// Move the back to the cells below `hi` (within the range).
     pub fn seek_back_bound(&mut self, hi: Bound<&[u8]>) {
         self.hi = range::min_upper(&self.end, hi);
+        if let Some(w) = &mut self.blocks {
+            w.reset_back(&self.reader);
+        }
         self.back = Back::Unresolved;
         self.end_pos = self.body;
     }
 
     /// The front's data offset, finding it from `lo` after creation or a seek.
     fn find_front(&mut self) -> Result<u64> {
+        if self.blocks.is_some() {
+            return Ok(0); // found by the block walk's first step
+        }
         if let Some(p) = self.pos {
             return Ok(p);
         }
@@ -308,7 +324,10 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         if self.failed {
             return None;
         }
-        let r = self.next_record(f);
+        let r = match &mut self.blocks {
+            Some(w) => w.next(&self.reader, &self.lo, &self.hi, f),
+            None => self.next_record(f),
+        };
         self.item(r)
     }
 
@@ -319,7 +338,10 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         if self.failed {
             return None;
         }
-        let r = self.next_back_record(f);
+        let r = match &mut self.blocks {
+            Some(w) => w.next_back(&self.reader, &self.lo, &self.hi, f),
+            None => self.next_back_record(f),
+        };
         self.item(r)
     }
 

@@ -6,6 +6,7 @@
 //! The byte formats are in `format` and `docs/format.md`.
 
 mod block_cache;
+mod block_walk;
 mod index_cache;
 mod iter;
 mod reader;

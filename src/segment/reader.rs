@@ -41,6 +41,7 @@ use crate::io::data_budget::DataReservation;
 use crate::io::mapped::MapAdvice;
 use crate::io::{MappedFile, PositionalFile};
 
+pub(super) mod blocks;
 mod pages;
 mod records;
 mod verify;
@@ -191,6 +192,8 @@ pub struct SegmentReader {
     pub(crate) data: Source,
     index: Source,
     meta: Meta,
+    /// The format version of the segment (its meta's footer): 4 stores data blocks.
+    format: u16,
     /// Per index block: 0 until its checksum has been verified, then 1 + its number of
     /// hash slots (so later lookups can locate the slot before reading the trailer).
     checked: Box<[AtomicU32]>,
@@ -301,8 +304,13 @@ impl SegmentReader {
         let data = plan.open(plan.data_mode(), |m| {
             Source::open(&data_path, Kind::Data, s.data_len, s.entry_count, m)
         })?;
+        let indexed = if footer.version >= 4 {
+            0
+        } else {
+            s.entry_count
+        };
         let index = plan.open(plan.index_mode(), |m| {
-            Source::open(&index_path, Kind::Index, s.index_len, s.entry_count, m)
+            Source::open(&index_path, Kind::Index, s.index_len, indexed, m)
         })?;
         let Opened {
             data,
@@ -329,6 +337,7 @@ impl SegmentReader {
             data,
             index,
             meta,
+            format: footer.version,
             checked,
             cached_index,
             data_cache,
@@ -456,6 +465,9 @@ impl SegmentReader {
             return Ok(None);
         }
         debug_assert_eq!(h, key_hash(key));
+        if self.has_blocks() {
+            return self.get_in_blocks(key, h, f);
+        }
         let found = if let Some(pages) = self.paged() {
             if !self.meta.filter.may_contain(h) {
                 return Ok(None);

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)] // each test file uses a different subset
 
+pub mod corruption;
 pub mod kill;
 pub mod log;
 
@@ -125,11 +126,20 @@ impl Cell {
 /// What a segment should hold.
 pub type Model = BTreeMap<Vec<u8>, Cell>;
 
-/// Index blocks of 64 bytes, so a few dozen cells already span many blocks.
+/// Index and data blocks of 64 bytes, so a few dozen cells already span many blocks.
 pub fn tiny_opts() -> SegmentOptions {
     let mut c = SegmentOptions::default();
     c.index_block_size = 64;
+    c.data_block_size = 64;
     c.filter_bits_per_key = 10;
+    c
+}
+
+/// [`tiny_opts`] writing format 3 (records, index blocks, the page index): for the
+/// tests of what only that format has, which builds still read.
+pub fn tiny_opts_v3() -> SegmentOptions {
+    let mut c = tiny_opts();
+    c.format_version = 3;
     c
 }
 

@@ -163,7 +163,12 @@ proptest! {
         let cut = cut.index(payload.len() + 1);
         for b in [&payload[..], &payload[..cut]] {
             let Ok(blk) = DataBlock::parse(b) else { continue };
-            let _ = blk.verify(|_, _| ());
+            // What verify passes is canonical: the builder makes exactly these bytes.
+            let mut seen = Vec::new();
+            if blk.verify(|k, c| seen.push(Cell::of(k, c))).is_ok() {
+                let again = build(&seen, blk.interval(), Compression::None);
+                prop_assert_eq!(&again[..again.len() - 5], b);
+            }
             for c in &cells {
                 let _ = blk.get(&c.key, key_hash(&c.key));
                 let _ = blk.lower_bound(&c.key);
@@ -236,4 +241,59 @@ fn ycsb_cells_take_less_than_their_format_3_records() {
     // 116 bytes of payload; the format 3 record alone is 131. Measured: 118.5.
     assert!(per_cell < 120.0, "{per_cell:.1} bytes a cell");
     assert!(per_cell > 116.0 - 8.0, "{per_cell:.1} bytes a cell");
+}
+
+/// Shared lengths at and around the inline limit (63), and past a byte.
+#[test]
+fn long_shared_prefixes_round_trip() {
+    let mut cells = Vec::new();
+    for (i, shared) in [0usize, 62, 63, 64, 127, 128, 300].into_iter().enumerate() {
+        let mut key = vec![b'k'; 400];
+        key[shared] = b'l' + i as u8;
+        cells.push(Cell {
+            key: key[..shared + 1 + i].to_vec(),
+            value: vec![i as u8; i],
+            ts: 5 + i as u64,
+            tombstone: false,
+            expires: 0,
+        });
+    }
+    cells.sort_by(|a, b| a.key.cmp(&b.key));
+    cells.dedup_by(|a, b| a.key == b.key);
+    for interval in [1, 2, 16] {
+        check_block(&cells, &build(&cells, interval, Compression::None)).unwrap();
+    }
+}
+
+/// Intervals past the bounds are clamped; an interval past the cells is one group.
+#[test]
+fn intervals_are_clamped_to_what_a_block_holds() {
+    let cells = ycsb_cells(40, 10, false);
+    for (asked, got) in [(0, 1), (1, 1), (40, 40), (254, 254), (300, 254)] {
+        let stored = build(&cells, asked, Compression::None);
+        check_block(&cells, &stored).unwrap();
+        let blk = DataBlock::parse(&stored[..stored.len() - 5]).unwrap();
+        assert_eq!(blk.interval(), got, "asked {asked}");
+    }
+}
+
+/// A padded varint decodes to the same number, and is refused: a cell has one
+/// encoding (the property test above checks that for every block `verify` passes).
+#[test]
+fn padded_varints_are_refused() {
+    let cells = ycsb_cells(2, 4, false);
+    let stored = build(&cells, 16, Compression::None);
+    let payload = &stored[..stored.len() - 5];
+    let second = DataBlock::parse(payload).unwrap().entry(1).unwrap();
+    assert!(second.prefix.len() >= 5, "the runner's keys share their counter's high bytes");
+    // The second entry: head byte, suffix_len, val_len (one byte each here). One group
+    // starting at 0, so the block's index after the entries is unmoved by a longer entry.
+    let mut padded = payload[..second.at + 2].to_vec();
+    padded.extend_from_slice(&[payload[second.at + 2] | 0x80, 0]);
+    padded.extend_from_slice(&payload[second.at + 3..]);
+    let blk = DataBlock::parse(&padded).unwrap();
+    let err = blk.entry(1).expect_err("a padded value length is refused");
+    assert_eq!(err.reason, "truncated or bad value length");
+    assert_eq!(err.offset, (second.at + 2) as u64);
+    assert!(blk.verify(|_, _| ()).is_err());
 }

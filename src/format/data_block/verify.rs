@@ -1,24 +1,27 @@
 //! The whole check of a block payload: what reads check as they go, for every entry,
 //! and what no read needs (order, tiling, the group table, the hash table).
 
-use super::{BlockCell, DataBlock, Malformed};
-use crate::format::key_hash;
+use super::{home_slot, BlockCell, DataBlock, Malformed};
+use crate::format::{key_hash, read_u32};
 
 impl<'a> DataBlock<'a> {
     /// Check every entry and hand each to `f` with its whole key, in order: the groups
     /// start where the entries do and tile the entries region exactly, group heads share
-    /// nothing, keys strictly ascend, `base_ts` is the smallest timestamp, and the hash
-    /// table holds every entry exactly once where a lookup of its key finds it.
+    /// nothing and every other entry shares the longest prefix it can, keys strictly
+    /// ascend, `base_ts` is the smallest timestamp, and the hash table is the one the
+    /// builder makes of these keys. `f` sees cells before the table is checked: a caller
+    /// drops what it gathered when this fails.
     pub fn verify(&self, mut f: impl FnMut(&[u8], &BlockCell<'a>)) -> Result<(), Malformed> {
         let (mut key, mut prev) = (Vec::new(), Vec::new());
         let mut at = 0;
         let mut head: &[u8] = &[];
         let mut min_ts = u64::MAX;
+        let mut hashes = Vec::with_capacity(self.n);
         for i in 0..self.n {
             if i % self.interval == 0 {
                 let g = i / self.interval;
                 let off = self.restarts_at + g * 4;
-                let start = crate::format::read_u32(self.b, off).map(|s| s as usize);
+                let start = read_u32(self.b, off).map(|s| s as usize);
                 if start != Some(at) {
                     let why = format!("group {g} starts at {start:?}, its entry at {at}");
                     return Err(Malformed::new(off as u64, why));
@@ -28,14 +31,16 @@ impl<'a> DataBlock<'a> {
             let c = self.cell_at(at, head)?;
             if i % self.interval == 0 {
                 head = c.suffix;
+            } else if c.prefix.len() < head.len() && c.suffix.first() == head.get(c.prefix.len()) {
+                return Err(Malformed::new(at as u64, "entry shares less than its key does"));
             }
             c.key_into(&mut key);
             if i > 0 && key <= prev {
                 return Err(Malformed::new(at as u64, "keys out of order in data block"));
             }
             min_ts = min_ts.min(c.ts);
+            hashes.push(key_hash(&key));
             f(&key, &c);
-            self.check_slot(&key, &c)?;
             std::mem::swap(&mut key, &mut prev);
             at = c.end;
         }
@@ -47,46 +52,26 @@ impl<'a> DataBlock<'a> {
             let why = format!("base timestamp {} but the oldest cell's is {min_ts}", self.base_ts);
             return Err(Malformed::new(self.slots_at as u64 + self.m as u64, why));
         }
-        self.check_slot_count()
-    }
-
-    /// A lookup of `key` finds the entry `c` (every entry is in the hash table).
-    fn check_slot(&self, key: &[u8], c: &BlockCell<'a>) -> Result<(), Malformed> {
-        if self.m == 0 {
-            return Ok(());
-        }
-        match self.get(key, key_hash(key))? {
-            Some(found) if found.at == c.at => Ok(()),
-            _ => Err(Malformed::new(
-                self.slots_at as u64,
-                format!("hash table misses the entry at {}", c.at),
+        let slots = &self.b[self.slots_at..self.slots_at + self.m];
+        match slots.iter().zip(&table(&hashes, self.m)).position(|(a, b)| a != b) {
+            None => Ok(()),
+            Some(s) => Err(Malformed::new(
+                (self.slots_at + s) as u64,
+                format!("hash slot {s} differs from the table of the block's keys"),
             )),
         }
     }
+}
 
-    /// The hash table holds exactly `n` entries, each once (with [`Self::check_slot`]:
-    /// exactly the block's entries).
-    fn check_slot_count(&self) -> Result<(), Malformed> {
-        if self.m == 0 {
-            return Ok(());
+/// The hash table of `m` slots the builder makes for keys hashing to `hashes`, in order.
+pub(super) fn table(hashes: &[u64], m: usize) -> Vec<u8> {
+    let mut slots = vec![0u8; m];
+    for (i, &h) in hashes.iter().enumerate() {
+        let mut s = home_slot(h, m);
+        while slots[s] != 0 {
+            s = (s + 1) % m;
         }
-        let slots = &self.b[self.slots_at..self.slots_at + self.m];
-        let mut seen = [false; 256];
-        for (s, &o) in slots.iter().enumerate() {
-            let o = o as usize;
-            if o == 0 {
-                continue;
-            }
-            if o > self.n || std::mem::replace(&mut seen[o], true) {
-                let why = format!("slot {s} names entry {o} of {} twice or past the end", self.n);
-                return Err(Malformed::new((self.slots_at + s) as u64, why));
-            }
-        }
-        let filled = seen.iter().filter(|&&x| x).count();
-        if filled != self.n {
-            let why = format!("hash table holds {filled} of {} entries", self.n);
-            return Err(Malformed::new(self.slots_at as u64, why));
-        }
-        Ok(())
+        slots[s] = (i + 1) as u8;
     }
+    slots
 }

@@ -1,0 +1,345 @@
+//! Format 4 scans: [`super::SegmentIter`]'s two ends over data blocks. Each end holds
+//! the block it is in (checked whole when loaded: scans check every checksum), and a
+//! position (block, entry). The front walks entries in order; the back steps down one
+//! entry at a time. The ends meet as in format 3: the front stops before the cell the
+//! back yielded last, or after the one the back will yield next.
+
+use std::ops::Bound;
+
+use super::reader::blocks::{blame, unpack};
+use super::reader::{SegmentReader, Source};
+use crate::error::{Error, Result};
+use crate::format::data_block::{BlockCell, DataBlock};
+use crate::format::record::RecordRef;
+use crate::format::Malformed;
+use crate::range;
+
+/// (data block, entry within it), ordered as the cells are.
+type Pos = (usize, usize);
+
+/// One end's current block: its payload in the map (a raw block of mapped data) or in
+/// `buf`.
+#[derive(Debug, Default)]
+struct Loaded {
+    block: Option<usize>,
+    /// The payload's range in the map, when read in place.
+    mapped: Option<(usize, usize)>,
+    buf: Vec<u8>,
+    scratch: Vec<u8>,
+    /// Entries in the block.
+    len: usize,
+    /// Stored uncompressed (payload offsets are block offsets).
+    raw: bool,
+}
+
+impl Loaded {
+    /// Make this end hold block `b`, checking its checksum.
+    fn load(&mut self, r: &SegmentReader, b: usize) -> Result<()> {
+        if self.block == Some(b) {
+            return Ok(());
+        }
+        self.block = None;
+        let (off, len) = r.summary_block(b);
+        let path = r.data.path();
+        let corrupt = |m: Malformed| m.at(off).into_error(path);
+        let mapped = match &r.data {
+            Source::Mapped(m) => {
+                let s = usize::try_from(off)
+                    .ok()
+                    .and_then(|o| m.as_slice().get(o..o.checked_add(len as usize)?))
+                    .ok_or_else(|| Error::corrupt(path, off, "data block past the data"))?;
+                let (payload, raw) = unpack(s, &mut self.buf, true).map_err(corrupt)?;
+                self.len = DataBlock::parse(payload)
+                    .map_err(|m| corrupt(blame(m, raw)))?
+                    .len();
+                self.raw = raw;
+                raw.then(|| (off as usize, payload.len()))
+            }
+            Source::Standard(p) => {
+                self.scratch.resize(len as usize, 0);
+                p.read_at(&mut self.scratch, off)?;
+                let (payload, raw) = unpack(&self.scratch, &mut self.buf, true).map_err(corrupt)?;
+                self.len = DataBlock::parse(payload)
+                    .map_err(|m| corrupt(blame(m, raw)))?
+                    .len();
+                self.raw = raw;
+                if raw {
+                    // Keep the payload in `buf` (a compressed one is there already).
+                    let n = payload.len();
+                    std::mem::swap(&mut self.buf, &mut self.scratch);
+                    self.buf.truncate(n);
+                }
+                None
+            }
+        };
+        self.mapped = mapped;
+        self.block = Some(b);
+        Ok(())
+    }
+
+    fn payload<'a>(&'a self, r: &'a SegmentReader) -> &'a [u8] {
+        match (self.mapped, r.mapped_data()) {
+            (Some((at, n)), Some(d)) => &d[at..at + n],
+            _ => &self.buf,
+        }
+    }
+
+    /// Run `f` over the held block, parsed; its errors name the data file.
+    fn with_block<T>(
+        &self,
+        r: &SegmentReader,
+        f: impl FnOnce(DataBlock<'_>) -> Result<T, Malformed>,
+    ) -> Result<T> {
+        let (off, _) = r.summary_block(self.block.unwrap_or(0));
+        let corrupt = |m: Malformed| blame(m, self.raw).at(off).into_error(r.data.path());
+        f(DataBlock::parse(self.payload(r)).map_err(corrupt)?).map_err(corrupt)
+    }
+
+    /// Run `f` over entry `i` of the held block (`at`: where it starts, if known), its
+    /// key written to `key`; returns where the next entry starts.
+    fn with_cell<T>(
+        &self,
+        r: &SegmentReader,
+        i: usize,
+        at: Option<usize>,
+        key: &mut Vec<u8>,
+        f: impl FnOnce(&[u8], BlockCell<'_>) -> T,
+    ) -> Result<(T, usize)> {
+        self.with_block(r, |blk| {
+            let c = match at {
+                Some(at) => blk.cell_following(i, at)?,
+                None => blk.entry(i)?,
+            };
+            c.key_into(key);
+            let end = c.end;
+            Ok((f(key, c), end))
+        })
+    }
+}
+
+/// Where the back end is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Back {
+    Unresolved,
+    At(Pos),
+    Exhausted,
+}
+
+/// The state of both ends of a format 4 scan.
+#[derive(Debug)]
+pub(super) struct BlockWalk {
+    /// The front's next position, once found (`None`: find it from `lo`).
+    front: Option<Pos>,
+    /// Where the front's entry starts in its block, when known.
+    front_at: Option<usize>,
+    /// The entry at `front` equals an excluded `lo`: skip it.
+    skip_equal: bool,
+    /// The front yields only positions below this.
+    end: Pos,
+    back: Back,
+    front_blk: Loaded,
+    back_blk: Loaded,
+    key: Vec<u8>,
+}
+
+impl BlockWalk {
+    pub(super) fn new(r: &SegmentReader) -> Self {
+        BlockWalk {
+            front: None,
+            front_at: None,
+            skip_equal: false,
+            end: (r.data_blocks(), 0),
+            back: Back::Unresolved,
+            front_blk: Loaded::default(),
+            back_blk: Loaded::default(),
+            // Room for the keys the scan will rebuild (the segment's bounds are a fair
+            // guess), so a warm scan allocates nothing per row.
+            key: Vec::with_capacity(r.stats().max_key.len().max(r.stats().min_key.len()) * 2 + 16),
+        }
+    }
+
+    /// The front starts again from `lo` at its next step.
+    pub(super) fn reset_front(&mut self) {
+        self.front = None;
+        self.front_at = None;
+        self.skip_equal = false;
+    }
+
+    /// The back starts again from `hi` at its next step.
+    pub(super) fn reset_back(&mut self, r: &SegmentReader) {
+        self.back = Back::Unresolved;
+        self.end = (r.data_blocks(), 0);
+    }
+
+    /// `(b, i)`, or the first entry of the next block where `i` is past block `b`'s
+    /// last; the front then holds that position's block.
+    fn normalize(&mut self, r: &SegmentReader, (mut b, mut i): Pos) -> Result<Pos> {
+        loop {
+            if b >= r.data_blocks() {
+                return Ok((r.data_blocks(), 0));
+            }
+            self.front_blk.load(r, b)?;
+            if i < self.front_blk.len {
+                return Ok((b, i));
+            }
+            (b, i) = (b + 1, 0);
+        }
+    }
+
+    /// The front's position, found from `lo` after creation or a seek.
+    fn find_front(&mut self, r: &SegmentReader, lo: &Bound<Vec<u8>>) -> Result<Pos> {
+        if let Some(p) = self.front {
+            return Ok(p);
+        }
+        let (k, skip) = match lo {
+            Bound::Unbounded => {
+                self.front = Some((0, 0));
+                return Ok((0, 0));
+            }
+            Bound::Included(k) => (k, false),
+            Bound::Excluded(k) => (k, true),
+        };
+        let p = match r.summary_block_for(k) {
+            None => (0, 0),
+            Some(b) => {
+                self.front_blk.load(r, b)?;
+                let i = self.front_blk.with_block(r, |blk| blk.lower_bound(k))?;
+                self.normalize(r, (b, i))?
+            }
+        };
+        self.front = Some(p);
+        self.front_at = None;
+        self.skip_equal = skip;
+        Ok(p)
+    }
+
+    /// The next cell of the front within `lo..hi`, handed to `f`.
+    pub(super) fn next<T>(
+        &mut self,
+        r: &SegmentReader,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+        f: impl FnOnce(RecordRef<'_>) -> T,
+    ) -> Result<Option<T>> {
+        let mut f = Some(f);
+        loop {
+            let p = self.find_front(r, lo)?;
+            let p = self.normalize(r, p)?;
+            if p >= self.end || p.0 >= r.data_blocks() {
+                self.front = Some(p);
+                return Ok(None);
+            }
+            if self.front != Some(p) {
+                self.front_at = None;
+            }
+            let skip = std::mem::take(&mut self.skip_equal);
+            let at = self.front_at;
+            let (verdict, next_at) =
+                self.front_blk
+                    .with_cell(r, p.1, at, &mut self.key, |k, c| {
+                        if skip && !range::above(k, lo) {
+                            return Ok(None);
+                        }
+                        if !range::below(k, hi) {
+                            return Err(());
+                        }
+                        Ok(Some(f.take().map(|f| f(c.with_key(k)))))
+                    })?;
+            match verdict {
+                Err(()) => {
+                    // Past the upper bound: stay here (a seek may move the bound).
+                    self.front = Some(p);
+                    return Ok(None);
+                }
+                Ok(got) => {
+                    self.front = Some((p.0, p.1 + 1));
+                    self.front_at = Some(next_at);
+                    if let Some(t) = got {
+                        return Ok(t);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Find the back's place: the last cell at or below `hi`.
+    fn find_back(&mut self, r: &SegmentReader, hi: &Bound<Vec<u8>>) -> Result<()> {
+        if self.back != Back::Unresolved {
+            return Ok(());
+        }
+        let n = r.data_blocks();
+        let at = match hi {
+            Bound::Unbounded => n.checked_sub(1).map(|b| (b, usize::MAX)),
+            Bound::Included(k) | Bound::Excluded(k) => match r.summary_block_for(k) {
+                None => None,
+                Some(b) => {
+                    let inclusive = matches!(hi, Bound::Included(_));
+                    self.back_blk.load(r, b)?;
+                    let i = self.back_blk.with_block(r, |blk| {
+                        let i = blk.lower_bound(k)?;
+                        let hit = inclusive
+                            && i < blk.len()
+                            && blk.entry(i)?.cmp_key(k) == std::cmp::Ordering::Equal;
+                        Ok(if hit { Some(i) } else { i.checked_sub(1) })
+                    })?;
+                    match i {
+                        Some(i) => Some((b, i)),
+                        None => b.checked_sub(1).map(|b| (b, usize::MAX)),
+                    }
+                }
+            },
+        };
+        self.back = match at {
+            Some((b, i)) => {
+                self.back_blk.load(r, b)?;
+                let p = (b, i.min(self.back_blk.len.saturating_sub(1)));
+                self.end = (p.0, p.1 + 1);
+                Back::At(p)
+            }
+            None => {
+                self.end = (0, 0);
+                Back::Exhausted
+            }
+        };
+        Ok(())
+    }
+
+    /// The next cell of the back within `lo..hi`, handed to `f`.
+    pub(super) fn next_back<T>(
+        &mut self,
+        r: &SegmentReader,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+        f: impl FnOnce(RecordRef<'_>) -> T,
+    ) -> Result<Option<T>> {
+        let front = self.find_front(r, lo)?;
+        self.find_back(r, hi)?;
+        let Back::At(p) = self.back else {
+            return Ok(None);
+        };
+        // The front has passed this cell: the ends met.
+        if p < front {
+            return Ok(None);
+        }
+        self.back_blk.load(r, p.0)?;
+        let (got, _) = self
+            .back_blk
+            .with_cell(r, p.1, None, &mut self.key, |k, c| {
+                // Below the lower bound: stay here (a seek may move the bound).
+                range::above(k, lo).then(|| f(c.with_key(k)))
+            })?;
+        let Some(got) = got else {
+            return Ok(None);
+        };
+        self.end = p;
+        self.back = match p {
+            (b, i) if i > 0 => Back::At((b, i - 1)),
+            (b, _) if b > 0 => {
+                self.back_blk.load(r, b - 1)?;
+                Back::At((b - 1, self.back_blk.len.saturating_sub(1)))
+            }
+            _ => Back::Exhausted,
+        };
+        Ok(Some(got))
+    }
+}

@@ -1,0 +1,108 @@
+//! Format 4: point reads through data blocks. The meta's summary lists the data blocks
+//! (first key, offset, length), so a point read costs the filter, a search of the
+//! summary in memory, and one block: its hash slot, its entry's group head, and the
+//! entry. The block's checksum is checked on every read that checks records
+//! (`crc_check_chance`), and by every scan and `verify`.
+
+use super::*;
+use crate::format::data_block::{self, DataBlock};
+
+thread_local! {
+    /// Where a compressed block is decompressed for a point read.
+    static UNPACKED: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+impl SegmentReader {
+    /// Whether the segment stores data blocks (format 4) rather than records.
+    #[inline]
+    pub(crate) fn has_blocks(&self) -> bool {
+        self.format >= 4
+    }
+
+    /// Data blocks in the segment (format 4).
+    pub(in crate::segment) fn data_blocks(&self) -> usize {
+        self.meta.summary.len()
+    }
+
+    /// (offset, length) of data block `b` (format 4).
+    pub(in crate::segment) fn summary_block(&self, b: usize) -> (u64, u32) {
+        self.meta.summary.block(b)
+    }
+
+    /// The last data block whose first key is at or below `key` (format 4).
+    pub(in crate::segment) fn summary_block_for(&self, key: &[u8]) -> Option<usize> {
+        self.meta.summary.block_for(key)
+    }
+
+    /// The cell of `key` (`h = key_hash(key)`) in a format 4 segment, handed to `f`.
+    #[inline]
+    pub(super) fn get_in_blocks<R>(
+        &self,
+        key: &[u8],
+        h: u64,
+        f: impl FnOnce(RecordRef<'_>) -> R,
+    ) -> Result<Option<R>> {
+        self.meta.filter.prefetch(h);
+        let b = self.meta.summary.block_for(key);
+        if !self.meta.filter.may_contain(h) {
+            return Ok(None);
+        }
+        let Some(b) = b else {
+            return Ok(None);
+        };
+        let check = self.record_check.roll();
+        self.with_data_block(b, Via::Cache, check, |blk| {
+            Ok(blk.get(key, h)?.map(|c| f(c.with_key(key))))
+        })
+    }
+
+    /// Run `f` over data block `b`, its checksum checked if `check`; errors name the
+    /// data file at the bad bytes (at the block's start where it is compressed).
+    pub(in crate::segment) fn with_data_block<R>(
+        &self,
+        b: usize,
+        via: Via,
+        check: bool,
+        f: impl FnOnce(DataBlock<'_>) -> Result<R, Malformed>,
+    ) -> Result<R> {
+        let (off, len) = self.meta.summary.block(b);
+        let path = self.data.path();
+        self.data_bytes(off, len as usize, via, |stored| {
+            let mut buf = UNPACKED.with(|c| c.take());
+            let r = unpack(stored, &mut buf, check)
+                .and_then(|(payload, raw)| {
+                    let blk = DataBlock::parse(payload).map_err(|m| blame(m, raw))?;
+                    f(blk).map_err(|m| blame(m, raw))
+                })
+                .map_err(|m| m.at(off).into_error(path));
+            if buf.capacity() <= SCRATCH_KEEP {
+                UNPACKED.with(|c| c.set(buf));
+            }
+            r
+        })
+    }
+}
+
+/// A stored block's payload, checked if `check`, and whether it is stored raw (so
+/// offsets in it are offsets in the block).
+pub(in crate::segment) fn unpack<'a>(
+    stored: &'a [u8],
+    buf: &'a mut Vec<u8>,
+    check: bool,
+) -> Result<(&'a [u8], bool), Malformed> {
+    let raw = stored.len() >= 5 && stored[stored.len() - 5] == 0;
+    data_block::unpack_with(stored, buf, check).map(|p| (p, raw))
+}
+
+/// An error inside a payload: at its offset in a raw block, at the block's start in a
+/// compressed one (whose payload offsets are not file offsets).
+pub(in crate::segment) fn blame(m: Malformed, raw: bool) -> Malformed {
+    if raw {
+        m
+    } else {
+        Malformed::new(
+            0,
+            format!("{} (at {} of the decompressed block)", m.reason, m.offset),
+        )
+    }
+}
