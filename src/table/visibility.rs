@@ -380,7 +380,12 @@ mod tests {
             t.join().unwrap();
         }
         assert_eq!(v.visible(), N);
-        assert_eq!(v.floor(), N);
+        // `floor` may lag where a finish found the lock taken (invariant 2), never lead;
+        // the next finish that gets it brings it up.
+        assert!(v.floor() <= N);
+        v.begin(N + 1);
+        v.finish(N + 1);
+        assert_eq!((v.visible(), v.floor()), (N + 1, N + 1));
     }
 }
 
