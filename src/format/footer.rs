@@ -15,11 +15,12 @@ use super::{checksum, read_u16, read_u32, read_u64, Malformed};
 pub const FOOTER_LEN: usize = 32;
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"SEGSTORE";
-/// The format version this build writes: 4, data blocks (`data_block.rs`) whose
-/// summary is in the meta, and an index file holding only its footer.
+/// The newest format version this build reads and writes: 4, data blocks
+/// (`data_block.rs`) whose summary is in the meta, and an index file holding only its
+/// footer. Written when `SegmentOptions::format_version` asks for it.
 pub const FORMAT_VERSION: u16 = 4;
-/// The last format of records and index blocks, which writers still produce when
-/// asked (`SegmentOptions::format_version`), so its readers stay tested.
+/// The last format of records and index blocks: what writers produce by default
+/// (`SegmentOptions::format_version`) until format 4's point reads are as fast.
 pub const RECORD_FORMAT_VERSION: u16 = 3;
 /// The oldest format version this build reads. Versions 2 and 3 differ only in the
 /// meta component (version 3 adds the page index, `meta.rs`); data and index files

@@ -53,7 +53,7 @@ impl Loaded {
                     .map_err(|m| corrupt(blame(m, raw)))?
                     .len();
                 self.raw = raw;
-                raw.then(|| (off as usize, payload.len()))
+                raw.then_some((off as usize, payload.len()))
             }
             Source::Standard(p) => {
                 self.scratch.resize(len as usize, 0);

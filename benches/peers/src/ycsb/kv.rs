@@ -150,6 +150,17 @@ fn seg_config(mode: DiskAccessMode, cache: usize, auto_data_map_percent: u8) -> 
     c.disk_access_mode = mode;
     c.memory.block_cache_mb = (cache >> 20) as u64;
     c.memory.auto_data_map_percent = auto_data_map_percent;
+    // As RocksDB here: LZ4 on JSON-like values, none on random ones (incompressible).
+    if super::workload::json_values() {
+        c.segment.compression = segstore::Compression::Lz4;
+    }
+    // `SEGSTORE_FORMAT=3` writes the previous segment format, to compare the two.
+    if let Some(v) = std::env::var("SEGSTORE_FORMAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        c.segment.format_version = v;
+    }
     c
 }
 
@@ -178,7 +189,8 @@ fn load_seg(dir: &Path, sorted: &[u64]) {
     std::fs::create_dir_all(&staging).unwrap();
     let ts = s.store.now().unwrap();
     let name = SegmentName::new("load", 1).unwrap();
-    let opts = segstore::SegmentOptions::default();
+    // The store's own segment options (LZ4 on JSON-like values).
+    let opts = seg_config(DiskAccessMode::Auto, 0, 0).segment;
     let rules = segstore::FileRules::posix();
     let mut w = SegmentWriter::create(&staging, name.clone(), &opts, &rules).unwrap();
     for &n in sorted {
