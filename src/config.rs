@@ -414,8 +414,9 @@ pub enum Compression {
 pub struct SegmentOptions {
     /// Target size in bytes of one index block (at least 64; format 3 only).
     pub index_block_size: usize,
-    /// Target size in bytes of one data block's cells, before compression (at least
-    /// 64; format 4). A block is cut once its keys and values reach it, or at 254 cells.
+    /// Target size in bytes of one data block, before compression (at least 64; format
+    /// 4). A block is cut before a cell would take it past this (a cell larger than it
+    /// gets a block of its own), or at 254 cells.
     pub data_block_size: usize,
     /// How data blocks are stored (format 4): `none`, or `lz4`, kept only for blocks it
     /// shrinks by an eighth or more.

@@ -330,7 +330,7 @@ fn rebuild_index(files: &[Vec<u8>; 3], f: impl FnOnce(&mut Entries)) -> [Vec<u8>
     }
     let body_len = out.len() as u64;
     out.extend_from_slice(
-        &Footer::of_version(
+        &Footer::new(
             RECORD_FORMAT_VERSION,
             Kind::Index,
             meta.stats.entry_count,
@@ -343,9 +343,7 @@ fn rebuild_index(files: &[Vec<u8>; 3], f: impl FnOnce(&mut Entries)) -> [Vec<u8>
     let mut m = Vec::new();
     meta.encode(&mut m);
     let body_len = m.len() as u64;
-    m.extend_from_slice(
-        &Footer::of_version(RECORD_FORMAT_VERSION, Kind::Meta, 0, body_len).encode(),
-    );
+    m.extend_from_slice(&Footer::new(RECORD_FORMAT_VERSION, Kind::Meta, 0, body_len).encode());
     [files[DATA].clone(), out, m]
 }
 
@@ -640,9 +638,7 @@ fn meta_that_lies_with_a_correct_checksum() {
         let mut m = Vec::new();
         meta.encode(&mut m);
         let body_len = m.len() as u64;
-        m.extend_from_slice(
-            &Footer::of_version(RECORD_FORMAT_VERSION, Kind::Meta, 0, body_len).encode(),
-        );
+        m.extend_from_slice(&Footer::new(RECORD_FORMAT_VERSION, Kind::Meta, 0, body_len).encode());
         let files = [p.files[DATA].clone(), p.files[INDEX].clone(), m];
         for mode in DiskAccessMode::all() {
             let x = Expect {

@@ -160,10 +160,7 @@ fn read_files(dir: &Path) -> [Vec<u8>; 3] {
 }
 
 fn with_footer(mut body: Vec<u8>, version: u16, kind: Kind, count: u64) -> Vec<u8> {
-    let f = Footer {
-        version,
-        ..Footer::new(kind, count, body.len() as u64)
-    };
+    let f = Footer::new(version, kind, count, body.len() as u64);
     body.extend_from_slice(&f.encode());
     body
 }

@@ -53,7 +53,7 @@ use std::cmp::Ordering;
 
 use super::record::{flags_of, RecordRef, EXPIRES, TOMBSTONE};
 use super::{checksum, read_u16, read_u32, read_u64, varint, Malformed, MAX_KEY_LEN};
-use super::MAX_VALUE_LEN;
+use super::{home_slot, MAX_VALUE_LEN};
 
 #[cfg(test)]
 mod tests;
@@ -85,11 +85,6 @@ impl Compression {
 
 fn hash_slots(n: usize) -> usize {
     n + n / 3 + 1
-}
-
-#[inline]
-fn home_slot(h: u64, m: usize) -> usize {
-    (((h >> 32) * m as u64) >> 32) as usize
 }
 
 #[inline]

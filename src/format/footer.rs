@@ -42,8 +42,8 @@ pub enum Kind {
 /// A decoded footer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Footer {
-    /// Format version ([`MIN_READ_VERSION`] ..= [`FORMAT_VERSION`]; writers use
-    /// [`Footer::new`], which sets [`FORMAT_VERSION`]).
+    /// Format version ([`MIN_READ_VERSION`] ..= [`FORMAT_VERSION`]; writers give theirs
+    /// to [`Footer::new`]).
     pub version: u16,
     /// Component kind.
     pub kind: Kind,
@@ -54,13 +54,9 @@ pub struct Footer {
 }
 
 impl Footer {
-    /// A footer of the current [`FORMAT_VERSION`].
-    pub fn new(kind: Kind, count: u64, body_len: u64) -> Footer {
-        Footer::of_version(FORMAT_VERSION, kind, count, body_len)
-    }
-
-    /// A footer of format `version` (one this build writes).
-    pub fn of_version(version: u16, kind: Kind, count: u64, body_len: u64) -> Footer {
+    /// A footer of format `version` (one this build writes: the writer's
+    /// `SegmentOptions::format_version`).
+    pub fn new(version: u16, kind: Kind, count: u64, body_len: u64) -> Footer {
         Footer {
             version,
             kind,
@@ -139,7 +135,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_each_field_checked() {
-        let f = Footer::new(Kind::Index, 7, 100);
+        let f = Footer::new(FORMAT_VERSION, Kind::Index, 7, 100);
         let b = f.encode();
         assert_eq!(Footer::decode(&b, 132, Kind::Index), Ok(f));
         assert!(Footer::decode(&b, 132, Kind::Data).is_err());
@@ -157,7 +153,7 @@ mod tests {
         for version in 0..=FORMAT_VERSION + 1 {
             let f = Footer {
                 version,
-                ..Footer::new(Kind::Data, 1, 10)
+                ..Footer::new(FORMAT_VERSION, Kind::Data, 1, 10)
             };
             let got = Footer::decode(&f.encode(), 42, Kind::Data);
             if (MIN_READ_VERSION..=FORMAT_VERSION).contains(&version) {

@@ -21,7 +21,7 @@
 
 use std::cmp::Ordering;
 
-use super::{checksum, cmp_keys, key_hash, key_prefix, read_u32, varint, Malformed};
+use super::{checksum, cmp_keys, home_slot, key_hash, key_prefix, read_u32, varint, Malformed};
 
 /// Largest entries area (in bytes) a hash table can address.
 const MAX_HASHED_ENTRIES_LEN: usize = (1 << 24) - 1;
@@ -33,11 +33,6 @@ fn table_slots(n: usize, entries_len: usize) -> usize {
     } else {
         n + n / 3 + 1
     }
-}
-
-#[inline]
-fn home_slot(h: u64, m: usize) -> usize {
-    (((h >> 32) * m as u64) >> 32) as usize
 }
 
 #[inline]

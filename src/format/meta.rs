@@ -62,6 +62,35 @@ pub struct SegmentStats {
     pub min_expires: u64,
 }
 
+impl SegmentStats {
+    /// Statistics of no cell yet, ready for [`SegmentStats::count_cell`].
+    pub fn counting() -> SegmentStats {
+        SegmentStats {
+            min_ts: u64::MAX,
+            ..SegmentStats::default()
+        }
+    }
+
+    /// Count one more cell, whose key follows every key counted so far: what a writer
+    /// records and `verify` counts again from the cells (`max_key` is the caller's).
+    pub fn count_cell(&mut self, key: &[u8], ts: u64, tombstone: bool, expires: u64) {
+        if self.entry_count == 0 {
+            self.min_key = key.to_vec();
+        }
+        self.entry_count += 1;
+        self.tombstone_count += tombstone as u64;
+        if expires != 0 {
+            self.expiring_count += 1;
+            self.min_expires = match self.min_expires {
+                0 => expires,
+                m => m.min(expires),
+            };
+        }
+        self.min_ts = self.min_ts.min(ts);
+        self.max_ts = self.max_ts.max(ts);
+    }
+}
+
 /// The sparse summary: first key and location of every index block, packed for cache
 /// friendliness. Searches run over a dense array of 8-byte key prefixes (in memory only,
 /// derived from the keys), touching the full keys only when prefixes tie. Equality

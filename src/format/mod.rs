@@ -63,6 +63,13 @@ pub fn key_hash(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }
 
+/// The home slot of a key hashing to `h` in a hash table of `m` slots (index blocks'
+/// and data blocks' tables): the top 32 bits of the hash scaled to `0..m`.
+#[inline]
+pub(crate) fn home_slot(h: u64, m: usize) -> usize {
+    (((h >> 32) * m as u64) >> 32) as usize
+}
+
 /// The first 8 bytes of `key` as a big-endian integer, zero-padded. Monotone: if
 /// `a < b` byte-wise then `key_prefix(a) <= key_prefix(b)`, so searches compare prefixes
 /// first and whole keys only on a tie.

@@ -11,7 +11,7 @@ use crate::config::SegmentOptions;
 use crate::error::{Error, Result};
 use crate::format::data_block::BlockBuilder;
 use crate::format::filter::Filter;
-use crate::format::footer::{Footer, Kind, FORMAT_VERSION};
+use crate::format::footer::{Footer, Kind, RECORD_FORMAT_VERSION};
 use crate::format::index_block::IndexBlockBuilder;
 use crate::format::meta::{Meta, SegmentStats, Summary};
 use crate::format::pages::PagesBuilder;
@@ -100,10 +100,7 @@ impl SegmentWriter {
             summary: Summary::default(),
             pages: PagesBuilder::default(),
             hashes: Vec::new(),
-            stats: SegmentStats {
-                min_ts: u64::MAX,
-                ..SegmentStats::default()
-            },
+            stats: SegmentStats::counting(),
             last_key: None,
             ranges: RangeTombstones::new(),
             done: false,
@@ -171,21 +168,7 @@ impl SegmentWriter {
             self.add_record(&r, h)?;
         }
         self.hashes.push(h);
-        let s = &mut self.stats;
-        if s.entry_count == 0 {
-            s.min_key = key.to_vec();
-        }
-        s.entry_count += 1;
-        s.tombstone_count += tombstone as u64;
-        if expires != 0 {
-            s.expiring_count += 1;
-            s.min_expires = match s.min_expires {
-                0 => expires,
-                m => m.min(expires),
-            };
-        }
-        s.min_ts = s.min_ts.min(ts);
-        s.max_ts = s.max_ts.max(ts);
+        self.stats.count_cell(key, ts, tombstone, expires);
         match &mut self.last_key {
             Some(k) => {
                 k.clear();
@@ -320,9 +303,9 @@ impl SegmentWriter {
         self.flush_data_block()?;
         let n = self.stats.entry_count;
         let v = self.opts.format_version;
-        let data_footer = Footer::of_version(v, Kind::Data, n, self.data_off);
+        let data_footer = Footer::new(v, Kind::Data, n, self.data_off);
         let indexed = if v >= 4 { 0 } else { n };
-        let index_footer = Footer::of_version(v, Kind::Index, indexed, self.index_off);
+        let index_footer = Footer::new(v, Kind::Index, indexed, self.index_off);
         finish_file(&mut self.data, &data_footer.encode(), &self.tmp[0])?;
         finish_file(&mut self.index, &index_footer.encode(), &self.tmp[1])?;
         let mut stats = std::mem::take(&mut self.stats);
@@ -336,13 +319,13 @@ impl SegmentWriter {
             stats,
             summary: std::mem::take(&mut self.summary),
             filter: Filter::build(&self.hashes, self.opts.filter_bits_per_key),
-            pages: (v < FORMAT_VERSION)
+            pages: (v == RECORD_FORMAT_VERSION)
                 .then(|| std::mem::take(&mut self.pages).finish(self.data_off)),
             ranges: std::mem::take(&mut self.ranges),
         };
         let mut body = Vec::new();
         meta.encode(&mut body);
-        let footer = Footer::of_version(v, Kind::Meta, 0, body.len() as u64);
+        let footer = Footer::new(v, Kind::Meta, 0, body.len() as u64);
         body.extend_from_slice(&footer.encode());
         let mf = self.fs.create_new(&self.tmp[2])?;
         mf.append(&body)?;

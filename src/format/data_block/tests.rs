@@ -4,35 +4,11 @@ use super::*;
 use crate::format::key_hash;
 
 /// An owned cell, for building blocks and comparing what comes back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Cell {
-    key: Vec<u8>,
-    value: Vec<u8>,
-    ts: u64,
-    tombstone: bool,
-    expires: u64,
-}
+use crate::segment::Entry as Cell;
 
-impl Cell {
-    fn as_ref(&self) -> RecordRef<'_> {
-        RecordRef {
-            key: &self.key,
-            value: &self.value,
-            ts: self.ts,
-            tombstone: self.tombstone,
-            expires: self.expires,
-        }
-    }
-
-    fn of(key: &[u8], c: &BlockCell<'_>) -> Cell {
-        Cell {
-            key: key.to_vec(),
-            value: c.value.to_vec(),
-            ts: c.ts,
-            tombstone: c.tombstone,
-            expires: c.expires,
-        }
-    }
+/// The cell `c` whose key is `key`, owned.
+fn owned(key: &[u8], c: &BlockCell<'_>) -> Cell {
+    Cell::from(c.with_key(key))
 }
 
 fn build(cells: &[Cell], interval: usize, compression: Compression) -> Vec<u8> {
@@ -114,16 +90,16 @@ fn check_block(cells: &[Cell], stored: &[u8]) -> Result<(), TestCaseError> {
     let blk = DataBlock::parse(payload).map_err(|m| TestCaseError::fail(m.reason))?;
     prop_assert_eq!(blk.len(), cells.len());
     let mut seen = Vec::new();
-    blk.verify(|k, c| seen.push(Cell::of(k, c))).map_err(|m| TestCaseError::fail(m.reason))?;
+    blk.verify(|k, c| seen.push(owned(k, c))).map_err(|m| TestCaseError::fail(m.reason))?;
     prop_assert_eq!(&seen[..], cells);
     for (i, c) in cells.iter().enumerate() {
         let got = blk.get(&c.key, key_hash(&c.key)).unwrap().expect("every key is found");
-        prop_assert_eq!(&Cell::of(&c.key, &got), c);
+        prop_assert_eq!(&owned(&c.key, &got), c);
         prop_assert_eq!(key_of(&blk.entry(i).unwrap()), c.key.clone());
         prop_assert_eq!(blk.lower_bound(&c.key).unwrap(), i);
         let tail: Vec<Cell> = blk
             .cells_from(i)
-            .map(|r| r.map(|(_, c)| Cell::of(&key_of(&c), &c)).unwrap())
+            .map(|r| r.map(|(_, c)| owned(&key_of(&c), &c)).unwrap())
             .collect();
         prop_assert_eq!(&tail[..], &cells[i..]);
         // A key just above this one (a zero byte appended) sorts before the next.
@@ -165,7 +141,7 @@ proptest! {
             let Ok(blk) = DataBlock::parse(b) else { continue };
             // What verify passes is canonical: the builder makes exactly these bytes.
             let mut seen = Vec::new();
-            if blk.verify(|k, c| seen.push(Cell::of(k, c))).is_ok() {
+            if blk.verify(|k, c| seen.push(owned(k, c))).is_ok() {
                 let again = build(&seen, blk.interval(), Compression::None);
                 prop_assert_eq!(&again[..again.len() - 5], b);
             }

@@ -1,8 +1,8 @@
 //! The whole check of a block payload: what reads check as they go, for every entry,
 //! and what no read needs (order, tiling, the group table, the hash table).
 
-use super::{home_slot, BlockCell, DataBlock, Malformed};
-use crate::format::{key_hash, read_u32};
+use super::{BlockCell, DataBlock, Malformed};
+use crate::format::{home_slot, key_hash, read_u32};
 
 impl<'a> DataBlock<'a> {
     /// Check every entry and hand each to `f` with its whole key, in order: the groups

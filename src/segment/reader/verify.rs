@@ -17,7 +17,7 @@ impl SegmentReader {
         if self.has_blocks() {
             return self.verify_blocks();
         }
-        let mut seen = Seen::default();
+        let mut seen = SegmentStats::counting();
         let ipath = self.index.path();
         let mut window = records::DataWindow::default();
         let mut pages = PagesBuilder::default();
@@ -80,7 +80,7 @@ impl SegmentReader {
                     ));
                 }
                 pages.record(&key, loc.data_offset);
-                seen.cell(&key, ts, tombstone, expires);
+                seen.count_cell(&key, ts, tombstone, expires);
                 expect_off = loc.data_offset + loc.record_len;
                 count += 1;
                 prev = Some(key);
@@ -119,8 +119,8 @@ impl SegmentReader {
                 "meta page index differs from the records' pages",
             ));
         }
-        seen.stats.max_key = prev.unwrap_or_default();
-        seen.check(&self.meta.stats, &self.meta_path())?;
+        seen.max_key = prev.unwrap_or_default();
+        check_stats(seen, &self.meta.stats, &self.meta_path())?;
         Ok(count)
     }
 }
@@ -130,7 +130,7 @@ impl SegmentReader {
     /// checked whole (`DataBlock::verify`), its first key the summary's, keys ascending
     /// across blocks, every key in the filter, and the statistics.
     fn verify_blocks(&self) -> Result<u64> {
-        let mut seen = Seen::default();
+        let mut seen = SegmentStats::counting();
         let mut last: Vec<u8> = Vec::new();
         for b in 0..self.data_blocks() {
             let (off, _) = self.summary_block(b);
@@ -142,16 +142,16 @@ impl SegmentReader {
                     if problem.is_none() {
                         problem = if at_first && key != first {
                             Some("data block's first key differs from the summary".to_string())
-                        } else if seen.count > 0 && key <= last.as_slice() {
+                        } else if seen.entry_count > 0 && key <= last.as_slice() {
                             Some("keys out of order across data blocks".to_string())
                         } else if !self.meta.filter.may_contain(key_hash(key)) {
-                            Some(format!("filter does not contain cell {}", seen.count))
+                            Some(format!("filter does not contain cell {}", seen.entry_count))
                         } else {
                             None
                         };
                     }
                     at_first = false;
-                    seen.cell(key, c.ts, c.tombstone, c.expires);
+                    seen.count_cell(key, c.ts, c.tombstone, c.expires);
                     last.clear();
                     last.extend_from_slice(key);
                 })
@@ -161,83 +161,44 @@ impl SegmentReader {
             }
         }
         let s = &self.meta.stats;
-        if seen.count != s.entry_count {
+        if seen.entry_count != s.entry_count {
             let why = format!(
                 "data blocks hold {} cells; the meta says {}",
-                seen.count, s.entry_count
+                seen.entry_count, s.entry_count
             );
             return Err(Error::corrupt(self.data.path(), self.data_body_len(), why));
         }
-        let count = seen.count;
-        seen.stats.max_key = last;
-        seen.check(s, &self.meta_path())?;
+        let count = seen.entry_count;
+        seen.max_key = last;
+        check_stats(seen, s, &self.meta_path())?;
         Ok(count)
     }
 }
 
-/// What `verify` saw of the cells, for the meta's statistics.
-struct Seen {
-    stats: SegmentStats,
-    count: u64,
-}
-
-impl Default for Seen {
-    fn default() -> Self {
-        Seen {
-            stats: SegmentStats {
-                min_ts: u64::MAX,
-                ..SegmentStats::default()
-            },
-            count: 0,
-        }
+/// The meta's statistics `s` are those of the cells counted in `seen` (its `max_key`
+/// set by the caller); else the meta is wrong.
+fn check_stats(mut seen: SegmentStats, s: &SegmentStats, meta: &Path) -> Result<()> {
+    if seen.entry_count == 0 {
+        seen.min_ts = 0;
     }
-}
-
-impl Seen {
-    /// Count a cell (cells come in key order).
-    fn cell(&mut self, key: &[u8], ts: u64, tombstone: bool, expires: u64) {
-        let s = &mut self.stats;
-        s.tombstone_count += tombstone as u64;
-        if expires != 0 {
-            s.expiring_count += 1;
-            s.min_expires = match s.min_expires {
-                0 => expires,
-                m => m.min(expires),
-            };
-        }
-        s.min_ts = s.min_ts.min(ts);
-        s.max_ts = s.max_ts.max(ts);
-        if self.count == 0 {
-            s.min_key = key.to_vec();
-        }
-        self.count += 1;
-    }
-
-    /// The meta's statistics are those of the cells seen (the last key is `max_key`).
-    fn check(mut self, s: &SegmentStats, meta: &Path) -> Result<()> {
-        let seen = &mut self.stats;
-        if self.count == 0 {
-            seen.min_ts = 0;
-        }
-        let stat_fields = [
-            ("tombstone count", seen.tombstone_count == s.tombstone_count),
-            (
-                "expiring cell count",
-                seen.expiring_count == s.expiring_count,
-            ),
-            ("smallest expiry", seen.min_expires == s.min_expires),
-            ("min timestamp", seen.min_ts == s.min_ts),
-            ("max timestamp", seen.max_ts == s.max_ts),
-            ("min key", seen.min_key == s.min_key),
-            ("max key", seen.max_key == s.max_key),
-        ];
-        match stat_fields.iter().find(|(_, ok)| !ok) {
-            Some((field, _)) => Err(Error::corrupt(
-                meta,
-                0,
-                format!("meta statistics: {field} differs from the cells"),
-            )),
-            None => Ok(()),
-        }
+    let stat_fields = [
+        ("tombstone count", seen.tombstone_count == s.tombstone_count),
+        (
+            "expiring cell count",
+            seen.expiring_count == s.expiring_count,
+        ),
+        ("smallest expiry", seen.min_expires == s.min_expires),
+        ("min timestamp", seen.min_ts == s.min_ts),
+        ("max timestamp", seen.max_ts == s.max_ts),
+        ("min key", seen.min_key == s.min_key),
+        ("max key", seen.max_key == s.max_key),
+    ];
+    match stat_fields.iter().find(|(_, ok)| !ok) {
+        Some((field, _)) => Err(Error::corrupt(
+            meta,
+            0,
+            format!("meta statistics: {field} differs from the cells"),
+        )),
+        None => Ok(()),
     }
 }
