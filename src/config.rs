@@ -464,7 +464,7 @@ impl SegmentOptions {
             return Err(Error::InvalidConfig {
                 setting: "format_version",
                 value: self.format_version.to_string(),
-                reason: format!("must be {} or {}", formats.start(), formats.end()),
+                reason: format!("must be between {} and {}", formats.start(), formats.end()),
             });
         }
         if self.filter_bits_per_key > 64 {

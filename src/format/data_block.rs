@@ -14,7 +14,10 @@
 //!
 //! payload:
 //!   entry*
-//!   restarts    u32 LE per group: where the group's first entry starts
+//!   starts      format 5: where each entry starts, u16 LE if the payload is at most
+//!               65,535 bytes long, else u32 LE (Layout::Entries)
+//!               format 4: u32 LE per group, where its first entry starts
+//!               (Layout::Groups)
 //!   slots       u8 per hash slot: 0 empty, else the entry's ordinal + 1
 //!   base_ts     u64 LE   the smallest timestamp of the block's cells
 //!   n           u16 LE   entries, 1 ..= MAX_ENTRIES
@@ -35,9 +38,11 @@
 //! Entries are in strictly ascending key order and cut into groups of `interval`
 //! entries. A key is the first `shared` bytes of its group's first key (whose `shared`
 //! is 0) followed by its suffix: relative to the group's head rather than to the entry
-//! before, so any entry decodes from its group's head alone, and a point read skips
-//! at most `interval - 1` headers to reach it (LevelDB's restart points, with the
-//! prefix taken from the restart key).
+//! before, so any entry decodes from its group's head alone (LevelDB's restart points,
+//! with the prefix taken from the restart key). A point read of format 5 goes from the
+//! slot to the entry's start and its group head's; format 4 kept only the heads'
+//! starts, so a point read skipped up to `interval - 1` entries to reach its own, which
+//! cost about half of a get (`cell_at` and `entry` were 45% of a YCSB C profile).
 //!
 //! The hash table holds every entry: for a key with hash `h = key_hash(key)` (the
 //! filter's hash), the home slot is `((h >> 32) * m) >> 32`; collisions probe the next
@@ -51,13 +56,16 @@
 
 use std::cmp::Ordering;
 
-use super::record::{flags_of, RecordRef, EXPIRES, TOMBSTONE};
+use super::record::{RecordRef, EXPIRES, TOMBSTONE};
 use super::{checksum, read_u16, read_u32, read_u64, varint, Malformed, MAX_KEY_LEN};
 use super::{home_slot, MAX_VALUE_LEN};
 
+mod build;
 #[cfg(test)]
 mod tests;
 mod verify;
+
+pub use build::{pack, BlockBuilder};
 
 /// Most entries a block holds: slot values are ordinals + 1 in a u8, 255 unused.
 pub const MAX_ENTRIES: usize = 254;
@@ -65,6 +73,9 @@ pub const MAX_ENTRIES: usize = 254;
 pub const DEFAULT_INTERVAL: usize = 16;
 /// Fixed bytes at the end of a payload: base_ts, n, m, interval.
 const TRAILER: usize = 8 + 2 + 2 + 1;
+/// Bytes after a raw block's hash slots: the payload's trailer, the compression byte
+/// and the checksum.
+pub const STORED_TAIL: usize = TRAILER + 1 + 4;
 /// Largest payload a compressed block may claim: the largest block a writer cuts
 /// (`data_block_size` at most 16 MiB) and one largest cell past it, with room for the
 /// block's index. Larger payloads are stored uncompressed.
@@ -73,6 +84,35 @@ const MAX_RAW_LEN: usize = (1 << 24) + MAX_VALUE_LEN + MAX_KEY_LEN + (1 << 16);
 const SHARED_INLINE: usize = 63;
 
 pub use crate::config::Compression;
+
+/// What the table before a payload's hash slots holds: which entries' starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Format 4: the start of each group's first entry, a u32 each.
+    Groups,
+    /// Format 5: the start of every entry, a u16 each in a payload of at most 65,535
+    /// bytes, else a u32 each.
+    Entries,
+}
+
+impl Layout {
+    /// The layout of segment format `version` (4 or later).
+    pub fn of_version(version: u16) -> Layout {
+        if version >= 5 {
+            Layout::Entries
+        } else {
+            Layout::Groups
+        }
+    }
+}
+
+/// Bytes of each start in the table of a `len`-byte payload of `layout`.
+fn start_width(layout: Layout, len: usize) -> usize {
+    match layout {
+        Layout::Entries if len <= u16::MAX as usize => 2,
+        _ => 4,
+    }
+}
 
 impl Compression {
     fn code(self) -> u8 {
@@ -99,197 +139,6 @@ fn unzigzag(z: u64) -> i64 {
 
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
-/// One staged cell of a [`BlockBuilder`]: where its key and value end in the
-/// builder's buffers, and the rest of the cell.
-#[derive(Debug, Clone, Copy)]
-struct Staged {
-    key_end: usize,
-    val_end: usize,
-    ts: u64,
-    flags: u8,
-    expires: u64,
-    hash: u64,
-}
-
-/// Builds one data block at a time: cells are staged (the block's smallest timestamp
-/// must be known before any is encoded), then [`BlockBuilder::finish`] writes them.
-#[derive(Debug)]
-pub struct BlockBuilder {
-    interval: usize,
-    keys: Vec<u8>,
-    vals: Vec<u8>,
-    cells: Vec<Staged>,
-    payload: Vec<u8>,
-    packed: Vec<u8>,
-}
-
-impl Default for BlockBuilder {
-    fn default() -> Self {
-        BlockBuilder::new(DEFAULT_INTERVAL)
-    }
-}
-
-impl BlockBuilder {
-    /// A builder cutting groups of `interval` entries (at least 1).
-    pub fn new(interval: usize) -> Self {
-        BlockBuilder {
-            interval: interval.clamp(1, MAX_ENTRIES),
-            keys: Vec::new(),
-            vals: Vec::new(),
-            cells: Vec::new(),
-            payload: Vec::new(),
-            packed: Vec::new(),
-        }
-    }
-
-    /// Stage a cell whose key hashes to `h` (`key_hash`). Keys must arrive in strictly
-    /// ascending order, at most [`MAX_ENTRIES`] per block (the writer checks both).
-    pub fn add(&mut self, r: &RecordRef<'_>, h: u64) {
-        assert!(self.cells.len() < MAX_ENTRIES, "a data block holds {MAX_ENTRIES} cells");
-        debug_assert!(!r.key.is_empty() && r.key.len() <= MAX_KEY_LEN);
-        debug_assert!(!r.tombstone || r.value.is_empty());
-        debug_assert!(self.last_key().is_none_or(|k| k < r.key));
-        self.keys.extend_from_slice(r.key);
-        self.vals.extend_from_slice(r.value);
-        self.cells.push(Staged {
-            key_end: self.keys.len(),
-            val_end: self.vals.len(),
-            ts: r.ts,
-            flags: flags_of(r.tombstone, r.expires),
-            expires: r.expires,
-            hash: h,
-        });
-    }
-
-    /// Cells staged.
-    pub fn len(&self) -> usize {
-        self.cells.len()
-    }
-
-    /// Nothing staged.
-    pub fn is_empty(&self) -> bool {
-        self.cells.is_empty()
-    }
-
-    /// Whether another cell may be staged.
-    pub fn has_room(&self) -> bool {
-        self.cells.len() < MAX_ENTRIES
-    }
-
-    /// Bytes staged (keys and values), what a writer compares with its block size.
-    pub fn staged_bytes(&self) -> usize {
-        self.keys.len() + self.vals.len()
-    }
-
-    /// The last key staged.
-    pub fn last_key(&self) -> Option<&[u8]> {
-        let i = self.cells.len().checked_sub(1)?;
-        let start = i.checked_sub(1).map_or(0, |p| self.cells[p].key_end);
-        Some(&self.keys[start..self.cells[i].key_end])
-    }
-
-    fn key(&self, i: usize) -> &[u8] {
-        let start = i.checked_sub(1).map_or(0, |p| self.cells[p].key_end);
-        &self.keys[start..self.cells[i].key_end]
-    }
-
-    fn value(&self, i: usize) -> &[u8] {
-        let start = i.checked_sub(1).map_or(0, |p| self.cells[p].val_end);
-        &self.vals[start..self.cells[i].val_end]
-    }
-
-    /// Append the stored block of the staged cells to `out` (nothing if none is staged)
-    /// and start the next block; returns the bytes appended.
-    pub fn finish(&mut self, compression: Compression, out: &mut Vec<u8>) -> usize {
-        if self.cells.is_empty() {
-            return 0;
-        }
-        let mut payload = std::mem::take(&mut self.payload);
-        payload.clear();
-        self.encode_payload(&mut payload);
-        let start = out.len();
-        pack(&payload, compression, &mut self.packed, out);
-        self.payload = payload;
-        self.keys.clear();
-        self.vals.clear();
-        self.cells.clear();
-        out.len() - start
-    }
-
-    fn encode_payload(&self, out: &mut Vec<u8>) {
-        let n = self.cells.len();
-        let base_ts = self.cells.iter().map(|c| c.ts).min().unwrap_or(0);
-        let mut restarts = Vec::with_capacity(n.div_ceil(self.interval));
-        let mut head = 0..0;
-        for i in 0..n {
-            let c = self.cells[i];
-            let key = self.key(i);
-            let shared = if i % self.interval == 0 {
-                restarts.push(out.len() as u32);
-                let start = i.checked_sub(1).map_or(0, |p| self.cells[p].key_end);
-                head = start..c.key_end;
-                0
-            } else {
-                common_prefix(&self.keys[head.clone()], key)
-            };
-            let value = self.value(i);
-            out.push(c.flags | (shared.min(SHARED_INLINE) as u8) << 2);
-            if shared >= SHARED_INLINE {
-                varint::put(out, (shared - SHARED_INLINE) as u64);
-            }
-            varint::put(out, (key.len() - shared) as u64);
-            varint::put(out, value.len() as u64);
-            varint::put(out, c.ts - base_ts);
-            if c.flags & EXPIRES != 0 {
-                varint::put(out, zigzag(c.expires.wrapping_sub(c.ts) as i64));
-            }
-            out.extend_from_slice(&key[shared..]);
-            out.extend_from_slice(value);
-        }
-        for r in restarts {
-            out.extend_from_slice(&r.to_le_bytes());
-        }
-        let m = hash_slots(n);
-        let hashes: Vec<u64> = self.cells.iter().map(|c| c.hash).collect();
-        let slots = verify::table(&hashes, m);
-        out.extend_from_slice(&slots);
-        out.extend_from_slice(&base_ts.to_le_bytes());
-        out.extend_from_slice(&(n as u16).to_le_bytes());
-        out.extend_from_slice(&(m as u16).to_le_bytes());
-        out.push(self.interval as u8);
-    }
-}
-
-/// Append `payload` to `out` as a stored block, compressed if asked and worth it
-/// (`scratch` holds the compressed bytes meanwhile).
-pub fn pack(payload: &[u8], compression: Compression, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
-    let start = out.len();
-    let compressed = match compression {
-        Compression::None => false,
-        Compression::Lz4 if payload.len() > MAX_RAW_LEN => false,
-        Compression::Lz4 => {
-            scratch.resize(lz4_flex::block::get_maximum_output_size(payload.len()), 0);
-            match lz4_flex::block::compress_into(payload, scratch) {
-                Ok(len) if len < payload.len() - payload.len() / 8 => {
-                    out.extend_from_slice(&scratch[..len]);
-                    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-                    true
-                }
-                _ => false,
-            }
-        }
-    };
-    let code = if compressed {
-        Compression::Lz4.code()
-    } else {
-        out.extend_from_slice(payload);
-        Compression::None.code()
-    };
-    out.push(code);
-    let crc = checksum(&out[start..]);
-    out.extend_from_slice(&crc.to_le_bytes());
 }
 
 /// Check a stored block's checksum and return its payload: `stored` itself less its
@@ -354,8 +203,19 @@ fn decompress<'a>(b: &[u8], buf: &'a mut Vec<u8>) -> Result<&'a [u8], Malformed>
 #[derive(Debug, Clone, Copy)]
 pub struct DataBlock<'a> {
     b: &'a [u8],
+    s: Shape,
+}
+
+/// What parsing a payload's trailer learnt, kept by a scan so that each step does not
+/// parse its block again ([`DataBlock::with_shape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    payload_len: usize,
     entries_end: usize,
-    restarts_at: usize,
+    /// Where the table of starts begins: one every `stride` entries, `width` bytes each.
+    starts_at: usize,
+    stride: usize,
+    width: usize,
     slots_at: usize,
     base_ts: u64,
     n: usize,
@@ -424,8 +284,9 @@ impl<'a> BlockCell<'a> {
 }
 
 impl<'a> DataBlock<'a> {
-    /// Parse a payload's trailer and check that its regions fit.
-    pub fn parse(b: &'a [u8]) -> Result<Self, Malformed> {
+    /// Parse a payload of `layout` (its segment's format): its trailer, and that its
+    /// regions fit.
+    pub fn parse(b: &'a [u8], layout: Layout) -> Result<Self, Malformed> {
         let len = b.len();
         let Some(t) = len.checked_sub(TRAILER) else {
             return Err(Malformed::new(0, format!("data block payload of {len} bytes")));
@@ -444,31 +305,56 @@ impl<'a> DataBlock<'a> {
         if interval == 0 || interval > MAX_ENTRIES {
             return bad(t + 12, format!("group interval {interval}"));
         }
-        let groups = n.div_ceil(interval);
-        let slots_at = t - m.min(t);
-        let Some(restarts_at) = slots_at.checked_sub(groups * 4).filter(|_| m <= t) else {
-            return bad(t + 8, format!("{groups} groups and {m} slots in {t} bytes"));
+        let stride = match layout {
+            Layout::Groups => interval,
+            Layout::Entries => 1,
         };
-        Ok(DataBlock {
-            b,
-            entries_end: restarts_at,
-            restarts_at,
+        let (rows, width) = (n.div_ceil(stride), start_width(layout, len));
+        let slots_at = t - m.min(t);
+        let Some(starts_at) = slots_at.checked_sub(rows * width).filter(|_| m <= t) else {
+            return bad(t + 8, format!("{rows} starts and {m} slots in {t} bytes"));
+        };
+        let s = Shape {
+            payload_len: len,
+            entries_end: starts_at,
+            starts_at,
+            stride,
+            width,
             slots_at,
             base_ts,
             n,
             m,
             interval,
-        })
+        };
+        Ok(DataBlock { b, s })
+    }
+
+    /// What parsing learnt, for [`Self::with_shape`].
+    pub fn shape(&self) -> Shape {
+        self.s
+    }
+
+    /// The block `b` whose trailer, parsed before, gave `s`: `b` is that payload (the
+    /// same bytes, moved or mapped again). `None` for one of another length, so reads
+    /// stay in bounds whatever `b` is.
+    #[inline]
+    pub fn with_shape(b: &'a [u8], s: Shape) -> Option<Self> {
+        (b.len() == s.payload_len).then_some(DataBlock { b, s })
     }
 
     /// Entries in the block.
     pub fn len(&self) -> usize {
-        self.n
+        self.s.n
+    }
+
+    /// Hash slots.
+    pub fn slots(&self) -> usize {
+        self.s.m
     }
 
     /// Entries per group.
     pub fn interval(&self) -> usize {
-        self.interval
+        self.s.interval
     }
 
     /// Never true: a block holds at least one entry.
@@ -478,14 +364,14 @@ impl<'a> DataBlock<'a> {
 
     /// Bytes of the entries region (the rest of the payload is the block's index).
     pub fn entries_len(&self) -> usize {
-        self.entries_end
+        self.s.entries_end
     }
 
     /// The entry starting at `at`, its key's first `prefix` bytes given (its group
     /// head's, or empty for a head).
     #[inline]
     pub fn cell_at(&self, at: usize, head: &'a [u8]) -> Result<BlockCell<'a>, Malformed> {
-        let b = &self.b[..self.entries_end];
+        let b = &self.b[..self.s.entries_end];
         let bad = |off: usize, why: &str| Malformed::new(off as u64, why.to_string());
         let first = *b.get(at).ok_or_else(|| bad(at, "entry past the block's entries"))?;
         let mut p = at + 1;
@@ -517,7 +403,7 @@ impl<'a> DataBlock<'a> {
         if val_len > MAX_VALUE_LEN as u64 || (first & TOMBSTONE != 0 && val_len != 0) {
             return Err(bad(at, &format!("value length {val_len} out of range")));
         }
-        let ts = self.base_ts.checked_add(ts_delta).ok_or_else(|| bad(at, "timestamp overflows"))?;
+        let ts = self.s.base_ts.checked_add(ts_delta).ok_or_else(|| bad(at, "timestamp overflows"))?;
         let expires = ts.wrapping_add(unzigzag(zig) as u64);
         if first & EXPIRES != 0 && expires == 0 {
             return Err(bad(at, "expiry flag with an expiry of 0"));
@@ -539,30 +425,60 @@ impl<'a> DataBlock<'a> {
         })
     }
 
-    /// The first entry of group `g`, whose key is whole.
-    fn head(&self, g: usize) -> Result<BlockCell<'a>, Malformed> {
-        let off = self.restarts_at + g * 4;
-        let at = read_u32(self.b, off).map(|a| a as usize);
-        let at = at.filter(|&a| a < self.entries_end).ok_or_else(|| {
-            Malformed::new(off as u64, format!("group {g} starts past the entries"))
-        })?;
-        self.cell_at(at, &[])
+    /// What the table of starts says of entry `i` (a multiple of `stride`), unchecked,
+    /// and where it says it.
+    #[inline]
+    fn start_entry(&self, i: usize) -> (Option<usize>, usize) {
+        let off = self.s.starts_at + i / self.s.stride * self.s.width;
+        let at = match self.s.width {
+            2 => read_u16(self.b, off).map(usize::from),
+            _ => read_u32(self.b, off).map(|a| a as usize),
+        };
+        (at, off)
     }
 
-    /// Entry `i` (`i < len()`).
+    /// Where entry `i` (a multiple of `stride`) starts, within the entries.
+    #[inline]
+    fn start(&self, i: usize) -> Result<usize, Malformed> {
+        let (at, off) = self.start_entry(i);
+        at.filter(|&a| a < self.s.entries_end).ok_or_else(|| {
+            Malformed::new(off as u64, format!("entry {i} starts past the entries"))
+        })
+    }
+
+    /// The first entry of group `g`, whose key is whole.
+    fn head(&self, g: usize) -> Result<BlockCell<'a>, Malformed> {
+        self.cell_at(self.start(g * self.s.interval)?, &[])
+    }
+
+    /// Entry `i` (`i < len()`): from its own start (format 5), else walked to from its
+    /// group's head (format 4).
+    #[inline]
     pub fn entry(&self, i: usize) -> Result<BlockCell<'a>, Malformed> {
-        if i >= self.n {
-            return Err(Malformed::new(0, format!("entry {i} of a block of {}", self.n)));
+        if i >= self.s.n {
+            return Err(Malformed::new(0, format!("entry {i} of a block of {}", self.s.n)));
         }
-        self.skip(self.head(i / self.interval)?, i % self.interval)
+        let k = i % self.s.interval;
+        if k != 0 && self.s.stride == 1 {
+            // Start loading the entry while its group head is decoded.
+            let at = self.start(i)?;
+            crate::io::prefetch::prefetch_read(self.b, at);
+            let head = self.head(i / self.s.interval)?;
+            return self.cell_at(at, head.suffix);
+        }
+        let head = self.head(i / self.s.interval)?;
+        if k == 0 {
+            return Ok(head);
+        }
+        self.skip(head, k)
     }
 
     /// Entry `i`, which starts at `at` (the end of entry `i - 1`): a walk's next step,
     /// which decodes the group head only to take its key.
     #[inline]
     pub fn cell_following(&self, i: usize, at: usize) -> Result<BlockCell<'a>, Malformed> {
-        let head = self.head(i / self.interval)?;
-        if i % self.interval == 0 {
+        let head = self.head(i / self.s.interval)?;
+        if i % self.s.interval == 0 {
             return Ok(head);
         }
         self.cell_at(at, head.suffix)
@@ -580,22 +496,29 @@ impl<'a> DataBlock<'a> {
     /// The entry whose key is `key` (`h = key_hash(key)`), if any.
     #[inline]
     pub fn get(&self, key: &[u8], h: u64) -> Result<Option<BlockCell<'a>>, Malformed> {
-        let mut s = home_slot(h, self.m);
-        for _ in 0..self.m {
-            match self.b[self.slots_at + s] as usize {
+        Ok(self.find(key, h)?.map(|(_, c)| c))
+    }
+
+    /// The ordinal and entry whose key is `key` (`h = key_hash(key)`), if any: through
+    /// the hash table, so a seek to a stored key skips the binary search.
+    #[inline]
+    pub fn find(&self, key: &[u8], h: u64) -> Result<Option<(usize, BlockCell<'a>)>, Malformed> {
+        let mut s = home_slot(h, self.s.m);
+        for _ in 0..self.s.m {
+            match self.b[self.s.slots_at + s] as usize {
                 0 => return Ok(None),
-                o if o > self.n => {
-                    let at = (self.slots_at + s) as u64;
-                    return Err(Malformed::new(at, format!("slot names entry {o} of {}", self.n)));
+                o if o > self.s.n => {
+                    let at = (self.s.slots_at + s) as u64;
+                    return Err(Malformed::new(at, format!("slot names entry {o} of {}", self.s.n)));
                 }
                 o => {
                     let c = self.entry(o - 1)?;
                     if c.cmp_key(key) == Ordering::Equal {
-                        return Ok(Some(c));
+                        return Ok(Some((o - 1, c)));
                     }
                 }
             }
-            s = if s + 1 == self.m { 0 } else { s + 1 };
+            s = if s + 1 == self.s.m { 0 } else { s + 1 };
         }
         Ok(None)
     }
@@ -603,7 +526,7 @@ impl<'a> DataBlock<'a> {
     /// The ordinal of the first entry whose key is at or above `key` (`len()` if none).
     pub fn lower_bound(&self, key: &[u8]) -> Result<usize, Malformed> {
         // The last group whose head is at or below `key`.
-        let (mut lo, mut hi) = (0, self.n.div_ceil(self.interval));
+        let (mut lo, mut hi) = (0, self.s.n.div_ceil(self.s.interval));
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
             match self.head(mid)?.cmp_key(key) {
@@ -613,13 +536,13 @@ impl<'a> DataBlock<'a> {
         }
         let head = self.head(lo)?;
         let mut c = head;
-        let mut i = lo * self.interval;
+        let mut i = lo * self.s.interval;
         loop {
             if c.cmp_key(key) != Ordering::Less {
                 return Ok(i);
             }
             i += 1;
-            if i == self.n || i % self.interval == 0 {
+            if i == self.s.n || i % self.s.interval == 0 {
                 return Ok(i);
             }
             c = self.cell_at(c.end, head.suffix)?;
@@ -653,7 +576,7 @@ impl<'a> Iterator for Cells<'a> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let i = self.next;
-        if i >= self.blk.n {
+        if i >= self.blk.s.n {
             return None;
         }
         match self.step(i) {
@@ -663,7 +586,7 @@ impl<'a> Iterator for Cells<'a> {
                 Some(Ok((i, c)))
             }
             Err(e) => {
-                self.next = self.blk.n;
+                self.next = self.blk.s.n;
                 Some(Err(e))
             }
         }
@@ -672,11 +595,11 @@ impl<'a> Iterator for Cells<'a> {
 
 impl<'a> Cells<'a> {
     fn step(&mut self, i: usize) -> Result<BlockCell<'a>, Malformed> {
-        let within = i % self.blk.interval;
+        let within = i % self.blk.s.interval;
         match self.at {
             Some(at) if within != 0 => self.blk.cell_at(at, self.head),
             _ => {
-                let head = self.blk.head(i / self.blk.interval)?;
+                let head = self.blk.head(i / self.blk.s.interval)?;
                 self.head = head.suffix;
                 self.blk.skip(head, within)
             }

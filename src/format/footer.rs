@@ -2,9 +2,9 @@
 //!
 //! ```text
 //! magic     8 bytes  "SEGSTORE"
-//! version   u16 LE   the format version the file was written in (2, 3 or 4)
+//! version   u16 LE   the format version the file was written in (2 to 5)
 //! kind      u16 LE   1 data, 2 index, 3 meta
-//! count     u64 LE   cells (data), entries (index; 0 in version 4), 0 (meta)
+//! count     u64 LE   cells (data), entries (index; 0 from version 4), 0 (meta)
 //! body_len  u64 LE   bytes before the footer (= file length - 32)
 //! crc       u32 LE   crc32c of the 28 bytes above
 //! ```
@@ -15,10 +15,11 @@ use super::{checksum, read_u16, read_u32, read_u64, Malformed};
 pub const FOOTER_LEN: usize = 32;
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"SEGSTORE";
-/// The newest format version this build reads and writes: 4, data blocks
-/// (`data_block.rs`) whose summary is in the meta, and an index file holding only its
-/// footer. Written when `SegmentOptions::format_version` asks for it.
-pub const FORMAT_VERSION: u16 = 4;
+/// The newest format version this build reads and writes: 5, data blocks
+/// (`data_block.rs`) that record every entry's start, whose summary is in the meta, and
+/// an index file holding only its footer. Version 4 differs only in its blocks, which
+/// record their groups' starts (`data_block::Layout`).
+pub const FORMAT_VERSION: u16 = 5;
 /// The last format of records and index blocks: what writers produce by default
 /// (`SegmentOptions::format_version`) until format 4's point reads are as fast.
 pub const RECORD_FORMAT_VERSION: u16 = 3;

@@ -9,9 +9,9 @@ use std::ops::Bound;
 use super::reader::blocks::{blame, unpack};
 use super::reader::{SegmentReader, Source};
 use crate::error::{Error, Result};
-use crate::format::data_block::{BlockCell, DataBlock};
+use crate::format::data_block::{BlockCell, DataBlock, Shape};
 use crate::format::record::RecordRef;
-use crate::format::Malformed;
+use crate::format::{key_hash, Malformed};
 use crate::range;
 
 /// (data block, entry within it), ordered as the cells are.
@@ -28,17 +28,21 @@ struct Loaded {
     scratch: Vec<u8>,
     /// Entries in the block.
     len: usize,
+    /// Its parsed trailer, so a step does not parse it again.
+    shape: Option<Shape>,
     /// Stored uncompressed (payload offsets are block offsets).
     raw: bool,
 }
 
 impl Loaded {
-    /// Make this end hold block `b`, checking its checksum.
-    fn load(&mut self, r: &SegmentReader, b: usize) -> Result<()> {
+    /// Make this end hold block `b`, checking its checksum (unless `trust` and the
+    /// block is mapped and was checked before).
+    fn load(&mut self, r: &SegmentReader, b: usize, trust: bool) -> Result<()> {
         if self.block == Some(b) {
             return Ok(());
         }
         self.block = None;
+        self.shape = None;
         let (off, len) = r.summary_block(b);
         let path = r.data.path();
         let corrupt = |m: Malformed| m.at(off).into_error(path);
@@ -48,10 +52,15 @@ impl Loaded {
                     .ok()
                     .and_then(|o| m.as_slice().get(o..o.checked_add(len as usize)?))
                     .ok_or_else(|| Error::corrupt(path, off, "data block past the data"))?;
-                let (payload, raw) = unpack(s, &mut self.buf, true).map_err(corrupt)?;
-                self.len = DataBlock::parse(payload)
-                    .map_err(|m| corrupt(blame(m, raw)))?
-                    .len();
+                let check = !(trust && r.block_checked(b));
+                let (payload, raw) = unpack(s, &mut self.buf, check).map_err(corrupt)?;
+                let blk = DataBlock::parse(payload, r.block_layout())
+                    .map_err(|m| corrupt(blame(m, raw)))?;
+                if check {
+                    r.mark_block_checked(b, blk.slots());
+                }
+                self.len = blk.len();
+                self.shape = Some(blk.shape());
                 self.raw = raw;
                 raw.then_some((off as usize, payload.len()))
             }
@@ -59,9 +68,10 @@ impl Loaded {
                 self.scratch.resize(len as usize, 0);
                 p.read_at(&mut self.scratch, off)?;
                 let (payload, raw) = unpack(&self.scratch, &mut self.buf, true).map_err(corrupt)?;
-                self.len = DataBlock::parse(payload)
-                    .map_err(|m| corrupt(blame(m, raw)))?
-                    .len();
+                let blk = DataBlock::parse(payload, r.block_layout())
+                    .map_err(|m| corrupt(blame(m, raw)))?;
+                self.len = blk.len();
+                self.shape = Some(blk.shape());
                 self.raw = raw;
                 if raw {
                     // Keep the payload in `buf` (a compressed one is there already).
@@ -85,6 +95,7 @@ impl Loaded {
     }
 
     /// Run `f` over the held block, parsed; its errors name the data file.
+    #[inline]
     fn with_block<T>(
         &self,
         r: &SegmentReader,
@@ -92,11 +103,17 @@ impl Loaded {
     ) -> Result<T> {
         let (off, _) = r.summary_block(self.block.unwrap_or(0));
         let corrupt = |m: Malformed| blame(m, self.raw).at(off).into_error(r.data.path());
-        f(DataBlock::parse(self.payload(r)).map_err(corrupt)?).map_err(corrupt)
+        let payload = self.payload(r);
+        let blk = match self.shape.and_then(|s| DataBlock::with_shape(payload, s)) {
+            Some(blk) => blk,
+            None => DataBlock::parse(payload, r.block_layout()).map_err(corrupt)?,
+        };
+        f(blk).map_err(corrupt)
     }
 
     /// Run `f` over entry `i` of the held block (`at`: where it starts, if known), its
     /// key written to `key`; returns where the next entry starts.
+    #[inline]
     fn with_cell<T>(
         &self,
         r: &SegmentReader,
@@ -140,6 +157,8 @@ pub(super) struct BlockWalk {
     front_blk: Loaded,
     back_blk: Loaded,
     key: Vec<u8>,
+    /// Skip the checksum of mapped blocks a read has checked (the table's scans).
+    pub(super) trust: bool,
 }
 
 impl BlockWalk {
@@ -155,6 +174,7 @@ impl BlockWalk {
             // Room for the keys the scan will rebuild (the segment's bounds are a fair
             // guess), so a warm scan allocates nothing per row.
             key: Vec::with_capacity(r.stats().max_key.len().max(r.stats().min_key.len()) * 2 + 16),
+            trust: false,
         }
     }
 
@@ -178,7 +198,7 @@ impl BlockWalk {
             if b >= r.data_blocks() {
                 return Ok((r.data_blocks(), 0));
             }
-            self.front_blk.load(r, b)?;
+            self.front_blk.load(r, b, self.trust)?;
             if i < self.front_blk.len {
                 return Ok((b, i));
             }
@@ -202,8 +222,18 @@ impl BlockWalk {
         let p = match r.summary_block_for(k) {
             None => (0, 0),
             Some(b) => {
-                self.front_blk.load(r, b)?;
-                let i = self.front_blk.with_block(r, |blk| blk.lower_bound(k))?;
+                self.front_blk.load(r, b, self.trust)?;
+                // A key the segment may hold is looked up in the block's hash table
+                // first (a scan from a stored key, YCSB E's, reads one slot and one
+                // entry); only a key it lacks is binary-searched.
+                let h = key_hash(k);
+                let maybe = r.may_contain_hash(h);
+                let i = self.front_blk.with_block(r, |blk| {
+                    match maybe.then(|| blk.find(k, h)).transpose()?.flatten() {
+                        Some((i, _)) => Ok(i),
+                        None => blk.lower_bound(k),
+                    }
+                })?;
                 self.normalize(r, (b, i))?
             }
         };
@@ -274,7 +304,7 @@ impl BlockWalk {
                 None => None,
                 Some(b) => {
                     let inclusive = matches!(hi, Bound::Included(_));
-                    self.back_blk.load(r, b)?;
+                    self.back_blk.load(r, b, self.trust)?;
                     let i = self.back_blk.with_block(r, |blk| {
                         let i = blk.lower_bound(k)?;
                         let hit = inclusive
@@ -291,7 +321,7 @@ impl BlockWalk {
         };
         self.back = match at {
             Some((b, i)) => {
-                self.back_blk.load(r, b)?;
+                self.back_blk.load(r, b, self.trust)?;
                 let p = (b, i.min(self.back_blk.len.saturating_sub(1)));
                 self.end = (p.0, p.1 + 1);
                 Back::At(p)
@@ -321,7 +351,7 @@ impl BlockWalk {
         if p < front {
             return Ok(None);
         }
-        self.back_blk.load(r, p.0)?;
+        self.back_blk.load(r, p.0, self.trust)?;
         let (got, _) = self
             .back_blk
             .with_cell(r, p.1, None, &mut self.key, |k, c| {
@@ -335,7 +365,7 @@ impl BlockWalk {
         self.back = match p {
             (b, i) if i > 0 => Back::At((b, i - 1)),
             (b, _) if b > 0 => {
-                self.back_blk.load(r, b - 1)?;
+                self.back_blk.load(r, b - 1, self.trust)?;
                 Back::At((b - 1, self.back_blk.len.saturating_sub(1)))
             }
             _ => Back::Exhausted,

@@ -229,6 +229,16 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         }
     }
 
+    /// Let this scan skip the checksum of a mapped data block (format 4 and later) that
+    /// a read has checked since the segment was opened, as gets do: for the table's
+    /// reads. Compaction, repair's segment scans and `verify` check every block.
+    pub(crate) fn trusting_checked_blocks(mut self) -> Self {
+        if let Some(b) = &mut self.blocks {
+            b.trust = true;
+        }
+        self
+    }
+
     /// Move the front to the first cell whose key is at least `key` (and in the range):
     /// forward past cells, or back to cells already yielded. Cells the back end has
     /// yielded stay behind it. Costs one index lookup, at the next [`Iterator::next`].

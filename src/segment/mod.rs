@@ -11,6 +11,8 @@ mod index_cache;
 mod iter;
 mod reader;
 mod residency;
+#[cfg(test)]
+mod trust_tests;
 mod writer;
 
 use std::fmt;

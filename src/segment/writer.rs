@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::{Component, SegmentName};
 use crate::config::SegmentOptions;
 use crate::error::{Error, Result};
-use crate::format::data_block::BlockBuilder;
+use crate::format::data_block::{BlockBuilder, Layout, DEFAULT_INTERVAL};
 use crate::format::filter::Filter;
 use crate::format::footer::{Footer, Kind, RECORD_FORMAT_VERSION};
 use crate::format::index_block::IndexBlockBuilder;
@@ -93,7 +93,7 @@ impl SegmentWriter {
             data_off: 0,
             index_off: 0,
             block: IndexBlockBuilder::default(),
-            cells: BlockBuilder::default(),
+            cells: BlockBuilder::new(DEFAULT_INTERVAL, Layout::of_version(opts.format_version)),
             block_first_key: Vec::new(),
             block_buf: Vec::new(),
             rec_buf: Vec::new(),

@@ -2,11 +2,12 @@
 //! and what no read needs (order, tiling, the group table, the hash table).
 
 use super::{BlockCell, DataBlock, Malformed};
-use crate::format::{home_slot, key_hash, read_u32};
+use crate::format::{home_slot, key_hash};
 
 impl<'a> DataBlock<'a> {
-    /// Check every entry and hand each to `f` with its whole key, in order: the groups
-    /// start where the entries do and tile the entries region exactly, group heads share
+    /// Check every entry and hand each to `f` with its whole key, in order: the table of
+    /// starts names where its entries start, which tile the entries region exactly (so a
+    /// block has one table), group heads share
     /// nothing and every other entry shares the longest prefix it can, keys strictly
     /// ascend, `base_ts` is the smallest timestamp, and the hash table is the one the
     /// builder makes of these keys. `f` sees cells before the table is checked: a caller
@@ -16,20 +17,20 @@ impl<'a> DataBlock<'a> {
         let mut at = 0;
         let mut head: &[u8] = &[];
         let mut min_ts = u64::MAX;
-        let mut hashes = Vec::with_capacity(self.n);
-        for i in 0..self.n {
-            if i % self.interval == 0 {
-                let g = i / self.interval;
-                let off = self.restarts_at + g * 4;
-                let start = read_u32(self.b, off).map(|s| s as usize);
+        let mut hashes = Vec::with_capacity(self.s.n);
+        for i in 0..self.s.n {
+            if i % self.s.stride == 0 {
+                let (start, off) = self.start_entry(i);
                 if start != Some(at) {
-                    let why = format!("group {g} starts at {start:?}, its entry at {at}");
+                    let why = format!("the table says entry {i} starts at {start:?}; it is at {at}");
                     return Err(Malformed::new(off as u64, why));
                 }
+            }
+            if i % self.s.interval == 0 {
                 head = &[];
             }
             let c = self.cell_at(at, head)?;
-            if i % self.interval == 0 {
+            if i % self.s.interval == 0 {
                 head = c.suffix;
             } else if c.prefix.len() < head.len() && c.suffix.first() == head.get(c.prefix.len()) {
                 return Err(Malformed::new(at as u64, "entry shares less than its key does"));
@@ -44,19 +45,19 @@ impl<'a> DataBlock<'a> {
             std::mem::swap(&mut key, &mut prev);
             at = c.end;
         }
-        if at != self.entries_end {
-            let why = format!("entries end at {at}, the block's index starts at {}", self.entries_end);
+        if at != self.s.entries_end {
+            let why = format!("entries end at {at}, the block's index starts at {}", self.s.entries_end);
             return Err(Malformed::new(at as u64, why));
         }
-        if min_ts != self.base_ts {
-            let why = format!("base timestamp {} but the oldest cell's is {min_ts}", self.base_ts);
-            return Err(Malformed::new(self.slots_at as u64 + self.m as u64, why));
+        if min_ts != self.s.base_ts {
+            let why = format!("base timestamp {} but the oldest cell's is {min_ts}", self.s.base_ts);
+            return Err(Malformed::new(self.s.slots_at as u64 + self.s.m as u64, why));
         }
-        let slots = &self.b[self.slots_at..self.slots_at + self.m];
-        match slots.iter().zip(&table(&hashes, self.m)).position(|(a, b)| a != b) {
+        let slots = &self.b[self.s.slots_at..self.s.slots_at + self.s.m];
+        match slots.iter().zip(&table(&hashes, self.s.m)).position(|(a, b)| a != b) {
             None => Ok(()),
             Some(s) => Err(Malformed::new(
-                (self.slots_at + s) as u64,
+                (self.s.slots_at + s) as u64,
                 format!("hash slot {s} differs from the table of the block's keys"),
             )),
         }

@@ -89,7 +89,8 @@ impl Overlay {
         bounds: KeyBounds,
     ) -> Overlay {
         Overlay {
-            seg: SegmentIter::with_bounds(seg, bounds.0.clone(), bounds.1.clone()),
+            seg: SegmentIter::with_bounds(seg, bounds.0.clone(), bounds.1.clone())
+                .trusting_checked_blocks(),
             mems,
             mem: Mem::Pending,
             held: None,

@@ -116,7 +116,10 @@ pub(crate) enum ScanSource {
 /// The rows of a table's only segment in `bounds`, read through its handle (the
 /// iterator derefs the handle on every row: one pointer away from the reader).
 pub(super) fn sole_segment(h: SegmentHandle, bounds: KeyBounds, now: u64) -> ScanSource {
-    ScanSource::Segment(SegmentIter::with_bounds(h, bounds.0, bounds.1), now)
+    ScanSource::Segment(
+        SegmentIter::with_bounds(h, bounds.0, bounds.1).trusting_checked_blocks(),
+        now,
+    )
 }
 
 impl Scan {

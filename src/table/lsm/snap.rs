@@ -240,11 +240,8 @@ impl TableSnap {
         }
         for (i, h) in self.view.segments.iter().enumerate() {
             if Some(i) != except {
-                sources.push(Box::new(SegmentIter::with_bounds(
-                    h.clone(),
-                    bounds.0.clone(),
-                    bounds.1.clone(),
-                )));
+                let it = SegmentIter::with_bounds(h.clone(), bounds.0.clone(), bounds.1.clone());
+                sources.push(Box::new(it.trusting_checked_blocks()));
             }
         }
         sources

@@ -1,0 +1,212 @@
+//! Building data blocks: cells are staged, then encoded and packed (optionally LZ4)
+//! into a stored block (the layout is in the parent module's documentation).
+
+use super::{
+    common_prefix, hash_slots, start_width, verify, zigzag, Compression, Layout, DEFAULT_INTERVAL,
+    MAX_ENTRIES, MAX_RAW_LEN, SHARED_INLINE, TRAILER,
+};
+use crate::format::record::{flags_of, RecordRef, EXPIRES};
+use crate::format::{checksum, varint, MAX_KEY_LEN};
+
+/// One staged cell of a [`BlockBuilder`]: where its key and value end in the
+/// builder's buffers, and the rest of the cell.
+#[derive(Debug, Clone, Copy)]
+struct Staged {
+    key_end: usize,
+    val_end: usize,
+    ts: u64,
+    flags: u8,
+    expires: u64,
+    hash: u64,
+}
+
+/// Builds one data block at a time: cells are staged (the block's smallest timestamp
+/// must be known before any is encoded), then [`BlockBuilder::finish`] writes them.
+#[derive(Debug)]
+pub struct BlockBuilder {
+    interval: usize,
+    layout: Layout,
+    keys: Vec<u8>,
+    vals: Vec<u8>,
+    cells: Vec<Staged>,
+    payload: Vec<u8>,
+    packed: Vec<u8>,
+}
+
+impl Default for BlockBuilder {
+    fn default() -> Self {
+        BlockBuilder::new(DEFAULT_INTERVAL, Layout::Entries)
+    }
+}
+
+impl BlockBuilder {
+    /// A builder cutting groups of `interval` entries (at least 1), writing `layout`.
+    pub fn new(interval: usize, layout: Layout) -> Self {
+        BlockBuilder {
+            interval: interval.clamp(1, MAX_ENTRIES),
+            layout,
+            keys: Vec::new(),
+            vals: Vec::new(),
+            cells: Vec::new(),
+            payload: Vec::new(),
+            packed: Vec::new(),
+        }
+    }
+
+    /// Stage a cell whose key hashes to `h` (`key_hash`). Keys must arrive in strictly
+    /// ascending order, at most [`MAX_ENTRIES`] per block (the writer checks both).
+    pub fn add(&mut self, r: &RecordRef<'_>, h: u64) {
+        assert!(self.cells.len() < MAX_ENTRIES, "a data block holds {MAX_ENTRIES} cells");
+        debug_assert!(!r.key.is_empty() && r.key.len() <= MAX_KEY_LEN);
+        debug_assert!(!r.tombstone || r.value.is_empty());
+        debug_assert!(self.last_key().is_none_or(|k| k < r.key));
+        self.keys.extend_from_slice(r.key);
+        self.vals.extend_from_slice(r.value);
+        self.cells.push(Staged {
+            key_end: self.keys.len(),
+            val_end: self.vals.len(),
+            ts: r.ts,
+            flags: flags_of(r.tombstone, r.expires),
+            expires: r.expires,
+            hash: h,
+        });
+    }
+
+    /// Cells staged.
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// Nothing staged.
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+
+    /// Whether another cell may be staged.
+    pub fn has_room(&self) -> bool {
+        self.cells.len() < MAX_ENTRIES
+    }
+
+    /// Bytes staged (keys and values), what a writer compares with its block size.
+    pub fn staged_bytes(&self) -> usize {
+        self.keys.len() + self.vals.len()
+    }
+
+    /// The last key staged.
+    pub fn last_key(&self) -> Option<&[u8]> {
+        let i = self.cells.len().checked_sub(1)?;
+        let start = i.checked_sub(1).map_or(0, |p| self.cells[p].key_end);
+        Some(&self.keys[start..self.cells[i].key_end])
+    }
+
+    fn key(&self, i: usize) -> &[u8] {
+        let start = i.checked_sub(1).map_or(0, |p| self.cells[p].key_end);
+        &self.keys[start..self.cells[i].key_end]
+    }
+
+    fn value(&self, i: usize) -> &[u8] {
+        let start = i.checked_sub(1).map_or(0, |p| self.cells[p].val_end);
+        &self.vals[start..self.cells[i].val_end]
+    }
+
+    /// Append the stored block of the staged cells to `out` (nothing if none is staged)
+    /// and start the next block; returns the bytes appended.
+    pub fn finish(&mut self, compression: Compression, out: &mut Vec<u8>) -> usize {
+        if self.cells.is_empty() {
+            return 0;
+        }
+        let mut payload = std::mem::take(&mut self.payload);
+        payload.clear();
+        self.encode_payload(&mut payload);
+        let start = out.len();
+        pack(&payload, compression, &mut self.packed, out);
+        self.payload = payload;
+        self.keys.clear();
+        self.vals.clear();
+        self.cells.clear();
+        out.len() - start
+    }
+
+    fn encode_payload(&self, out: &mut Vec<u8>) {
+        let n = self.cells.len();
+        let base_ts = self.cells.iter().map(|c| c.ts).min().unwrap_or(0);
+        let mut starts = Vec::with_capacity(n);
+        let mut head = 0..0;
+        for i in 0..n {
+            let c = self.cells[i];
+            let key = self.key(i);
+            starts.push(out.len() as u32);
+            let shared = if i % self.interval == 0 {
+                let start = i.checked_sub(1).map_or(0, |p| self.cells[p].key_end);
+                head = start..c.key_end;
+                0
+            } else {
+                common_prefix(&self.keys[head.clone()], key)
+            };
+            let value = self.value(i);
+            out.push(c.flags | (shared.min(SHARED_INLINE) as u8) << 2);
+            if shared >= SHARED_INLINE {
+                varint::put(out, (shared - SHARED_INLINE) as u64);
+            }
+            varint::put(out, (key.len() - shared) as u64);
+            varint::put(out, value.len() as u64);
+            varint::put(out, c.ts - base_ts);
+            if c.flags & EXPIRES != 0 {
+                varint::put(out, zigzag(c.expires.wrapping_sub(c.ts) as i64));
+            }
+            out.extend_from_slice(&key[shared..]);
+            out.extend_from_slice(value);
+        }
+        let m = hash_slots(n);
+        match self.layout {
+            Layout::Groups => {
+                for s in starts.iter().step_by(self.interval) {
+                    out.extend_from_slice(&s.to_le_bytes());
+                }
+            }
+            Layout::Entries => {
+                let w = start_width(self.layout, out.len() + 2 * n + m + TRAILER);
+                for s in starts {
+                    out.extend_from_slice(&s.to_le_bytes()[..w]);
+                }
+            }
+        }
+        let hashes: Vec<u64> = self.cells.iter().map(|c| c.hash).collect();
+        let slots = verify::table(&hashes, m);
+        out.extend_from_slice(&slots);
+        out.extend_from_slice(&base_ts.to_le_bytes());
+        out.extend_from_slice(&(n as u16).to_le_bytes());
+        out.extend_from_slice(&(m as u16).to_le_bytes());
+        out.push(self.interval as u8);
+    }
+}
+
+/// Append `payload` to `out` as a stored block, compressed if asked and worth it
+/// (`scratch` holds the compressed bytes meanwhile).
+pub fn pack(payload: &[u8], compression: Compression, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
+    let start = out.len();
+    let compressed = match compression {
+        Compression::None => false,
+        Compression::Lz4 if payload.len() > MAX_RAW_LEN => false,
+        Compression::Lz4 => {
+            scratch.resize(lz4_flex::block::get_maximum_output_size(payload.len()), 0);
+            match lz4_flex::block::compress_into(payload, scratch) {
+                Ok(len) if len < payload.len() - payload.len() / 8 => {
+                    out.extend_from_slice(&scratch[..len]);
+                    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+                    true
+                }
+                _ => false,
+            }
+        }
+    };
+    let code = if compressed {
+        Compression::Lz4.code()
+    } else {
+        out.extend_from_slice(payload);
+        Compression::None.code()
+    };
+    out.push(code);
+    let crc = checksum(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+}
