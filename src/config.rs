@@ -394,7 +394,7 @@ impl MemoryOptions {
     }
 }
 
-/// How format 4 data blocks are stored ([`SegmentOptions::compression`]).
+/// How data blocks (formats 4, 5) are stored ([`SegmentOptions::compression`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
@@ -414,18 +414,19 @@ pub enum Compression {
 pub struct SegmentOptions {
     /// Target size in bytes of one index block (at least 64; format 3 only).
     pub index_block_size: usize,
-    /// Target size in bytes of one data block, before compression (at least 64; format
-    /// 4). A block is cut before a cell would take it past this (a cell larger than it
+    /// Target size in bytes of one data block, before compression (at least 64; formats
+    /// 4, 5). A block is cut before a cell would take it past this (a cell larger than it
     /// gets a block of its own), or at 254 cells.
     pub data_block_size: usize,
-    /// How data blocks are stored (format 4): `none`, or `lz4`, kept only for blocks it
+    /// How data blocks are stored (formats 4, 5): `none`, or `lz4`, kept only for blocks it
     /// shrinks by an eighth or more.
     pub compression: Compression,
     /// Bloom filter bits per key (0 disables the filter).
     pub filter_bits_per_key: u32,
-    /// The format segments are written in: 3 (records and an index file, the default)
-    /// or 4 (data blocks: about a quarter smaller, and compressible; its point reads are
-    /// still slower than format 3's, see the README's "Segment format 4").
+    /// The format segments are written in: 5 (data blocks, the default: a quarter
+    /// smaller than format 3 and compressible, see the README's "Segment format 5"), 4
+    /// (format 5's blocks without each entry's start: a little smaller, slower gets),
+    /// or 3 (records and an index file, as before).
     pub format_version: u16,
 }
 
@@ -436,7 +437,7 @@ impl Default for SegmentOptions {
             data_block_size: 4096,
             compression: Compression::None,
             filter_bits_per_key: 10,
-            format_version: crate::format::footer::RECORD_FORMAT_VERSION,
+            format_version: crate::format::footer::FORMAT_VERSION,
         }
     }
 }

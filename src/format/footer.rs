@@ -20,8 +20,8 @@ pub const MAGIC: &[u8; 8] = b"SEGSTORE";
 /// an index file holding only its footer. Version 4 differs only in its blocks, which
 /// record their groups' starts (`data_block::Layout`).
 pub const FORMAT_VERSION: u16 = 5;
-/// The last format of records and index blocks: what writers produce by default
-/// (`SegmentOptions::format_version`) until format 4's point reads are as fast.
+/// The last format of records and index blocks, which writers still write when
+/// `SegmentOptions::format_version` asks (the default is [`FORMAT_VERSION`]).
 pub const RECORD_FORMAT_VERSION: u16 = 3;
 /// The oldest format version this build reads. Versions 2 and 3 differ only in the
 /// meta component (version 3 adds the page index, `meta.rs`); data and index files

@@ -96,7 +96,7 @@ impl SegmentReader {
     /// of following it (format 3 does the same for its index blocks). A compressed block
     /// is read into a buffer, so for it the hints are wasted, not wrong.
     #[inline(always)]
-    fn prefetch_block(&self, b: usize, h: u64) {
+    pub(in crate::segment) fn prefetch_block(&self, b: usize, h: u64) {
         let (off, len) = self.meta.summary.block(b);
         let end = off + u64::from(len);
         self.data.prefetch(end - 1);

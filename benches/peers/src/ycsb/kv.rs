@@ -21,9 +21,10 @@ pub trait Kv: Sync {
 }
 
 /// The systems, in print order.
-pub const IDS: [&str; 10] = [
+pub const IDS: [&str; 11] = [
     "seg_auto",
     "seg_auto_pread",
+    "seg_auto_v3",
     "seg_mmap",
     "seg_mmap_index_only",
     "seg_standard",
@@ -39,6 +40,7 @@ pub fn label(id: &str) -> &'static str {
     match id {
         "seg_auto" => "segstore auto (default)",
         "seg_auto_pread" => "segstore auto, data by pread*",
+        "seg_auto_v3" => "segstore auto, format 3*",
         "seg_mmap" => "segstore mmap",
         "seg_mmap_index_only" => "segstore mmap_index_only",
         "seg_standard" => "segstore standard",
@@ -58,9 +60,21 @@ pub fn is_peer(id: &str) -> bool {
     !id.starts_with("seg_") && id != "fjall_buffered"
 }
 
-/// Systems that run only when named: the other `disk_access_mode`s and `auto` without
-/// its data maps.
-const ONLY_WHEN_NAMED: [&str; 3] = ["seg_auto_pread", "seg_mmap_index_only", "seg_standard"];
+/// Systems that run only when named: the other `disk_access_mode`s, `auto` without
+/// its data maps, and `auto` writing segment format 3.
+const ONLY_WHEN_NAMED: [&str; 4] = [
+    "seg_auto_pread",
+    "seg_auto_v3",
+    "seg_mmap_index_only",
+    "seg_standard",
+];
+
+/// The segment format system `id` writes, where it is not the store's default (or
+/// `SEGSTORE_FORMAT`'s): `seg_auto_v3` compares format 3 with the default side by side,
+/// rounds interleaved.
+fn format_of(id: &str) -> Option<u16> {
+    (id == "seg_auto_v3").then_some(3)
+}
 
 /// The systems to run: `only`'s, or every default one (not [`ONLY_WHEN_NAMED`]).
 pub fn systems(only: Option<&str>) -> Vec<&'static str> {
@@ -98,9 +112,8 @@ fn kind_suffix() -> &'static str {
 pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
     std::fs::create_dir_all(dir).unwrap();
     match id {
-        "seg_auto" | "seg_auto_pread" | "seg_mmap" | "seg_mmap_index_only" | "seg_standard" => {
-            load_seg(dir, sorted)
-        }
+        "seg_auto" | "seg_auto_pread" | "seg_auto_v3" | "seg_mmap" | "seg_mmap_index_only"
+        | "seg_standard" => load_seg(dir, sorted, format_of(id)),
         "lmdb" => load_lmdb(dir, sorted),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => super::rocks::load(dir, sorted),
@@ -117,6 +130,12 @@ pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
     match id {
         "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto, cache)),
         "seg_auto_pread" => Box::new(Seg::open_with(dir, DiskAccessMode::Auto, cache, 0)),
+        "seg_auto_v3" => {
+            let percent = segstore::MemoryOptions::default().auto_data_map_percent;
+            let mut config = seg_config(DiskAccessMode::Auto, cache, percent);
+            config.segment.format_version = 3;
+            Box::new(Seg::with_config(dir, config))
+        }
         "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap, cache)),
         "seg_mmap_index_only" => Box::new(Seg::open(dir, DiskAccessMode::MmapIndexOnly, cache)),
         "seg_standard" => Box::new(Seg::open(dir, DiskAccessMode::Standard, cache)),
@@ -171,7 +190,10 @@ impl Seg {
     }
 
     fn open_with(dir: &Path, mode: DiskAccessMode, cache: usize, auto_data_map_percent: u8) -> Seg {
-        let config = seg_config(mode, cache, auto_data_map_percent);
+        Self::with_config(dir, seg_config(mode, cache, auto_data_map_percent))
+    }
+
+    fn with_config(dir: &Path, config: segstore::Config) -> Seg {
         let store = segstore::Store::open(dir, config).unwrap();
         let t = store.table(SEG_TABLE).unwrap();
         Seg { store, t }
@@ -182,7 +204,7 @@ impl Seg {
 /// `SegmentWriter` beside the store, adopted with `Table::ingest` (verified, linked in,
 /// made durable), then the writer's own files deleted and the store closed. The table
 /// is then one segment, as a full compaction would leave it.
-fn load_seg(dir: &Path, sorted: &[u64]) {
+fn load_seg(dir: &Path, sorted: &[u64], format: Option<u16>) {
     use segstore::segment::{Component, SegmentName, SegmentWriter};
     let s = Seg::open(dir, DiskAccessMode::Auto, 1 << 30);
     let staging = dir.with_extension("staging");
@@ -190,7 +212,10 @@ fn load_seg(dir: &Path, sorted: &[u64]) {
     let ts = s.store.now().unwrap();
     let name = SegmentName::new("load", 1).unwrap();
     // The store's own segment options (LZ4 on JSON-like values).
-    let opts = seg_config(DiskAccessMode::Auto, 0, 0).segment;
+    let mut opts = seg_config(DiskAccessMode::Auto, 0, 0).segment;
+    if let Some(v) = format {
+        opts.format_version = v;
+    }
     let rules = segstore::FileRules::posix();
     let mut w = SegmentWriter::create(&staging, name.clone(), &opts, &rules).unwrap();
     for &n in sorted {

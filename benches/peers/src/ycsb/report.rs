@@ -134,6 +134,12 @@ pub fn phases(ids: &[&str], phases: &[(Workload, usize)], results: &[Vec<Vec<Pha
         "* fjall journal buffered: `manual_journal_persist(true)`; writes wait in fjall's \
          8 KiB journal buffer in the process, so a kill loses them; not counted as a peer."
     );
+    if ids.contains(&"seg_auto_v3") {
+        println!(
+            "* segstore auto, format 3: `segment.format_version = 3`, the segment format \
+             of records and an index file, beside the default's data blocks."
+        );
+    }
     if ids.contains(&"seg_auto_pread") {
         println!(
             "* segstore auto, data by pread: `memory.auto_data_map_percent = 0`, so `auto` \
