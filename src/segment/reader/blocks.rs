@@ -99,7 +99,7 @@ impl SegmentReader {
     pub(in crate::segment) fn prefetch_block(&self, b: usize, h: u64) {
         let (off, len) = self.meta.summary.block(b);
         let end = off + u64::from(len);
-        self.data.prefetch(end - 1);
+        self.data.prefetch(end.saturating_sub(1));
         self.data
             .prefetch(end.saturating_sub(data_block::STORED_TAIL as u64));
         let m = self.checked[b].load(Ordering::Relaxed).saturating_sub(1) as usize;
