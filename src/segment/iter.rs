@@ -231,7 +231,8 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
 
     /// Let this scan skip the checksum of a mapped data block (format 4 and later) that
     /// a read has checked since the segment was opened, as gets do: for the table's
-    /// reads. Compaction, repair's segment scans and `verify` check every block.
+    /// scans of live rows. Compaction, `Table::scan_cells` (repair), repair's segment
+    /// scans and `verify` check every block.
     pub(crate) fn trusting_checked_blocks(mut self) -> Self {
         if let Some(b) = &mut self.blocks {
             b.trust = true;

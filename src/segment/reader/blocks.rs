@@ -5,7 +5,8 @@
 //! (`crc_check_chance`) where the data is read with `pread` or from the block cache, and
 //! by the first such read of a mapped block (the reader remembers it, as it remembers
 //! format 3's index blocks); the table's scans skip a mapped block checked so, and
-//! compaction, repair's segment scans and `verify` check every block they read.
+//! compaction, `Table::scan_cells` (repair), repair's segment scans and `verify`
+//! check every block they read.
 
 use super::*;
 use crate::format::data_block::{self, DataBlock, Layout};
@@ -86,7 +87,7 @@ impl SegmentReader {
     /// Mapped data block `b`, of `slots` hash slots, passed its checksum: the table's
     /// reads trust it from now on, and gets prefetch its home slots (`prefetch_block`).
     #[inline]
-    pub(in crate::segment) fn mark_block_checked(&self, b: usize, slots: usize) {
+    pub(crate) fn mark_block_checked(&self, b: usize, slots: usize) {
         self.checked[b].store(slots as u32 + 1, Ordering::Relaxed);
     }
 

@@ -179,7 +179,7 @@ impl TableSnap {
             .max_by_key(|&i| segs[i].stats().entry_count)
             .unwrap_or(0);
         let side = MergeIter::new(
-            self.cursors(mems, &bounds, Some(base)),
+            self.cursors(mems, &bounds, Some(base), true),
             TombstonePolicy::Keep,
         );
         ScanSource::Overlay(Box::new(Overlay::new(
@@ -219,7 +219,11 @@ impl TableSnap {
     ) -> Merged {
         let tables: Vec<&Arc<Memtable>> = mems.iter().map(|m| m.memtable()).collect();
         let ranges = range_filter(&tables, &self.view, at, &bounds);
-        let sources = self.cursors(mems, &bounds, None);
+        // Winning cells with their tombstones (`Keep`) are what repair and tools read
+        // (`Table::scan_cells`): they check every block, as compaction does; live rows
+        // (`Hide`) are the table's scans, which trust a checked mapped block as gets do.
+        let trust = !matches!(policy, TombstonePolicy::Keep);
+        let sources = self.cursors(mems, &bounds, None, trust);
         match ranges {
             Some(r) => MergeIter::with_ranges(sources, policy, r),
             None => MergeIter::new(sources, policy),
@@ -227,12 +231,14 @@ impl TableSnap {
     }
 
     /// A cursor per memtable iterator of `mems` and one over `bounds` per segment of
-    /// the view but the one at index `except`.
+    /// the view but the one at index `except`; the segments' skip the checksum of a
+    /// checked mapped block if `trust` (`SegmentIter::trusting_checked_blocks`).
     fn cursors(
         &self,
         mems: Vec<OwnedMemtableIter>,
         bounds: &KeyBounds,
         except: Option<usize>,
+        trust: bool,
     ) -> Vec<BoxedCursor<'static>> {
         let mut sources: Vec<BoxedCursor<'static>> = Vec::new();
         for m in mems {
@@ -241,7 +247,8 @@ impl TableSnap {
         for (i, h) in self.view.segments.iter().enumerate() {
             if Some(i) != except {
                 let it = SegmentIter::with_bounds(h.clone(), bounds.0.clone(), bounds.1.clone());
-                sources.push(Box::new(it.trusting_checked_blocks()));
+                let it = if trust { it.trusting_checked_blocks() } else { it };
+                sources.push(Box::new(it));
             }
         }
         sources
