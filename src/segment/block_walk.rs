@@ -1,4 +1,4 @@
-//! Format 4 scans: [`super::SegmentIter`]'s two ends over data blocks. Each end holds
+//! Block scans (formats 4, 5): [`super::SegmentIter`]'s two ends over data blocks. Each end holds
 //! the block it is in (checked whole when loaded: scans check every checksum), and a
 //! position (block, entry). The front walks entries in order; the back steps down one
 //! entry at a time. The ends meet as in format 3: the front stops before the cell the
@@ -157,7 +157,7 @@ enum Back {
     Exhausted,
 }
 
-/// The state of both ends of a format 4 scan.
+/// The state of both ends of a block scan.
 #[derive(Debug)]
 pub(super) struct BlockWalk {
     /// The front's next position, once found (`None`: find it from `lo`).

@@ -38,7 +38,7 @@ pub struct SegmentWriter {
     index_off: u64,
     /// Format 3: the index block being built.
     block: IndexBlockBuilder,
-    /// Format 4: the data block being built.
+    /// Formats 4, 5: the data block being built.
     cells: BlockBuilder,
     /// The first key of the block (index or data) being built.
     block_first_key: Vec<u8>,
@@ -185,7 +185,7 @@ impl SegmentWriter {
         Ok(())
     }
 
-    /// Format 4: stage the cell in the data block being built.
+    /// Formats 4, 5: stage the cell in the data block being built.
     fn add_to_block(&mut self, r: &RecordRef<'_>, h: u64) {
         if self.cells.is_empty() {
             self.block_first_key.clear();
@@ -213,7 +213,7 @@ impl SegmentWriter {
         Ok(())
     }
 
-    /// Format 4: write the data block being built and enter it in the summary.
+    /// Formats 4, 5: write the data block being built and enter it in the summary.
     fn flush_data_block(&mut self) -> Result<()> {
         if self.cells.is_empty() {
             return Ok(());

@@ -126,7 +126,7 @@ impl SegmentReader {
 }
 
 impl SegmentReader {
-    /// [`Self::verify`] of a format 4 segment: every data block read from the file and
+    /// [`Self::verify`] of a format 4 or 5 segment: every data block read from the file and
     /// checked whole (`DataBlock::verify`), its first key the summary's, keys ascending
     /// across blocks, every key in the filter, and the statistics.
     fn verify_blocks(&self) -> Result<u64> {
