@@ -224,10 +224,9 @@ impl BlockCache {
         if let Some(c) = shard.read().get(&key) {
             return Ok(copy(c, out));
         }
-        self.misses.fetch_add(1, Ordering::Relaxed);
         let c = load()?;
         let done = copy(&c, out);
-        shard.write().insert(key, c);
+        self.insert_loaded(reader, index, c);
         Ok(done)
     }
 
@@ -320,11 +319,8 @@ impl DataCache {
     /// Load chunks `index` and `index + 1` of `file` with one read and keep both (the
     /// second shorter, or absent, at the end of the file).
     fn load_pair(&self, file: &PositionalFile, index: u64) -> Result<()> {
-        let start = index * CHUNK as u64;
-        let n = file.len().saturating_sub(start).min(2 * CHUNK as u64) as usize;
-        let mut bytes = vec![0u8; n];
-        file.read_at(&mut bytes, start)?;
-        let second = bytes.split_off(n.min(CHUNK));
+        let mut bytes = read_chunks(file, index, 2)?;
+        let second = bytes.split_off(bytes.len().min(CHUNK));
         self.cache
             .insert_loaded(self.id, index, bytes.into_boxed_slice());
         if !second.is_empty() {
@@ -347,14 +343,20 @@ impl DataCache {
         let len = out.len();
         self.cache
             .copy_out(self.id, index, at, out, || {
-                let start = index * CHUNK as u64;
-                let n = file.len().saturating_sub(start).min(CHUNK as u64) as usize;
-                let mut bytes = vec![0u8; n].into_boxed_slice();
-                file.read_at(&mut bytes, start)?;
-                Ok::<_, Error>(bytes)
+                read_chunks(file, index, 1).map(Vec::into_boxed_slice)
             })?
             .ok_or_else(|| past_end(file, off, len))
     }
+}
+
+/// `count` chunks of `file` from chunk `index` on, read with one call (fewer at the
+/// file's end, the last one shorter).
+fn read_chunks(file: &PositionalFile, index: u64, count: u64) -> Result<Vec<u8>> {
+    let start = index * CHUNK as u64;
+    let n = file.len().saturating_sub(start).min(count * CHUNK as u64) as usize;
+    let mut bytes = vec![0u8; n];
+    file.read_at(&mut bytes, start)?;
+    Ok(bytes)
 }
 
 #[cold]

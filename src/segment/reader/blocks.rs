@@ -103,12 +103,12 @@ impl SegmentReader {
         self.data.prefetch(end.saturating_sub(1));
         self.data
             .prefetch(end.saturating_sub(data_block::STORED_TAIL as u64));
+        // `checked` holds the slot count + 1 once a read has checked the block.
         let m = self.checked[b].load(Ordering::Relaxed).saturating_sub(1) as usize;
-        if let Some(at) = end.checked_sub((data_block::STORED_TAIL + m) as u64) {
-            if m != 0 {
-                self.data
-                    .prefetch(at + crate::format::home_slot(h, m) as u64);
-            }
+        let slots = end.checked_sub((data_block::STORED_TAIL + m) as u64);
+        if let Some(slots) = slots.filter(|_| m != 0) {
+            self.data
+                .prefetch(slots + crate::format::home_slot(h, m) as u64);
         }
     }
 
