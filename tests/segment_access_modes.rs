@@ -598,11 +598,12 @@ fn case() -> impl Strategy<Value = Case> {
         prop::sample::select(vec![0u32, 1, 10]),
         prop::collection::vec(key(), 0..40),
         prop::collection::vec((bound(), bound()), 0..12),
-        // Every format written: 5 and 4 (data blocks, maybe compressed; 4's blocks keep
-        // only their groups' starts) and 3 (records).
+        // Every format written: 6, 5 and 4 (data blocks, maybe compressed; 6's start on
+        // pages when a block is a page or more; 4's keep only their groups' starts) and
+        // 3 (records).
         (
-            prop::sample::select(vec![3u16, 4, 5]),
-            64usize..400,
+            prop::sample::select(vec![3u16, 4, 5, 6]),
+            prop_oneof![64usize..400, Just(4096)],
             any::<bool>(),
         ),
     )

@@ -1,12 +1,13 @@
 //! Invariant 6 for format 4 segments (data blocks): bad bytes on disk give
 //! `Error::Corrupt` naming the damaged file, never a panic, never another cell.
 //!
-//! Two segments are written once, one with blocks stored as is and one with blocks
-//! LZ4-compressed where that pays; each case damages a copy of one component (flipped
+//! Three segments are written once: one with blocks stored as is, one with blocks
+//! LZ4-compressed where that pays, and one of format 6's page-aligned blocks with zero
+//! padding between most (which `verify` checks); each case damages a copy of one component (flipped
 //! bytes, truncation, growth) and runs `open`, every `get` and a miss beside each, scans
 //! from three places and `verify` in every access mode (`common::corruption`). Every
 //! byte of a format 4 segment is under a checksum (block checksums, the meta's, the
-//! footers'), so open or verify must notice any change, and reads that succeed return
+//! footers') or, padding, checked by `verify`, so open or verify must notice any change, and reads that succeed return
 //! the original cells.
 //!
 //! `PROPTEST_CASES=5000 cargo test --release --test segment_corruption_blocks` runs
@@ -33,14 +34,27 @@ struct Pristine {
     files: [Vec<u8>; 3],
 }
 
-/// The segment written with `compression`: many small blocks, values that compress
-/// (runs of one letter) beside ones that do not.
-fn pristine(compression: Compression) -> &'static Pristine {
+/// Which of the pristine segments a case damages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Blocks stored as they are, of 256 bytes.
+    Raw,
+    /// Blocks LZ4-compressed where that pays.
+    Lz4,
+    /// Blocks of 4 KiB started on pages, most after zero bytes of padding (format 6).
+    Paged,
+}
+
+/// The segment of `shape`: many blocks, values that compress (runs of one letter)
+/// beside ones that do not.
+fn pristine(shape: Shape) -> &'static Pristine {
     static RAW: OnceLock<Pristine> = OnceLock::new();
     static LZ4: OnceLock<Pristine> = OnceLock::new();
-    let cell = match compression {
-        Compression::None => &RAW,
-        Compression::Lz4 => &LZ4,
+    static PAGED: OnceLock<Pristine> = OnceLock::new();
+    let (cell, scale) = match shape {
+        Shape::Raw => (&RAW, 1),
+        Shape::Lz4 => (&LZ4, 1),
+        Shape::Paged => (&PAGED, 12),
     };
     cell.get_or_init(|| {
         let model: Model = (0..150u32)
@@ -51,7 +65,7 @@ fn pristine(compression: Compression) -> &'static Pristine {
                 } else if i % 5 == 0 {
                     Cell::live(b"", i as u64)
                 } else {
-                    let v = format!("v{i}{}", "x".repeat(i as usize % 37 * 3));
+                    let v = format!("v{i}{}", "x".repeat(i as usize % 37 * 3 * scale));
                     Cell::live(v.as_bytes(), i as u64 * 1000)
                 };
                 (k, c)
@@ -60,12 +74,23 @@ fn pristine(compression: Compression) -> &'static Pristine {
         let dir = tempfile::tempdir().unwrap();
         let mut opts = tiny_opts();
         opts.data_block_size = 256;
-        opts.compression = compression;
+        match shape {
+            Shape::Raw => {}
+            Shape::Lz4 => opts.compression = Compression::Lz4,
+            Shape::Paged => (opts.data_block_size, opts.format_version) = (4096, 6),
+        }
         write_segment(dir.path(), &seg_name(), &opts, &model);
         let files = COMPONENTS.map(|c| std::fs::read(component_path(dir.path(), c)).unwrap());
         let m = &files[META];
-        let meta = Meta::decode(&m[..m.len() - FOOTER_LEN], 4).unwrap();
+        let meta = Meta::decode(&m[..m.len() - FOOTER_LEN], opts.format_version).unwrap();
         assert!(meta.summary.len() > 10, "want many data blocks");
+        let gaps = (1..meta.summary.len())
+            .filter(|&b| {
+                let ((off, len), next) = (meta.summary.block(b - 1), meta.summary.block(b).0);
+                off + u64::from(len) != next
+            })
+            .count();
+        assert_eq!(gaps > 0, shape == Shape::Paged, "padding only when paged");
         assert_eq!(
             files[1].len(),
             FOOTER_LEN,
@@ -75,8 +100,8 @@ fn pristine(compression: Compression) -> &'static Pristine {
     })
 }
 
-fn compression() -> impl Strategy<Value = Compression> {
-    prop_oneof![Just(Compression::None), Just(Compression::Lz4)]
+fn shape() -> impl Strategy<Value = Shape> {
+    prop_oneof![Just(Shape::Raw), Just(Shape::Lz4), Just(Shape::Paged)]
 }
 
 fn expect(comp: usize, must_detect: bool, open_fails: bool) -> Expect<'static> {
@@ -91,7 +116,7 @@ fn expect(comp: usize, must_detect: bool, open_fails: bool) -> Expect<'static> {
 
 #[test]
 fn pristine_segments_are_clean_in_every_mode() {
-    for c in [Compression::None, Compression::Lz4] {
+    for c in [Shape::Raw, Shape::Lz4, Shape::Paged] {
         let p = pristine(c);
         for mode in DiskAccessMode::all() {
             let x = Expect {
@@ -107,7 +132,7 @@ fn pristine_segments_are_clean_in_every_mode() {
 /// Compression pays on these values: the LZ4 segment's data is smaller.
 #[test]
 fn compressed_blocks_are_smaller() {
-    let (raw, lz4) = (pristine(Compression::None), pristine(Compression::Lz4));
+    let (raw, lz4) = (pristine(Shape::Raw), pristine(Shape::Lz4));
     assert!(
         lz4.files[0].len() * 10 < raw.files[0].len() * 9,
         "{} vs {}",
@@ -123,7 +148,7 @@ proptest! {
     /// notices, naming that component; reads that succeed return the original cells.
     #[test]
     fn flipped_bytes(
-        c in compression(),
+        c in shape(),
         comp in 0usize..3,
         flips in prop::collection::vec((prop::bool::weighted(0.2), any::<Index>(), 1u8..=255), 1..5),
     ) {
@@ -144,7 +169,7 @@ proptest! {
 
     /// One component truncated to any shorter length: refused at open, before mapping.
     #[test]
-    fn truncated_component(c in compression(), comp in 0usize..3, to in any::<Index>()) {
+    fn truncated_component(c in shape(), comp in 0usize..3, to in any::<Index>()) {
         let p = pristine(c);
         let mut files = p.files.clone();
         let len = to.index(files[comp].len());
@@ -158,7 +183,7 @@ proptest! {
     /// Bytes appended to one component: refused at open.
     #[test]
     fn grown_component(
-        c in compression(),
+        c in shape(),
         comp in 0usize..3,
         extra in prop::collection::vec(any::<u8>(), 1..80),
     ) {

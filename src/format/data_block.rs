@@ -80,6 +80,11 @@ pub const STORED_TAIL: usize = TRAILER + 1 + 4;
 /// (`data_block_size` at most 16 MiB) and one largest cell past it, with room for the
 /// block's index. Larger payloads are stored uncompressed.
 const MAX_RAW_LEN: usize = (1 << 24) + MAX_VALUE_LEN + MAX_KEY_LEN + (1 << 16);
+/// Format 6 may pad the data file with fewer than this many zero bytes before a data
+/// block so that it starts on a page of this size: a block that fits in a page is then
+/// read with one (a fault of a mapped file, a chunk of the block cache) where an
+/// unaligned one straddles two.
+pub const PAGE: u64 = 4096;
 /// A shared length at or past this is written as this plus a varint.
 const SHARED_INLINE: usize = 63;
 

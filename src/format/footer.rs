@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! magic     8 bytes  "SEGSTORE"
-//! version   u16 LE   the format version the file was written in (2 to 5)
+//! version   u16 LE   the format version the file was written in (2 to 6)
 //! kind      u16 LE   1 data, 2 index, 3 meta
 //! count     u64 LE   cells (data), entries (index; 0 from version 4), 0 (meta)
 //! body_len  u64 LE   bytes before the footer (= file length - 32)
@@ -15,11 +15,13 @@ use super::{checksum, read_u16, read_u32, read_u64, Malformed};
 pub const FOOTER_LEN: usize = 32;
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"SEGSTORE";
-/// The newest format version this build reads and writes: 5, data blocks
+/// The newest format version this build reads and writes: 6, data blocks
 /// (`data_block.rs`) that record every entry's start, whose summary is in the meta, and
-/// an index file holding only its footer. Version 4 differs only in its blocks, which
+/// an index file holding only its footer; a block may follow fewer than
+/// `data_block::PAGE` zero bytes that start it on a page. Version 5 differs only in
+/// that its blocks follow each other with no gap; version 4 also in its blocks, which
 /// record their groups' starts (`data_block::Layout`).
-pub const FORMAT_VERSION: u16 = 5;
+pub const FORMAT_VERSION: u16 = 6;
 /// The last format of records and index blocks, which writers still write when
 /// `SegmentOptions::format_version` asks (the default is [`FORMAT_VERSION`]).
 pub const RECORD_FORMAT_VERSION: u16 = 3;

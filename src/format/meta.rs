@@ -18,7 +18,9 @@
 //!
 //! `data_len` and `index_len` are the lengths of the data and index files, footers
 //! included. The summary's blocks follow each other from offset 0 and cover the index
-//! body exactly; their first keys are strictly ascending. With no cells, `min_ts`,
+//! body (to format 3) or the data body (from format 4) exactly, but that from format 6
+//! a data block may follow fewer than `data_block::PAGE` bytes of padding; their first
+//! keys are strictly ascending. With no cells, `min_ts`,
 //! `max_ts` and both keys are zero or empty and there are no blocks.
 //!
 //! The page index (format version 3) is described in `pages.rs`.
@@ -330,8 +332,9 @@ impl Meta {
     }
 
     /// Decode a body (everything before the footer) of format `version` (the footer's),
-    /// checking the checksum, that the summary is ordered and tiles the index file
-    /// exactly, and that the page index is ordered and inside the data body.
+    /// checking the checksum, that the summary is ordered and tiles the file it indexes
+    /// (from format 6 with gaps of less than a page before data blocks), and that the
+    /// page index is ordered and inside the data body.
     pub fn decode(b: &[u8], version: u16) -> Result<Meta, Malformed> {
         if b.len() < 4 {
             return Err(Malformed::new(0, "meta body too short"));
@@ -365,7 +368,10 @@ impl Meta {
             let key = c.bytes("summary key")?;
             let off = c.varint("block offset")?;
             let len = c.varint("block length")?;
-            if off != expect_off || len == 0 || len > u32::MAX as u64 {
+            // Format 6 may pad before a data block to start it on a page.
+            let gap = off.wrapping_sub(expect_off);
+            let padded = version >= 6 && off >= expect_off && gap < super::data_block::PAGE;
+            if (off != expect_off && !padded) || len == 0 || len > u32::MAX as u64 {
                 return Err(Malformed::new(at, format!("index block {i} at {off}+{len} does not follow the previous one (expected offset {expect_off})")));
             }
             if i > 0 && summary.first_key(i - 1) >= key {

@@ -25,9 +25,9 @@
 //! 3. Cached bytes are not trusted: a point read decodes and checks its record from
 //!    them exactly as from a fresh read (`crc_check_chance`; ARCHITECTURE invariant 6),
 //!    so damage on disk is reported on every read of it, cached or not.
-//! 4. Records that span chunks are assembled from their chunks (each cached); a record
-//!    larger than [`CHUNK`] is read straight from the file and not cached, so one huge
-//!    value cannot evict the working set.
+//! 4. Ranges (records, blocks) over two chunks are assembled from both (each cached); a
+//!    range over more than two is read straight from the file and not cached, so one
+//!    huge value cannot evict the working set.
 //! 5. Scans (`SegmentIter`, both directions) and `SegmentReader::verify` read the file
 //!    and neither look in the cache nor fill it (RocksDB's `fill_cache = false` for
 //!    iterators): a scan over a table would otherwise evict every hot chunk for data it
@@ -116,7 +116,7 @@ pub struct BlockCache {
     shards: Box<[Shard]>,
     /// Chunks loaded.
     misses: AtomicU64,
-    /// Point reads of records larger than a chunk, read past the cache.
+    /// Point reads of ranges over more than two chunks, read past the cache.
     bypassed: AtomicU64,
 }
 
@@ -141,7 +141,8 @@ pub struct BlockCacheStats {
     pub hits: u64,
     /// Chunk lookups that read the file (and kept the chunk).
     pub misses: u64,
-    /// Point reads of records larger than a chunk, read from the file and not cached.
+    /// Point reads of ranges over more than two chunks, read from the file and not
+    /// cached.
     pub bypassed: u64,
 }
 
@@ -251,7 +252,7 @@ impl BlockCache {
         (h.rotate_right(32) as usize) & (self.shards.len() - 1)
     }
 
-    /// Count a read that went past the cache (a record larger than a chunk).
+    /// Count a read that went past the cache (a range over more than two chunks).
     pub(crate) fn count_bypass(&self) {
         self.bypassed.fetch_add(1, Ordering::Relaxed);
     }
@@ -274,8 +275,8 @@ impl DataCache {
     }
 
     /// Run `f` over bytes `[off, off+len)` of `file`, copied from cached chunks
-    /// (loading those missing) when the range fits in a chunk or spans two, or read from
-    /// the file past the cache when it is larger than a chunk (invariant 4). The bytes
+    /// (loading those missing) when the range lies in one chunk or two, or read from the
+    /// file past the cache when it spans more (invariant 4). The bytes
     /// are copied into this thread's scratch buffer, so `f` runs with no lock held. The
     /// caller has checked that the range lies in the file.
     #[inline]
@@ -294,7 +295,7 @@ impl DataCache {
                 buf.resize(len, 0);
             }
             let out = &mut buf[..len];
-            if len > CHUNK {
+            if at + len > 2 * CHUNK {
                 self.cache.count_bypass();
                 file.read_at(out, off)?;
             } else if at + len <= CHUNK {
@@ -304,7 +305,8 @@ impl DataCache {
                 // missing: one read loads both, since two reads of neighbouring chunks
                 // look sequential to the kernel, which then reads ahead (a 4 KiB format
                 // 5 block spans two chunks more often than not: 4.3 KiB read per capped
-                // get with one read, 18.1 with two).
+                // get with one read, 18.1 with two; a format 6 block that could not be
+                // padded to a page starts in one chunk and ends in the next).
                 if !self.cache.holds(self.id, first) && !self.cache.holds(self.id, first + 1) {
                     self.load_pair(file, first)?;
                 }

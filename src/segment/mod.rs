@@ -5,6 +5,8 @@
 //! `<table>-<id>-Data.db`, `<table>-<id>-Index.db` and `<table>-<id>-Meta.db`.
 //! The byte formats are in `format` and `docs/format.md`.
 
+#[cfg(test)]
+mod align_tests;
 mod block_cache;
 mod block_walk;
 mod index_cache;

@@ -3,7 +3,7 @@
 
 use super::{
     common_prefix, hash_slots, start_width, verify, zigzag, Compression, Layout, DEFAULT_INTERVAL,
-    MAX_ENTRIES, MAX_RAW_LEN, SHARED_INLINE, TRAILER,
+    MAX_ENTRIES, MAX_RAW_LEN, SHARED_INLINE, STORED_TAIL, TRAILER,
 };
 use crate::format::record::{flags_of, RecordRef, EXPIRES};
 use crate::format::{checksum, varint, MAX_KEY_LEN};
@@ -18,11 +18,21 @@ struct Staged {
     flags: u8,
     expires: u64,
     hash: u64,
+    /// The length shared with the group's head.
+    shared: usize,
+}
+
+/// What an entry takes beside its timestamp delta, and its shared length: see
+/// [`BlockBuilder::stored_len`].
+#[derive(Debug, Clone, Copy)]
+struct EntrySize {
+    shared: usize,
+    fixed: usize,
 }
 
 /// Builds one data block at a time: cells are staged (the block's smallest timestamp
 /// must be known before any is encoded), then [`BlockBuilder::finish`] writes them.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct BlockBuilder {
     interval: usize,
     layout: Layout,
@@ -31,6 +41,12 @@ pub struct BlockBuilder {
     cells: Vec<Staged>,
     payload: Vec<u8>,
     packed: Vec<u8>,
+    /// The staged entries' bytes but for their timestamp deltas.
+    fixed: usize,
+    /// The smallest timestamp staged (the block's base).
+    base_ts: u64,
+    /// The staged entries' timestamp deltas' bytes, from `base_ts`.
+    ts_bytes: usize,
 }
 
 impl Default for BlockBuilder {
@@ -50,6 +66,9 @@ impl BlockBuilder {
             cells: Vec::new(),
             payload: Vec::new(),
             packed: Vec::new(),
+            fixed: 0,
+            base_ts: u64::MAX,
+            ts_bytes: 0,
         }
     }
 
@@ -60,6 +79,10 @@ impl BlockBuilder {
         debug_assert!(!r.key.is_empty() && r.key.len() <= MAX_KEY_LEN);
         debug_assert!(!r.tombstone || r.value.is_empty());
         debug_assert!(self.last_key().is_none_or(|k| k < r.key));
+        let sized = self.size_of(r);
+        let (base_ts, ts_bytes) = self.ts_after(r.ts);
+        (self.base_ts, self.ts_bytes) = (base_ts, ts_bytes);
+        self.fixed += sized.fixed;
         self.keys.extend_from_slice(r.key);
         self.vals.extend_from_slice(r.value);
         self.cells.push(Staged {
@@ -69,7 +92,62 @@ impl BlockBuilder {
             flags: flags_of(r.tombstone, r.expires),
             expires: r.expires,
             hash: h,
+            shared: sized.shared,
         });
+    }
+
+    /// Bytes [`Self::finish`] would append uncompressed for the cells staged: what a
+    /// writer compares with its block size (exact, so it can cut a block at a page).
+    pub fn stored_len(&self) -> usize {
+        self.stored(self.cells.len(), self.fixed + self.ts_bytes)
+    }
+
+    /// [`Self::stored_len`] once `r` is staged too, without staging it.
+    pub fn stored_len_with(&self, r: &RecordRef<'_>) -> usize {
+        let (_, ts_bytes) = self.ts_after(r.ts);
+        self.stored(self.cells.len() + 1, self.fixed + self.size_of(r).fixed + ts_bytes)
+    }
+
+    /// The stored length of `n` entries taking `entries` bytes, uncompressed.
+    fn stored(&self, n: usize, entries: usize) -> usize {
+        if n == 0 {
+            return 0;
+        }
+        let m = hash_slots(n);
+        let table = match self.layout {
+            Layout::Groups => 4 * n.div_ceil(self.interval),
+            Layout::Entries => n * start_width(self.layout, entries + 2 * n + m + TRAILER),
+        };
+        entries + table + m + STORED_TAIL
+    }
+
+    /// How `r` would be encoded as the next entry, but for its timestamp delta.
+    fn size_of(&self, r: &RecordRef<'_>) -> EntrySize {
+        let n = self.cells.len();
+        let shared = if n % self.interval == 0 {
+            0
+        } else {
+            common_prefix(self.key(n - n % self.interval), r.key)
+        };
+        let mut fixed = 1 + varint::len((r.key.len() - shared) as u64);
+        if shared >= SHARED_INLINE {
+            fixed += varint::len((shared - SHARED_INLINE) as u64);
+        }
+        fixed += varint::len(r.value.len() as u64) + r.key.len() - shared + r.value.len();
+        if r.expires != 0 {
+            fixed += varint::len(zigzag(r.expires.wrapping_sub(r.ts) as i64));
+        }
+        EntrySize { shared, fixed }
+    }
+
+    /// The base timestamp and the timestamp deltas' bytes once a cell of `ts` is staged.
+    fn ts_after(&self, ts: u64) -> (u64, usize) {
+        if ts >= self.base_ts {
+            (self.base_ts, self.ts_bytes + varint::len(ts - self.base_ts))
+        } else {
+            let deltas = self.cells.iter().map(|c| varint::len(c.ts - ts)).sum::<usize>();
+            (ts, deltas + 1)
+        }
     }
 
     /// Cells staged.
@@ -124,6 +202,7 @@ impl BlockBuilder {
         self.keys.clear();
         self.vals.clear();
         self.cells.clear();
+        (self.fixed, self.base_ts, self.ts_bytes) = (0, u64::MAX, 0);
         out.len() - start
     }
 
@@ -131,18 +210,11 @@ impl BlockBuilder {
         let n = self.cells.len();
         let base_ts = self.cells.iter().map(|c| c.ts).min().unwrap_or(0);
         let mut starts = Vec::with_capacity(n);
-        let mut head = 0..0;
         for i in 0..n {
             let c = self.cells[i];
             let key = self.key(i);
             starts.push(out.len() as u32);
-            let shared = if i % self.interval == 0 {
-                let start = i.checked_sub(1).map_or(0, |p| self.cells[p].key_end);
-                head = start..c.key_end;
-                0
-            } else {
-                common_prefix(&self.keys[head.clone()], key)
-            };
+            let shared = c.shared;
             let value = self.value(i);
             out.push(c.flags | (shared.min(SHARED_INLINE) as u8) << 2);
             if shared >= SHARED_INLINE {

@@ -18,11 +18,21 @@ fn build(cells: &[Cell], interval: usize, compression: Compression) -> Vec<u8> {
 fn build_in(layout: Layout, cells: &[Cell], interval: usize, compression: Compression) -> Vec<u8> {
     let mut b = BlockBuilder::new(interval, layout);
     for c in cells {
+        // The length a writer cuts blocks by is exact, before and after staging.
+        let with = b.stored_len_with(&c.as_ref());
         b.add(&c.as_ref(), key_hash(&c.key));
+        assert_eq!(b.stored_len(), with);
+        let mut raw = Vec::new();
+        assert_eq!(b.clone().finish(Compression::None, &mut raw), with);
     }
     let mut out = vec![0xaa; 3]; // a block appends after what is there
+    let want = b.stored_len();
     let n = b.finish(compression, &mut out);
     assert_eq!(n, out.len() - 3);
+    if compression == Compression::None {
+        assert_eq!(n, want, "stored_len is what finish appends");
+    }
+    assert_eq!(b.stored_len(), 0);
     assert!(b.is_empty());
     out.split_off(3)
 }

@@ -1,4 +1,4 @@
-//! Formats 4 and 5: point reads through data blocks. The meta's summary lists the data blocks
+//! Formats 4 to 6: point reads through data blocks. The meta's summary lists the data blocks
 //! (first key, offset, length), so a point read costs the filter, a search of the
 //! summary in memory, and one block: its hash slot, its entry's group head, and the
 //! entry. The block's checksum is checked by a point read that checks records
@@ -17,7 +17,7 @@ thread_local! {
 }
 
 impl SegmentReader {
-    /// Whether the segment stores data blocks (formats 4, 5) rather than records.
+    /// Whether the segment stores data blocks (formats 4 to 6) rather than records.
     #[inline]
     pub(crate) fn has_blocks(&self) -> bool {
         self.format >= 4
@@ -29,22 +29,22 @@ impl SegmentReader {
         Layout::of_version(self.format)
     }
 
-    /// Data blocks in the segment (formats 4, 5).
+    /// Data blocks in the segment (formats 4 to 6).
     pub(in crate::segment) fn data_blocks(&self) -> usize {
         self.meta.summary.len()
     }
 
-    /// (offset, length) of data block `b` (formats 4, 5).
+    /// (offset, length) of data block `b` (formats 4 to 6).
     pub(in crate::segment) fn summary_block(&self, b: usize) -> (u64, u32) {
         self.meta.summary.block(b)
     }
 
-    /// The last data block whose first key is at or below `key` (formats 4, 5).
+    /// The last data block whose first key is at or below `key` (formats 4 to 6).
     pub(in crate::segment) fn summary_block_for(&self, key: &[u8]) -> Option<usize> {
         self.meta.summary.block_for(key)
     }
 
-    /// The cell of `key` (`h = key_hash(key)`) in a format 4 or 5 segment, handed to `f`.
+    /// The cell of `key` (`h = key_hash(key)`) in a segment of data blocks, handed to `f`.
     #[inline]
     pub(super) fn get_in_blocks<R>(
         &self,

@@ -126,14 +126,18 @@ impl SegmentReader {
 }
 
 impl SegmentReader {
-    /// [`Self::verify`] of a format 4 or 5 segment: every data block read from the file and
-    /// checked whole (`DataBlock::verify`), its first key the summary's, keys ascending
-    /// across blocks, every key in the filter, and the statistics.
+    /// [`Self::verify`] of a format 4 to 6 segment: every data block read from the file
+    /// and checked whole (`DataBlock::verify`), its first key the summary's, keys
+    /// ascending across blocks, every key in the filter, the statistics, and that the
+    /// padding before a block (format 6) is zeros.
     fn verify_blocks(&self) -> Result<u64> {
         let mut seen = SegmentStats::counting();
         let mut last: Vec<u8> = Vec::new();
+        let mut end = 0u64;
         for b in 0..self.data_blocks() {
-            let (off, _) = self.summary_block(b);
+            let (off, len) = self.summary_block(b);
+            self.check_padding(end, off)?;
+            end = off + u64::from(len);
             let mut problem = None;
             let first = self.meta.summary.first_key(b);
             let mut at_first = true;
@@ -172,6 +176,24 @@ impl SegmentReader {
         seen.max_key = last;
         check_stats(seen, s, &self.meta_path())?;
         Ok(count)
+    }
+}
+
+impl SegmentReader {
+    /// The data bytes from `start` to `end`, padding before a block, are zeros.
+    fn check_padding(&self, start: u64, end: u64) -> Result<()> {
+        if start == end {
+            return Ok(());
+        }
+        let zeros = |gap: &[u8]| Ok(gap.iter().position(|&b| b != 0));
+        match self.data_bytes(start, (end - start) as usize, Via::File, zeros)? {
+            Some(i) => Err(Error::corrupt(
+                self.data.path(),
+                start + i as u64,
+                "padding before a data block is not zeros",
+            )),
+            None => Ok(()),
+        }
     }
 }
 
