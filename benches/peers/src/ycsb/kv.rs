@@ -21,11 +21,13 @@ pub trait Kv: Sync {
 }
 
 /// The systems, in print order.
-pub const IDS: [&str; 11] = [
+pub const IDS: [&str; 13] = [
     "seg_auto",
     "seg_auto_pread",
     "seg_auto_v3",
+    "seg_auto_v5",
     "seg_mmap",
+    "seg_mmap_v5",
     "seg_mmap_index_only",
     "seg_standard",
     "lmdb",
@@ -41,7 +43,9 @@ pub fn label(id: &str) -> &'static str {
         "seg_auto" => "segstore auto (default)",
         "seg_auto_pread" => "segstore auto, data by pread*",
         "seg_auto_v3" => "segstore auto, format 3*",
+        "seg_auto_v5" => "segstore auto, format 5*",
         "seg_mmap" => "segstore mmap",
+        "seg_mmap_v5" => "segstore mmap, format 5*",
         "seg_mmap_index_only" => "segstore mmap_index_only",
         "seg_standard" => "segstore standard",
         "lmdb" => "LMDB (heed, NO_SYNC)",
@@ -61,19 +65,21 @@ pub fn is_peer(id: &str) -> bool {
 }
 
 /// Systems that run only when named: the other `disk_access_mode`s, `auto` without
-/// its data maps, and `auto` writing segment format 3.
-const ONLY_WHEN_NAMED: [&str; 4] = [
+/// its data maps, and earlier segment formats.
+const ONLY_WHEN_NAMED: [&str; 6] = [
     "seg_auto_pread",
     "seg_auto_v3",
+    "seg_auto_v5",
+    "seg_mmap_v5",
     "seg_mmap_index_only",
     "seg_standard",
 ];
 
 /// The segment format system `id` writes, where it is not the store's default (or
-/// `SEGSTORE_FORMAT`'s): `seg_auto_v3` compares format 3 with the default side by side,
-/// rounds interleaved.
+/// `SEGSTORE_FORMAT`'s): an id ending in `_v3` or `_v5` compares that format with the
+/// default side by side, rounds interleaved.
 fn format_of(id: &str) -> Option<u16> {
-    (id == "seg_auto_v3").then_some(3)
+    id.rsplit_once("_v").and_then(|(_, v)| v.parse().ok())
 }
 
 /// The systems to run: `only`'s, or every default one (not [`ONLY_WHEN_NAMED`]).
@@ -112,8 +118,10 @@ fn kind_suffix() -> &'static str {
 pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
     std::fs::create_dir_all(dir).unwrap();
     match id {
-        "seg_auto" | "seg_auto_pread" | "seg_auto_v3" | "seg_mmap" | "seg_mmap_index_only"
-        | "seg_standard" => load_seg(dir, sorted, format_of(id)),
+        "seg_auto" | "seg_auto_pread" | "seg_auto_v3" | "seg_auto_v5" | "seg_mmap"
+        | "seg_mmap_v5" | "seg_mmap_index_only" | "seg_standard" => {
+            load_seg(dir, sorted, format_of(id))
+        }
         "lmdb" => load_lmdb(dir, sorted),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => super::rocks::load(dir, sorted),
@@ -130,13 +138,9 @@ pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
     match id {
         "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto, cache)),
         "seg_auto_pread" => Box::new(Seg::open_with(dir, DiskAccessMode::Auto, cache, 0)),
-        "seg_auto_v3" => {
-            let percent = segstore::MemoryOptions::default().auto_data_map_percent;
-            let mut config = seg_config(DiskAccessMode::Auto, cache, percent);
-            config.segment.format_version = 3;
-            Box::new(Seg::with_config(dir, config))
-        }
+        "seg_auto_v3" | "seg_auto_v5" => Box::new(Seg::in_format(dir, DiskAccessMode::Auto, id, cache)),
         "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap, cache)),
+        "seg_mmap_v5" => Box::new(Seg::in_format(dir, DiskAccessMode::Mmap, id, cache)),
         "seg_mmap_index_only" => Box::new(Seg::open(dir, DiskAccessMode::MmapIndexOnly, cache)),
         "seg_standard" => Box::new(Seg::open(dir, DiskAccessMode::Standard, cache)),
         "lmdb" => Box::new(Lmdb::open(dir)),
@@ -191,6 +195,16 @@ impl Seg {
 
     fn open_with(dir: &Path, mode: DiskAccessMode, cache: usize, auto_data_map_percent: u8) -> Seg {
         Self::with_config(dir, seg_config(mode, cache, auto_data_map_percent))
+    }
+
+    /// `mode` writing the format of `id` ([`format_of`]).
+    fn in_format(dir: &Path, mode: DiskAccessMode, id: &str, cache: usize) -> Seg {
+        let percent = segstore::MemoryOptions::default().auto_data_map_percent;
+        let mut config = seg_config(mode, cache, percent);
+        if let Some(v) = format_of(id) {
+            config.segment.format_version = v;
+        }
+        Self::with_config(dir, config)
     }
 
     fn with_config(dir: &Path, config: segstore::Config) -> Seg {

@@ -140,6 +140,12 @@ pub fn phases(ids: &[&str], phases: &[(Workload, usize)], results: &[Vec<Vec<Pha
              of records and an index file, beside the default's data blocks."
         );
     }
+    if ids.contains(&"seg_auto_v5") || ids.contains(&"seg_mmap_v5") {
+        println!(
+            "* segstore, format 5: `segment.format_version = 5`, data blocks that follow \
+             each other with no padding, beside the default's blocks started on pages."
+        );
+    }
     if ids.contains(&"seg_auto_pread") {
         println!(
             "* segstore auto, data by pread: `memory.auto_data_map_percent = 0`, so `auto` \
