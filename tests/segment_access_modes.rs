@@ -604,7 +604,7 @@ fn case() -> impl Strategy<Value = Case> {
         (
             prop::sample::select(vec![3u16, 4, 5, 6]),
             prop_oneof![64usize..400, Just(4096)],
-            any::<bool>(),
+            0u8..3,
         ),
     )
         .prop_map(
@@ -613,9 +613,12 @@ fn case() -> impl Strategy<Value = Case> {
                 opts.index_block_size = index_block_size;
                 opts.filter_bits_per_key = filter_bits_per_key;
                 (opts.format_version, opts.data_block_size) = (format.0, format.1);
-                if format.2 {
-                    opts.compression = segstore::Compression::Lz4;
-                }
+                // 1: LZ4; 2: zstd where the format holds it (6), else LZ4.
+                opts.compression = match format.2 {
+                    0 => segstore::Compression::None,
+                    2 if format.0 >= 6 => segstore::Compression::Zstd,
+                    _ => segstore::Compression::Lz4,
+                };
                 (model, opts, gets, scans)
             },
         )

@@ -1,8 +1,8 @@
 //! Invariant 6 for format 4 segments (data blocks): bad bytes on disk give
 //! `Error::Corrupt` naming the damaged file, never a panic, never another cell.
 //!
-//! Three segments are written once: one with blocks stored as is, one with blocks
-//! LZ4-compressed where that pays, and one of format 6's page-aligned blocks with zero
+//! Four segments are written once: one with blocks stored as is, one each with blocks
+//! LZ4- and zstd-compressed where that pays, and one of format 6's page-aligned blocks with zero
 //! padding between most (which `verify` checks); each case damages a copy of one component (flipped
 //! bytes, truncation, growth) and runs `open`, every `get` and a miss beside each, scans
 //! from three places and `verify` in every access mode (`common::corruption`). Every
@@ -41,6 +41,8 @@ enum Shape {
     Raw,
     /// Blocks LZ4-compressed where that pays.
     Lz4,
+    /// Blocks zstd-compressed where that pays (format 6).
+    Zstd,
     /// Blocks of 4 KiB started on pages, most after zero bytes of padding (format 6).
     Paged,
 }
@@ -51,9 +53,11 @@ fn pristine(shape: Shape) -> &'static Pristine {
     static RAW: OnceLock<Pristine> = OnceLock::new();
     static LZ4: OnceLock<Pristine> = OnceLock::new();
     static PAGED: OnceLock<Pristine> = OnceLock::new();
+    static ZSTD: OnceLock<Pristine> = OnceLock::new();
     let (cell, scale) = match shape {
         Shape::Raw => (&RAW, 1),
         Shape::Lz4 => (&LZ4, 1),
+        Shape::Zstd => (&ZSTD, 1),
         Shape::Paged => (&PAGED, 12),
     };
     cell.get_or_init(|| {
@@ -77,6 +81,7 @@ fn pristine(shape: Shape) -> &'static Pristine {
         match shape {
             Shape::Raw => {}
             Shape::Lz4 => opts.compression = Compression::Lz4,
+            Shape::Zstd => opts.compression = Compression::Zstd,
             Shape::Paged => (opts.data_block_size, opts.format_version) = (4096, 6),
         }
         write_segment(dir.path(), &seg_name(), &opts, &model);
@@ -101,7 +106,12 @@ fn pristine(shape: Shape) -> &'static Pristine {
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
-    prop_oneof![Just(Shape::Raw), Just(Shape::Lz4), Just(Shape::Paged)]
+    prop_oneof![
+        Just(Shape::Raw),
+        Just(Shape::Lz4),
+        Just(Shape::Zstd),
+        Just(Shape::Paged)
+    ]
 }
 
 fn expect(comp: usize, must_detect: bool, open_fails: bool) -> Expect<'static> {
@@ -116,7 +126,7 @@ fn expect(comp: usize, must_detect: bool, open_fails: bool) -> Expect<'static> {
 
 #[test]
 fn pristine_segments_are_clean_in_every_mode() {
-    for c in [Shape::Raw, Shape::Lz4, Shape::Paged] {
+    for c in [Shape::Raw, Shape::Lz4, Shape::Zstd, Shape::Paged] {
         let p = pristine(c);
         for mode in DiskAccessMode::all() {
             let x = Expect {
@@ -132,13 +142,16 @@ fn pristine_segments_are_clean_in_every_mode() {
 /// Compression pays on these values: the LZ4 segment's data is smaller.
 #[test]
 fn compressed_blocks_are_smaller() {
-    let (raw, lz4) = (pristine(Shape::Raw), pristine(Shape::Lz4));
-    assert!(
-        lz4.files[0].len() * 10 < raw.files[0].len() * 9,
-        "{} vs {}",
-        lz4.files[0].len(),
-        raw.files[0].len()
-    );
+    let raw = pristine(Shape::Raw);
+    for c in [Shape::Lz4, Shape::Zstd] {
+        let packed = pristine(c);
+        assert!(
+            packed.files[0].len() * 10 < raw.files[0].len() * 9,
+            "{c:?}: {} vs {}",
+            packed.files[0].len(),
+            raw.files[0].len()
+        );
+    }
 }
 
 proptest! {

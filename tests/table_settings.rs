@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use segstore::lifecycle::Manifest;
-use segstore::{Config, Error, Store, TableConfig};
+use segstore::{Compression, Config, Error, Store, TableConfig};
 
 fn config() -> Config {
     let mut c = Config::default();
@@ -187,4 +187,95 @@ fn a_manifest_with_bad_settings_fails_the_open_naming_it() {
     }
     store.close().unwrap();
     assert!(Path::new(&path).exists(), "nothing deleted");
+}
+
+/// Data bytes of `table`'s newest segment, and its key count.
+fn newest_segment(store: &Store, table: &str) -> (u64, u64) {
+    let t = store.table(table).unwrap();
+    let view = t.segments().view();
+    let s = view
+        .segments
+        .iter()
+        .max_by_key(|h| h.name().id)
+        .unwrap()
+        .stats();
+    (s.data_len, s.entry_count)
+}
+
+/// A JSON-like value: compressible, as a document store's rows are.
+fn doc(i: u32) -> Vec<u8> {
+    format!(r#"{{"id":{i},"name":"user{i}","email":"user{i}@example.com","tags":["a","b"]}}"#)
+        .repeat(2)
+        .into_bytes()
+}
+
+fn fill(store: &Store, table: &str, keys: std::ops::Range<u32>) {
+    let t = store.table(table).unwrap();
+    for i in keys {
+        t.put(i.to_be_bytes(), doc(i)).unwrap();
+    }
+    t.flush().unwrap();
+}
+
+/// Compression per table (issue 19 item 6): a table's own `compression` decides how
+/// its flushes write, beside tables that follow the store's; `set_table_config` changes
+/// it for the next flush; a reopen keeps it; a format that cannot hold zstd refuses it.
+#[test]
+fn each_table_writes_its_own_compression() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), config()).unwrap();
+    let with = |c| {
+        let mut t = TableConfig::default();
+        t.background_compaction = false;
+        t.compression = Some(c);
+        t
+    };
+    store.table_with("lz4", with(Compression::Lz4)).unwrap();
+    store.table_with("zstd", with(Compression::Zstd)).unwrap();
+    for t in ["plain", "lz4", "zstd"] {
+        fill(&store, t, 0..2_000);
+    }
+    let [plain, lz4, zstd] = ["plain", "lz4", "zstd"].map(|t| newest_segment(&store, t).0);
+    assert!(lz4 * 2 < plain, "lz4 {lz4} against none {plain}");
+    assert!(zstd < lz4, "zstd {zstd} against lz4 {lz4}");
+    for t in ["plain", "lz4", "zstd"] {
+        let table = store.table(t).unwrap();
+        for i in (0..2_000u32).step_by(7) {
+            let got = table.get(i.to_be_bytes()).unwrap();
+            assert_eq!(got.as_deref(), Some(&doc(i)[..]), "{t} {i}");
+        }
+    }
+    // Back to the store's (none) from the next flush on; kept across a reopen.
+    let mut back = with(Compression::None);
+    back.compression = None;
+    store.set_table_config("zstd", back.clone()).unwrap();
+    fill(&store, "zstd", 2_000..4_000);
+    let (bytes, keys) = newest_segment(&store, "zstd");
+    assert_eq!(keys, 2_000);
+    assert!(
+        bytes > plain * 9 / 10,
+        "{bytes} against {plain} uncompressed"
+    );
+    store.close().unwrap();
+    let store = Store::open(dir.path(), config()).unwrap();
+    assert_eq!(store.table("zstd").unwrap().config().compression, None);
+    assert_eq!(
+        store.table("lz4").unwrap().config().compression,
+        Some(Compression::Lz4)
+    );
+    let table = store.table("zstd").unwrap();
+    let got = table.get(7u32.to_be_bytes()).unwrap();
+    assert_eq!(got.as_deref(), Some(&doc(7)[..]));
+    drop(table);
+    store.close().unwrap();
+    // Format 5 blocks cannot hold zstd: refused, naming the setting.
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config();
+    c.segment.format_version = 5;
+    let store = Store::open(dir.path(), c).unwrap();
+    match store.table_with("t", with(Compression::Zstd)) {
+        Err(Error::InvalidConfig { setting, .. }) => assert_eq!(setting, "compression"),
+        other => panic!("zstd in format 5: {other:?}"),
+    }
+    store.close().unwrap();
 }

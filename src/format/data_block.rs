@@ -9,7 +9,7 @@
 //! stored block:
 //!   payload     the bytes below, or their LZ4 block compression
 //!   [raw_len    u32 LE   payload length: only when compressed]
-//!   compression u8       0 none, 1 LZ4 (lz4_flex's block format)
+//!   compression u8       0 none, 1 LZ4 (lz4_flex's block format), 2 zstd (format 6)
 //!   crc         u32 LE   crc32c of everything above in this block
 //!
 //! payload:
@@ -64,6 +64,7 @@ mod build;
 #[cfg(test)]
 mod tests;
 mod verify;
+mod zstd_block;
 
 pub use build::{pack, BlockBuilder};
 
@@ -124,6 +125,7 @@ impl Compression {
         match self {
             Compression::None => 0,
             Compression::Lz4 => 1,
+            Compression::Zstd => 2,
         }
     }
 }
@@ -171,7 +173,8 @@ pub fn unpack_with<'a>(
     }
     match stored[len - 5] {
         0 => Ok(&stored[..len - 5]),
-        1 => decompress(&stored[..len - 5], buf),
+        1 => decompress(&stored[..len - 5], buf, Compression::Lz4),
+        2 => decompress(&stored[..len - 5], buf, Compression::Zstd),
         c => Err(Malformed::new(
             len as u64 - 5,
             format!("unknown data block compression {c}"),
@@ -179,18 +182,31 @@ pub fn unpack_with<'a>(
     }
 }
 
-fn decompress<'a>(b: &[u8], buf: &'a mut Vec<u8>) -> Result<&'a [u8], Malformed> {
+fn decompress<'a>(
+    b: &[u8],
+    buf: &'a mut Vec<u8>,
+    how: Compression,
+) -> Result<&'a [u8], Malformed> {
     let Some(at) = b.len().checked_sub(4) else {
         return Err(Malformed::new(0, "compressed data block without its length"));
     };
     let raw = read_u32(b, at).unwrap_or(0) as usize;
-    // LZ4 expands at most 255-fold: a larger claim is damage, not worth allocating.
-    if raw > MAX_RAW_LEN || raw > at.saturating_mul(255).saturating_add(16) {
+    // LZ4 expands at most 255-fold, zstd about 32,000-fold: a larger claim is damage,
+    // not worth allocating.
+    let most = match how {
+        Compression::Zstd => at.saturating_mul(1 << 15),
+        _ => at.saturating_mul(255),
+    };
+    if raw > MAX_RAW_LEN || raw > most.saturating_add(16) {
         return Err(Malformed::new(at as u64, format!("block of {raw} bytes")));
     }
     buf.clear();
     buf.resize(raw, 0);
-    match lz4_flex::block::decompress_into(&b[..at], buf) {
+    let got = match how {
+        Compression::Zstd => zstd_block::decompress(&b[..at], buf),
+        _ => lz4_flex::block::decompress_into(&b[..at], buf).map_err(|e| e.to_string()),
+    };
+    match got {
         Ok(got) if got == raw => Ok(&buf[..]),
         Ok(got) => Err(Malformed::new(
             0,
@@ -198,7 +214,7 @@ fn decompress<'a>(b: &[u8], buf: &'a mut Vec<u8>) -> Result<&'a [u8], Malformed>
         )),
         Err(e) => Err(Malformed::new(
             0,
-            format!("LZ4 block does not decompress to its {raw} bytes: {e}"),
+            format!("{how:?} block does not decompress to its {raw} bytes: {e}"),
         )),
     }
 }

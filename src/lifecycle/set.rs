@@ -18,7 +18,7 @@ use super::deleter::Deleter;
 use super::handle::{LeakTracker, Segment, SegmentHandle};
 use super::manifest::Manifest;
 use super::view::{View, ViewCell};
-use crate::config::{ResolvedModes, SegmentOptions};
+use crate::config::{Compression, ResolvedModes, SegmentOptions};
 use crate::error::{Error, Result};
 use crate::segment::{Component, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
 
@@ -161,6 +161,12 @@ impl SegmentSet {
     /// Start writing a new segment under a fresh id (ids are never reused, even if the
     /// writer is abandoned).
     pub fn writer(&self) -> Result<SegmentWriter> {
+        self.writer_with(None)
+    }
+
+    /// [`SegmentSet::writer`] storing data blocks with `compression` where it names one
+    /// (a table's own setting), else the store's.
+    pub fn writer_with(&self, compression: Option<Compression>) -> Result<SegmentWriter> {
         let name = {
             let mut m = self.manifest.lock();
             // Under the manifest lock: no id is handed out after a freeze.
@@ -169,7 +175,8 @@ impl SegmentSet {
             m.next_id += 1;
             SegmentName::new(&self.table, id)?
         };
-        SegmentWriter::create(&self.dir, name, &self.opts.segment, self.deleter.rules())
+        let opts = self.opts.segment.for_table(compression);
+        SegmentWriter::create(&self.dir, name, &opts, self.deleter.rules())
     }
 
     /// Add published segments to the table.

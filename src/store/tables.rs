@@ -57,6 +57,13 @@ impl Store {
         self.lsm.ctx().clock.set_expiry_now(micros);
     }
 
+    /// `config`'s checks, and that the store's segment format can hold its
+    /// compression.
+    fn check_table_config(&self, config: &TableConfig) -> Result<()> {
+        config.validate()?;
+        self.config.segment.for_table(config.compression).validate()
+    }
+
     /// The LSM table `name` with its own settings, creating it if it does not exist:
     /// `gc_grace`, memtable size, compaction settings... ([`TableConfig`]), so that a
     /// Raft log (`gc_grace` 0) and user data (10 days) share one store. The settings
@@ -73,7 +80,7 @@ impl Store {
     /// settings would have to be persisted.
     pub fn table_with(&self, name: &str, config: TableConfig) -> Result<Arc<Table>> {
         let _op = self.check_open()?;
-        config.validate()?;
+        self.check_table_config(&config)?;
         let set = self.opener().open_set(name)?;
         let manifest = manifest_path(&self.dir, name);
         {
@@ -102,7 +109,7 @@ impl Store {
     /// [`TableConfig::validate`].
     pub fn set_table_config(&self, name: &str, config: TableConfig) -> Result<()> {
         let _op = self.check_writable()?;
-        config.validate()?;
+        self.check_table_config(&config)?;
         validate_name("table", name)?;
         let _ddl = self.ddl.lock();
         let set = self.registry.set(name).ok_or_else(|| Error::NotFound {

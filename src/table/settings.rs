@@ -14,18 +14,21 @@
 //! (`size_tiered` or `leveled`), `compaction_target_segment_size`,
 //! `compaction_l0_trigger`, `compaction_base_level_size`,
 //! `compaction_level_multiplier`, `compaction_write_bytes_per_sec`; since TTL,
-//! `default_ttl_secs` (missing: 0, no default TTL). A missing (of the
+//! `default_ttl_secs` (missing: 0, no default TTL); since per-table compression,
+//! `compression` (`default`: the store's `segment.compression`, or `none`, `lz4`,
+//! `zstd`; missing: `default`). A missing (of the
 //! first nine), unknown or malformed key, or settings that fail
 //! [`TableConfig::validate`], make the manifest `Corrupt`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::config::Compression;
 use crate::error::{Error, Result};
 use crate::table::{CompactionConfig, CompactionStrategy, TableConfig};
 
 /// The keys every settings manifest holds, then [`LATER`]'s.
-const KEYS: [&str; 16] = [
+const KEYS: [&str; 17] = [
     "memtable_flush_bytes",
     "max_frozen_memtables",
     "gc_grace_secs",
@@ -42,6 +45,7 @@ const KEYS: [&str; 16] = [
     "compaction_level_multiplier",
     "compaction_write_bytes_per_sec",
     "default_ttl_secs",
+    "compression",
 ];
 
 /// [`KEYS`] from this index on may be missing (manifests written before them).
@@ -67,8 +71,19 @@ pub fn encode(c: &TableConfig) -> BTreeMap<String, String> {
         k.level_multiplier.to_string(),
         k.write_bytes_per_sec.to_string(),
         c.default_ttl_secs.to_string(),
+        compression_text(c.compression).to_string(),
     ];
     KEYS.iter().map(|k| k.to_string()).zip(values).collect()
+}
+
+/// A table's `compression` as its manifest line writes it.
+fn compression_text(c: Option<Compression>) -> &'static str {
+    match c {
+        None => "default",
+        Some(Compression::None) => "none",
+        Some(Compression::Lz4) => "lz4",
+        Some(Compression::Zstd) => "zstd",
+    }
 }
 
 /// The settings a manifest's lines hold (`None`: none), `manifest` naming the file in
@@ -90,6 +105,7 @@ pub fn decode(manifest: &Path, lines: &BTreeMap<String, String>) -> Result<Optio
         defaults.level_multiplier.to_string(),
         defaults.write_bytes_per_sec.to_string(),
         "0".to_string(),
+        "default".to_string(),
     ];
     let text = |i: usize| match lines.get(KEYS[i]) {
         Some(v) => Ok(v),
@@ -119,7 +135,15 @@ pub fn decode(manifest: &Path, lines: &BTreeMap<String, String>) -> Result<Optio
         "leveled" => CompactionStrategy::Leveled,
         v => return Err(bad(format!("compaction_strategy {v:?}"))),
     };
+    let compression = match text(16)?.as_str() {
+        "default" => None,
+        "none" => Some(Compression::None),
+        "lz4" => Some(Compression::Lz4),
+        "zstd" => Some(Compression::Zstd),
+        v => return Err(bad(format!("compression {v:?}"))),
+    };
     let c = TableConfig {
+        compression,
         memtable_flush_bytes: size(0)?,
         max_frozen_memtables: size(1)?,
         gc_grace_secs: int(2)?,
@@ -154,6 +178,7 @@ mod tests {
             gc_grace_secs: 0,
             background_compaction: false,
             default_ttl_secs: 3600,
+            compression: Some(Compression::Zstd),
             compaction: CompactionConfig {
                 min_threshold: 2,
                 max_threshold: 7,
@@ -192,6 +217,7 @@ mod tests {
         assert_eq!(c.compaction.target_segment_size, 64 << 20);
         assert_eq!(c.compaction.min_threshold, 2);
         assert_eq!(c.default_ttl_secs, 0);
+        assert_eq!(c.compression, None);
         let mut lines = encode(&odd());
         lines.insert("compaction_strategy".into(), "tiered".into());
         assert!(decode(path, &lines)

@@ -257,26 +257,26 @@ impl BlockBuilder {
 /// (`scratch` holds the compressed bytes meanwhile).
 pub fn pack(payload: &[u8], compression: Compression, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
     let start = out.len();
-    let compressed = match compression {
-        Compression::None => false,
-        Compression::Lz4 if payload.len() > MAX_RAW_LEN => false,
+    let len = match compression {
+        Compression::None => None,
+        _ if payload.len() > MAX_RAW_LEN => None,
         Compression::Lz4 => {
             scratch.resize(lz4_flex::block::get_maximum_output_size(payload.len()), 0);
-            match lz4_flex::block::compress_into(payload, scratch) {
-                Ok(len) if len < payload.len() - payload.len() / 8 => {
-                    out.extend_from_slice(&scratch[..len]);
-                    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-                    true
-                }
-                _ => false,
-            }
+            lz4_flex::block::compress_into(payload, scratch).ok()
         }
+        Compression::Zstd => super::zstd_block::compress(payload, scratch).then_some(scratch.len()),
     };
-    let code = if compressed {
-        Compression::Lz4.code()
-    } else {
-        out.extend_from_slice(payload);
-        Compression::None.code()
+    let code = match len {
+        // Kept only when it shrinks the block by an eighth or more.
+        Some(len) if len < payload.len() - payload.len() / 8 => {
+            out.extend_from_slice(&scratch[..len]);
+            out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            compression.code()
+        }
+        _ => {
+            out.extend_from_slice(payload);
+            Compression::None.code()
+        }
     };
     out.push(code);
     let crc = checksum(&out[start..]);

@@ -138,10 +138,13 @@ proptest! {
     fn blocks_give_back_their_cells(
         cells in cells(),
         interval in 1usize..20,
-        lz4: bool,
+        compression in prop_oneof![
+            Just(Compression::None),
+            Just(Compression::Lz4),
+            Just(Compression::Zstd),
+        ],
         layout in prop_oneof![Just(Layout::Entries), Just(Layout::Groups)],
     ) {
-        let compression = if lz4 { Compression::Lz4 } else { Compression::None };
         check_block_in(layout, &cells, &build_in(layout, &cells, interval, compression))?;
     }
 
@@ -197,30 +200,37 @@ fn every_stored_byte_is_checked() {
 }
 
 #[test]
-fn lz4_shrinks_what_compresses_and_leaves_the_rest() {
+fn lz4_and_zstd_shrink_what_compresses_and_leave_the_rest() {
     let json = ycsb_cells(30, 100, true);
     let raw = build(&json, 16, Compression::None);
     let lz4 = build(&json, 16, Compression::Lz4);
     assert_eq!(lz4[lz4.len() - 5], 1, "stored compressed");
     assert!(lz4.len() * 3 < raw.len(), "{} vs {}", lz4.len(), raw.len());
+    let zstd = build(&json, 16, Compression::Zstd);
+    assert_eq!(zstd[zstd.len() - 5], 2, "stored compressed");
+    assert!(zstd.len() < lz4.len(), "{} vs {}", zstd.len(), lz4.len());
     let random = ycsb_cells(30, 100, false);
-    let stored = build(&random, 16, Compression::Lz4);
-    assert_eq!(stored[stored.len() - 5], 0, "random values stay uncompressed");
-    assert_eq!(stored, build(&random, 16, Compression::None));
+    for c in [Compression::Lz4, Compression::Zstd] {
+        let stored = build(&random, 16, c);
+        assert_eq!(stored[stored.len() - 5], 0, "{c:?}: random values stay as they are");
+        assert_eq!(stored, build(&random, 16, Compression::None));
+    }
 }
 
 #[test]
 fn a_compressed_block_checks_its_length() {
     let json = ycsb_cells(30, 100, true);
-    let mut lz4 = build(&json, 16, Compression::Lz4);
-    let len_at = lz4.len() - 9;
-    lz4[len_at] ^= 1; // the raw length, then the checksum made right again
-    let crc_at = lz4.len() - 4;
-    let crc = crate::format::checksum(&lz4[..crc_at]);
-    lz4[crc_at..].copy_from_slice(&crc.to_le_bytes());
-    let mut buf = Vec::new();
-    let err = unpack(&lz4, &mut buf).expect_err("a wrong length is refused");
-    assert!(err.reason.contains("decompress"), "{}", err.reason);
+    for c in [Compression::Lz4, Compression::Zstd] {
+        let mut stored = build(&json, 16, c);
+        let len_at = stored.len() - 9;
+        stored[len_at] ^= 1; // the raw length, then the checksum made right again
+        let crc_at = stored.len() - 4;
+        let crc = crate::format::checksum(&stored[..crc_at]);
+        stored[crc_at..].copy_from_slice(&crc.to_le_bytes());
+        let mut buf = Vec::new();
+        let err = unpack(&stored, &mut buf).expect_err("a wrong length is refused");
+        assert!(err.reason.contains("decompress"), "{c:?}: {}", err.reason);
+    }
 }
 
 /// What a block saves over format 3 on the YCSB runner's cells (16-byte keys, 100-byte

@@ -306,6 +306,7 @@ impl Table {
             placement.target,
             ranges,
             config.compaction.write_bytes_per_sec,
+            config.compression,
         );
         let policy = TombstonePolicy::DropOlderThan(cutoff);
         for e in MergeIter::with_ranges(sources, policy, range_filter) {

@@ -38,6 +38,12 @@ pub struct TableConfig {
     /// `default_ttl = "7d"`.
     #[serde(rename = "default_ttl", with = "ttl_text")]
     pub default_ttl_secs: u64,
+    /// How this table's new segments store their data blocks (`"none"`, `"lz4"`,
+    /// `"zstd"`); `None`, the default, follows the store's `segment.compression`. Flushes
+    /// and compactions from the change on write it; segments already written keep
+    /// theirs until compaction rewrites them. Zstd needs `segment.format_version` 6 or
+    /// later (checked when the table's settings are given).
+    pub compression: Option<crate::config::Compression>,
 }
 
 /// `gc_grace` in a configuration file: duration text in whole seconds (written in the
@@ -122,6 +128,7 @@ impl Default for TableConfig {
             gc_grace_secs: 864_000,
             background_compaction: true,
             default_ttl_secs: 0,
+            compression: None,
         }
     }
 }

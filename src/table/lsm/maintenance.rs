@@ -94,7 +94,7 @@ impl Table {
                     Ok(()) | Err(Error::Poisoned(_)) => {}
                     Err(e) => return Err(e),
                 }
-                let mut w = self.set.writer()?;
+                let mut w = self.set.writer_with(self.config().compression)?;
                 let name = w.name().clone();
                 for e in mt.iter() {
                     w.add_expiring(&e.key, &e.value, e.ts, e.tombstone, e.expires)?;

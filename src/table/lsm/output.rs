@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::config::Compression;
 use crate::error::Result;
 use crate::format::ranges::{RangeTombstone, RangeTombstones};
 use crate::lifecycle::SegmentSet;
@@ -56,6 +57,8 @@ pub(super) struct Outputs<'a> {
     done: Vec<SegmentName>,
     /// The rate limit, bytes per second (0: none).
     rate: u64,
+    /// The table's own compression, if it names one.
+    compression: Option<Compression>,
     started: Instant,
     written: u64,
 }
@@ -67,6 +70,7 @@ impl<'a> Outputs<'a> {
         target: Option<u64>,
         ranges: RangeTombstones,
         rate: u64,
+        compression: Option<Compression>,
     ) -> Self {
         Outputs {
             set,
@@ -76,6 +80,7 @@ impl<'a> Outputs<'a> {
             lo: vec![0],
             done: Vec::new(),
             rate,
+            compression,
             started: Instant::now(),
             written: 0,
         }
@@ -95,7 +100,7 @@ impl<'a> Outputs<'a> {
         let (key, value, ts, tombstone) = (c.key, c.value, c.ts, c.tombstone);
         let w = match &mut self.writer {
             Some(w) => w,
-            None => self.writer.insert(self.set.writer()?),
+            None => self.writer.insert(self.set.writer_with(self.compression)?),
         };
         let before = w.data_bytes();
         w.add_expiring(key, value, ts, tombstone, c.expires)?;
@@ -116,7 +121,7 @@ impl<'a> Outputs<'a> {
         };
         let ranges = clip(&self.ranges, &span);
         if self.writer.is_none() && !ranges.is_empty() {
-            self.writer = Some(self.set.writer()?);
+            self.writer = Some(self.set.writer_with(self.compression)?);
         }
         if let Some(mut w) = self.writer.take() {
             w.add_range_tombstones(&ranges)?;

@@ -21,11 +21,12 @@ pub trait Kv: Sync {
 }
 
 /// The systems, in print order.
-pub const IDS: [&str; 13] = [
+pub const IDS: [&str; 14] = [
     "seg_auto",
     "seg_auto_pread",
     "seg_auto_v3",
     "seg_auto_v5",
+    "seg_auto_zstd",
     "seg_mmap",
     "seg_mmap_v5",
     "seg_mmap_index_only",
@@ -44,6 +45,7 @@ pub fn label(id: &str) -> &'static str {
         "seg_auto_pread" => "segstore auto, data by pread*",
         "seg_auto_v3" => "segstore auto, format 3*",
         "seg_auto_v5" => "segstore auto, format 5*",
+        "seg_auto_zstd" => "segstore auto, zstd*",
         "seg_mmap" => "segstore mmap",
         "seg_mmap_v5" => "segstore mmap, format 5*",
         "seg_mmap_index_only" => "segstore mmap_index_only",
@@ -66,10 +68,11 @@ pub fn is_peer(id: &str) -> bool {
 
 /// Systems that run only when named: the other `disk_access_mode`s, `auto` without
 /// its data maps, and earlier segment formats.
-const ONLY_WHEN_NAMED: [&str; 6] = [
+const ONLY_WHEN_NAMED: [&str; 7] = [
     "seg_auto_pread",
     "seg_auto_v3",
     "seg_auto_v5",
+    "seg_auto_zstd",
     "seg_mmap_v5",
     "seg_mmap_index_only",
     "seg_standard",
@@ -120,8 +123,9 @@ pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
     match id {
         "seg_auto" | "seg_auto_pread" | "seg_auto_v3" | "seg_auto_v5" | "seg_mmap"
         | "seg_mmap_v5" | "seg_mmap_index_only" | "seg_standard" => {
-            load_seg(dir, sorted, format_of(id))
+            load_seg(dir, sorted, format_of(id), None)
         }
+        "seg_auto_zstd" => load_seg(dir, sorted, None, Some(segstore::Compression::Zstd)),
         "lmdb" => load_lmdb(dir, sorted),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => super::rocks::load(dir, sorted),
@@ -139,6 +143,12 @@ pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
         "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto, cache)),
         "seg_auto_pread" => Box::new(Seg::open_with(dir, DiskAccessMode::Auto, cache, 0)),
         "seg_auto_v3" | "seg_auto_v5" => Box::new(Seg::in_format(dir, DiskAccessMode::Auto, id, cache)),
+        "seg_auto_zstd" => {
+            let percent = segstore::MemoryOptions::default().auto_data_map_percent;
+            let mut config = seg_config(DiskAccessMode::Auto, cache, percent);
+            config.segment.compression = segstore::Compression::Zstd;
+            Box::new(Seg::with_config(dir, config))
+        }
         "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap, cache)),
         "seg_mmap_v5" => Box::new(Seg::in_format(dir, DiskAccessMode::Mmap, id, cache)),
         "seg_mmap_index_only" => Box::new(Seg::open(dir, DiskAccessMode::MmapIndexOnly, cache)),
@@ -218,7 +228,12 @@ impl Seg {
 /// `SegmentWriter` beside the store, adopted with `Table::ingest` (verified, linked in,
 /// made durable), then the writer's own files deleted and the store closed. The table
 /// is then one segment, as a full compaction would leave it.
-fn load_seg(dir: &Path, sorted: &[u64], format: Option<u16>) {
+fn load_seg(
+    dir: &Path,
+    sorted: &[u64],
+    format: Option<u16>,
+    compression: Option<segstore::Compression>,
+) {
     use segstore::segment::{Component, SegmentName, SegmentWriter};
     let s = Seg::open(dir, DiskAccessMode::Auto, 1 << 30);
     let staging = dir.with_extension("staging");
@@ -229,6 +244,9 @@ fn load_seg(dir: &Path, sorted: &[u64], format: Option<u16>) {
     let mut opts = seg_config(DiskAccessMode::Auto, 0, 0).segment;
     if let Some(v) = format {
         opts.format_version = v;
+    }
+    if let Some(c) = compression {
+        opts.compression = c;
     }
     let rules = segstore::FileRules::posix();
     let mut w = SegmentWriter::create(&staging, name.clone(), &opts, &rules).unwrap();

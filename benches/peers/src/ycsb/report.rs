@@ -140,6 +140,12 @@ pub fn phases(ids: &[&str], phases: &[(Workload, usize)], results: &[Vec<Vec<Pha
              of records and an index file, beside the default's data blocks."
         );
     }
+    if ids.contains(&"seg_auto_zstd") {
+        println!(
+            "* segstore auto, zstd: `segment.compression = \"zstd\"` (level 3), on random \
+             values too, where it leaves blocks as they are."
+        );
+    }
     if ids.contains(&"seg_auto_v5") || ids.contains(&"seg_mmap_v5") {
         println!(
             "* segstore, format 5: `segment.format_version = 5`, data blocks that follow \
