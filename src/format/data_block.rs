@@ -265,6 +265,27 @@ pub struct BlockCell<'a> {
     pub end: usize,
 }
 
+/// Where a group's head key lies in its block's payload: see
+/// [`DataBlock::cell_following`]. Valid for that block only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadKey {
+    group: usize,
+    start: usize,
+    end: usize,
+}
+
+impl HeadKey {
+    /// The key of `head`, the first entry of group `group` (its suffix is its key).
+    fn of(group: usize, head: &BlockCell<'_>) -> HeadKey {
+        let end = head.end - head.value.len();
+        HeadKey {
+            group,
+            start: end - head.suffix.len(),
+            end,
+        }
+    }
+}
+
 impl<'a> BlockCell<'a> {
     /// Byte-wise order of this cell's key against `key`.
     #[inline]
@@ -494,15 +515,34 @@ impl<'a> DataBlock<'a> {
         self.skip(head, k)
     }
 
-    /// Entry `i`, which starts at `at` (the end of entry `i - 1`): a walk's next step,
-    /// which decodes the group head only to take its key.
+    /// Entry `i`, which starts at `at` (the end of entry `i - 1`): a walk's next step.
+    /// `head` remembers, across the steps of one walk over this block, which group's
+    /// head key lies where in the payload, so a step decodes its group's head once
+    /// (when it enters the group) rather than at every entry.
     #[inline]
-    pub fn cell_following(&self, i: usize, at: usize) -> Result<BlockCell<'a>, Malformed> {
-        let head = self.head(i / self.s.interval)?;
+    pub fn cell_following(
+        &self,
+        i: usize,
+        at: usize,
+        head: &mut Option<HeadKey>,
+    ) -> Result<BlockCell<'a>, Malformed> {
+        let g = i / self.s.interval;
+        let key = match *head {
+            Some(h) if h.group == g => h.start..h.end,
+            _ => {
+                let c = self.head(g)?;
+                let h = HeadKey::of(g, &c);
+                *head = Some(h);
+                if i % self.s.interval == 0 {
+                    return Ok(c);
+                }
+                h.start..h.end
+            }
+        };
         if i % self.s.interval == 0 {
-            return Ok(head);
+            return self.cell_at(at, &[]);
         }
-        self.cell_at(at, head.suffix)
+        self.cell_at(at, &self.b[key])
     }
 
     /// The entry `k` places after `head` (a group's first entry) in its group.

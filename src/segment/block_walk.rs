@@ -4,12 +4,13 @@
 //! entry at a time. The ends meet as in format 3: the front stops before the cell the
 //! back yielded last, or after the one the back will yield next.
 
+use std::cell::Cell;
 use std::ops::Bound;
 
 use super::reader::blocks::{blame, unpack};
 use super::reader::{SegmentReader, Source};
 use crate::error::{Error, Result};
-use crate::format::data_block::{BlockCell, DataBlock, Shape};
+use crate::format::data_block::{BlockCell, DataBlock, HeadKey, Shape};
 use crate::format::record::RecordRef;
 use crate::format::{key_hash, Malformed};
 use crate::range;
@@ -35,6 +36,8 @@ struct Loaded {
     shape: Option<Shape>,
     /// Stored uncompressed (payload offsets are block offsets).
     raw: bool,
+    /// Where the head key of the group a forward step is in lies in this block.
+    head: Cell<Option<HeadKey>>,
 }
 
 impl Loaded {
@@ -46,6 +49,7 @@ impl Loaded {
         }
         self.block = None;
         self.shape = None;
+        self.head.set(None);
         let (off, len) = r.summary_block(b);
         let path = r.data.path();
         let corrupt = |m: Malformed| m.at(off).into_error(path);
@@ -139,7 +143,12 @@ impl Loaded {
     ) -> Result<(T, usize)> {
         self.with_block(r, |blk| {
             let c = match at {
-                Some(at) => blk.cell_following(i, at)?,
+                Some(at) => {
+                    let mut head = self.head.get();
+                    let c = blk.cell_following(i, at, &mut head)?;
+                    self.head.set(head);
+                    c
+                }
                 None => blk.entry(i)?,
             };
             c.key_into(key);
