@@ -267,6 +267,23 @@ fn each_table_writes_its_own_compression() {
     let got = table.get(7u32.to_be_bytes()).unwrap();
     assert_eq!(got.as_deref(), Some(&doc(7)[..]));
     drop(table);
+    store
+        .set_table_config("lz4", with(Compression::Zstd))
+        .unwrap();
+    store.close().unwrap();
+    // A store opened in a format that cannot hold a table's persisted zstd says so when
+    // the table opens, naming the setting, instead of failing the table's next flush.
+    let mut old = config();
+    old.segment.format_version = 5;
+    let store = Store::open(dir.path(), old).unwrap();
+    match store.table("lz4") {
+        Err(Error::InvalidConfig { setting, .. }) => assert_eq!(setting, "compression"),
+        other => panic!("zstd table opened in format 5: {:?}", other.map(|_| ())),
+    }
+    assert!(
+        store.table("zstd").is_ok(),
+        "its settings follow the store's"
+    );
     store.close().unwrap();
     // Format 5 blocks cannot hold zstd: refused, naming the setting.
     let dir = tempfile::tempdir().unwrap();

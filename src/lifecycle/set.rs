@@ -164,6 +164,11 @@ impl SegmentSet {
         self.writer_with(None)
     }
 
+    /// The options new segments are written with (before a table's own compression).
+    pub(crate) fn segment_options(&self) -> &SegmentOptions {
+        &self.opts.segment
+    }
+
     /// [`SegmentSet::writer`] storing data blocks with `compression` where it names one
     /// (a table's own setting), else the store's.
     pub fn writer_with(&self, compression: Option<Compression>) -> Result<SegmentWriter> {

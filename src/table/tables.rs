@@ -246,10 +246,15 @@ impl Context {
         self.registry.table(name)
     }
 
-    /// The settings a table over `set` opens with: its manifest's, else the store's.
+    /// The settings a table over `set` opens with: its manifest's, else the store's;
+    /// `InvalidConfig` if the store's segment format cannot hold its compression (zstd
+    /// persisted, then the store opened with `format_version` 5), rather than a flush
+    /// failing later.
     pub(crate) fn table_config(&self, set: &SegmentSet) -> Result<TableConfig> {
         let manifest = crate::lifecycle::set::manifest_path(&self.store_dir, set.table());
-        Ok(settings::decode(&manifest, &set.settings())?.unwrap_or_else(|| self.config.clone()))
+        let c = settings::decode(&manifest, &set.settings())?.unwrap_or_else(|| self.config.clone());
+        set.segment_options().for_table(c.compression).validate()?;
+        Ok(c)
     }
 
     /// Persist the positions and release obsolete commit log files (module docs).

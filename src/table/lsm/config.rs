@@ -42,7 +42,8 @@ pub struct TableConfig {
     /// `"zstd"`); `None`, the default, follows the store's `segment.compression`. Flushes
     /// and compactions from the change on write it; segments already written keep
     /// theirs until compaction rewrites them. Zstd needs `segment.format_version` 6 or
-    /// later (checked when the table's settings are given).
+    /// later: checked when the table's settings are given, and when a table whose
+    /// persisted settings name it opens (`InvalidConfig` naming `compression`).
     pub compression: Option<crate::config::Compression>,
 }
 
