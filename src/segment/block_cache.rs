@@ -421,7 +421,8 @@ mod tests {
     }
 
     /// A range over two chunks that are both missing loads them with one read, keeps
-    /// both, and later reads of either hit; at the file's end the second is shorter.
+    /// both, and later reads of either hit; at the file's end the second is shorter; a
+    /// range over three is read past the cache.
     #[test]
     fn a_range_over_two_missing_chunks_loads_both_at_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -449,6 +450,12 @@ mod tests {
         assert_eq!(read(3 * CHUNK - 50, 150), &data[3 * CHUNK - 50..]);
         let s = cache.stats();
         assert_eq!((s.misses, s.blocks), (4, 4), "{s:?}");
+        // Longer than a chunk but over two (an unpadded format 6 block): from the
+        // cache; over three: past it.
+        assert_eq!(read(50, CHUNK + 100), &data[50..CHUNK + 150]);
+        assert_eq!(cache.stats().bypassed, 0);
+        assert_eq!(read(CHUNK - 1, CHUNK + 2), &data[CHUNK - 1..2 * CHUNK + 1]);
+        assert_eq!(cache.stats().bypassed, 1);
     }
 
     #[test]
