@@ -527,22 +527,20 @@ impl<'a> DataBlock<'a> {
         head: &mut Option<HeadKey>,
     ) -> Result<BlockCell<'a>, Malformed> {
         let g = i / self.s.interval;
-        let key = match *head {
-            Some(h) if h.group == g => h.start..h.end,
+        if i % self.s.interval == 0 {
+            let c = self.head(g)?;
+            *head = Some(HeadKey::of(g, &c));
+            return Ok(c);
+        }
+        let h = match *head {
+            Some(h) if h.group == g => h,
             _ => {
-                let c = self.head(g)?;
-                let h = HeadKey::of(g, &c);
+                let h = HeadKey::of(g, &self.head(g)?);
                 *head = Some(h);
-                if i % self.s.interval == 0 {
-                    return Ok(c);
-                }
-                h.start..h.end
+                h
             }
         };
-        if i % self.s.interval == 0 {
-            return self.cell_at(at, &[]);
-        }
-        self.cell_at(at, &self.b[key])
+        self.cell_at(at, &self.b[h.start..h.end])
     }
 
     /// The entry `k` places after `head` (a group's first entry) in its group.
