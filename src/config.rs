@@ -461,6 +461,12 @@ impl SegmentOptions {
         }
     }
 
+    /// Check that a table's own `compression` is one these options' format can hold
+    /// (`InvalidConfig` naming `compression` if not).
+    pub fn validate_for_table(&self, compression: Option<Compression>) -> Result<()> {
+        self.for_table(compression).validate()
+    }
+
     /// Check the options, naming the bad one.
     pub fn validate(&self) -> Result<()> {
         if !(64..=(1 << 24)).contains(&self.index_block_size) {

@@ -49,7 +49,7 @@ impl Config {
         self.segment.validate()?;
         self.commitlog.validate()?;
         self.table.validate()?;
-        self.segment.for_table(self.table.compression).validate()?;
+        self.segment.validate_for_table(self.table.compression)?;
         self.memory.validate()?;
         if self.compaction_threads == 0 {
             return Err(Error::InvalidConfig {

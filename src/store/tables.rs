@@ -61,7 +61,7 @@ impl Store {
     /// compression.
     fn check_table_config(&self, config: &TableConfig) -> Result<()> {
         config.validate()?;
-        self.config.segment.for_table(config.compression).validate()
+        self.config.segment.validate_for_table(config.compression)
     }
 
     /// The LSM table `name` with its own settings, creating it if it does not exist:

@@ -253,7 +253,7 @@ impl Context {
     pub(crate) fn table_config(&self, set: &SegmentSet) -> Result<TableConfig> {
         let manifest = crate::lifecycle::set::manifest_path(&self.store_dir, set.table());
         let c = settings::decode(&manifest, &set.settings())?.unwrap_or_else(|| self.config.clone());
-        set.segment_options().for_table(c.compression).validate()?;
+        set.segment_options().validate_for_table(c.compression)?;
         Ok(c)
     }
 

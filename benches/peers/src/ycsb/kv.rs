@@ -85,6 +85,23 @@ fn format_of(id: &str) -> Option<u16> {
     id.rsplit_once("_v").and_then(|(_, v)| v.parse().ok())
 }
 
+/// System `id`'s segment format and compression where they are not the defaults
+/// ([`format_of`], [`compression_of`]).
+fn variant_options(opts: &mut segstore::SegmentOptions, id: &str) {
+    if let Some(v) = format_of(id) {
+        opts.format_version = v;
+    }
+    if let Some(c) = compression_of(id) {
+        opts.compression = c;
+    }
+}
+
+/// The block compression system `id` writes, where it is not the store's default:
+/// zstd for an id ending in `_zstd`.
+fn compression_of(id: &str) -> Option<segstore::Compression> {
+    id.ends_with("_zstd").then_some(segstore::Compression::Zstd)
+}
+
 /// The systems to run: `only`'s, or every default one (not [`ONLY_WHEN_NAMED`]).
 pub fn systems(only: Option<&str>) -> Vec<&'static str> {
     IDS.into_iter()
@@ -121,11 +138,15 @@ fn kind_suffix() -> &'static str {
 pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
     std::fs::create_dir_all(dir).unwrap();
     match id {
-        "seg_auto" | "seg_auto_pread" | "seg_auto_v3" | "seg_auto_v5" | "seg_mmap"
-        | "seg_mmap_v5" | "seg_mmap_index_only" | "seg_standard" => {
-            load_seg(dir, sorted, format_of(id), None)
-        }
-        "seg_auto_zstd" => load_seg(dir, sorted, None, Some(segstore::Compression::Zstd)),
+        "seg_auto"
+        | "seg_auto_pread"
+        | "seg_auto_v3"
+        | "seg_auto_v5"
+        | "seg_auto_zstd"
+        | "seg_mmap"
+        | "seg_mmap_v5"
+        | "seg_mmap_index_only"
+        | "seg_standard" => load_seg(dir, sorted, id),
         "lmdb" => load_lmdb(dir, sorted),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => super::rocks::load(dir, sorted),
@@ -142,15 +163,11 @@ pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
     match id {
         "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto, cache)),
         "seg_auto_pread" => Box::new(Seg::open_with(dir, DiskAccessMode::Auto, cache, 0)),
-        "seg_auto_v3" | "seg_auto_v5" => Box::new(Seg::in_format(dir, DiskAccessMode::Auto, id, cache)),
-        "seg_auto_zstd" => {
-            let percent = segstore::MemoryOptions::default().auto_data_map_percent;
-            let mut config = seg_config(DiskAccessMode::Auto, cache, percent);
-            config.segment.compression = segstore::Compression::Zstd;
-            Box::new(Seg::with_config(dir, config))
+        "seg_auto_v3" | "seg_auto_v5" | "seg_auto_zstd" => {
+            Box::new(Seg::variant(dir, DiskAccessMode::Auto, id, cache))
         }
         "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap, cache)),
-        "seg_mmap_v5" => Box::new(Seg::in_format(dir, DiskAccessMode::Mmap, id, cache)),
+        "seg_mmap_v5" => Box::new(Seg::variant(dir, DiskAccessMode::Mmap, id, cache)),
         "seg_mmap_index_only" => Box::new(Seg::open(dir, DiskAccessMode::MmapIndexOnly, cache)),
         "seg_standard" => Box::new(Seg::open(dir, DiskAccessMode::Standard, cache)),
         "lmdb" => Box::new(Lmdb::open(dir)),
@@ -207,13 +224,11 @@ impl Seg {
         Self::with_config(dir, seg_config(mode, cache, auto_data_map_percent))
     }
 
-    /// `mode` writing the format of `id` ([`format_of`]).
-    fn in_format(dir: &Path, mode: DiskAccessMode, id: &str, cache: usize) -> Seg {
+    /// `mode` writing the format and compression of `id` ([`variant_options`]).
+    fn variant(dir: &Path, mode: DiskAccessMode, id: &str, cache: usize) -> Seg {
         let percent = segstore::MemoryOptions::default().auto_data_map_percent;
         let mut config = seg_config(mode, cache, percent);
-        if let Some(v) = format_of(id) {
-            config.segment.format_version = v;
-        }
+        variant_options(&mut config.segment, id);
         Self::with_config(dir, config)
     }
 
@@ -228,12 +243,7 @@ impl Seg {
 /// `SegmentWriter` beside the store, adopted with `Table::ingest` (verified, linked in,
 /// made durable), then the writer's own files deleted and the store closed. The table
 /// is then one segment, as a full compaction would leave it.
-fn load_seg(
-    dir: &Path,
-    sorted: &[u64],
-    format: Option<u16>,
-    compression: Option<segstore::Compression>,
-) {
+fn load_seg(dir: &Path, sorted: &[u64], id: &str) {
     use segstore::segment::{Component, SegmentName, SegmentWriter};
     let s = Seg::open(dir, DiskAccessMode::Auto, 1 << 30);
     let staging = dir.with_extension("staging");
@@ -242,12 +252,7 @@ fn load_seg(
     let name = SegmentName::new("load", 1).unwrap();
     // The store's own segment options (LZ4 on JSON-like values).
     let mut opts = seg_config(DiskAccessMode::Auto, 0, 0).segment;
-    if let Some(v) = format {
-        opts.format_version = v;
-    }
-    if let Some(c) = compression {
-        opts.compression = c;
-    }
+    variant_options(&mut opts, id);
     let rules = segstore::FileRules::posix();
     let mut w = SegmentWriter::create(&staging, name.clone(), &opts, &rules).unwrap();
     for &n in sorted {
