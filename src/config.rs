@@ -394,7 +394,7 @@ impl MemoryOptions {
     }
 }
 
-/// How data blocks (formats 4 to 6) are stored ([`SegmentOptions::compression`]).
+/// How data blocks (formats 4 to 7) are stored ([`SegmentOptions::compression`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
@@ -420,22 +420,25 @@ pub struct SegmentOptions {
     /// Target size in bytes of one index block (at least 64; format 3 only).
     pub index_block_size: usize,
     /// Target size in bytes of one data block, before compression (at least 64; formats
-    /// 4 to 6). A block is cut before a cell would take it past this (a cell larger than
-    /// it gets a block of its own), or at 254 cells. Format 6, blocks stored as they are
-    /// and this at least a page (4 KiB): a block ends by this rounded up to a page, and
-    /// starts on a page when at most 256 bytes of padding get it there.
+    /// 4 to 7). A block is cut before a cell would take it past this (a cell larger than
+    /// it gets a block of its own), or at 254 cells. Formats 6 and 7, blocks stored as
+    /// they are and this at least a page (4 KiB): a block ends by this rounded up to a
+    /// page, and starts on a page when at most 256 bytes of padding get it there.
     pub data_block_size: usize,
-    /// How data blocks are stored (formats 4 to 6): `none`, or `lz4`, kept only for blocks
-    /// it shrinks by an eighth or more (format 6 does not pad compressed blocks to pages).
+    /// How data blocks are stored (formats 4 to 7): `none`, `lz4` or `zstd`, kept only
+    /// for blocks they shrink by an eighth or more (compressed blocks are not padded to
+    /// pages).
     pub compression: Compression,
     /// Bloom filter bits per key (0 disables the filter).
     pub filter_bits_per_key: u32,
-    /// The format segments are written in: 6 (data blocks started on pages, the
-    /// default: a quarter smaller than format 3 and compressible, see the README's
-    /// "Segment formats 5 and 6"), 5 (the same blocks with no padding between them: about
-    /// 1.4% smaller, but a get of data larger than memory reads two pages where format 6
-    /// reads one), 4 (format 5's blocks without each entry's start: a little smaller,
-    /// slower gets), or 3 (records and an index file, as before).
+    /// The format segments are written in: 7 (the default: data blocks started on pages
+    /// that hold once what all their cells share, a quarter smaller than format 3 and
+    /// compressible, see the README's "Segment formats 5 to 7"), 6 (the same blocks
+    /// writing every cell's key length, value length and timestamp, and the whole first
+    /// key of each block in the meta), 5 (format 6 with no padding between blocks: a get
+    /// of data larger than memory reads two pages where format 6 reads one), 4 (format
+    /// 5's blocks without each entry's start: slower gets), or 3 (records and an index
+    /// file, as before).
     pub format_version: u16,
 }
 

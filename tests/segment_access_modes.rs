@@ -427,7 +427,8 @@ fn verify_and_stats(mode: DiskAccessMode) {
     assert_eq!(s.index_len, len(Component::Index), "{mode}");
     let meta = std::fs::read(component_path(dir.path(), Component::Meta)).unwrap();
     let body = &meta[..meta.len() - segstore::format::footer::FOOTER_LEN];
-    let blocks = segstore::format::meta::Meta::decode(body, 4)
+    let version = segstore::format::footer::FORMAT_VERSION;
+    let blocks = segstore::format::meta::Meta::decode(body, version)
         .unwrap()
         .summary
         .len();
@@ -598,11 +599,11 @@ fn case() -> impl Strategy<Value = Case> {
         prop::sample::select(vec![0u32, 1, 10]),
         prop::collection::vec(key(), 0..40),
         prop::collection::vec((bound(), bound()), 0..12),
-        // Every format written: 6, 5 and 4 (data blocks, maybe compressed; 6's start on
-        // pages when a block is a page or more; 4's keep only their groups' starts) and
-        // 3 (records).
+        // Every format written: 7, 6, 5 and 4 (data blocks, maybe compressed; 7's and
+        // 6's start on pages when a block is a page or more; 7's hold once what all
+        // their cells share; 4's keep only their groups' starts) and 3 (records).
         (
-            prop::sample::select(vec![3u16, 4, 5, 6]),
+            prop::sample::select(vec![3u16, 4, 5, 6, 7]),
             prop_oneof![64usize..400, Just(4096)],
             0u8..3,
         ),
@@ -613,7 +614,7 @@ fn case() -> impl Strategy<Value = Case> {
                 opts.index_block_size = index_block_size;
                 opts.filter_bits_per_key = filter_bits_per_key;
                 (opts.format_version, opts.data_block_size) = (format.0, format.1);
-                // 1: LZ4; 2: zstd where the format holds it (6), else LZ4.
+                // 1: LZ4; 2: zstd where the format holds it (6 and 7), else LZ4.
                 opts.compression = match format.2 {
                     0 => segstore::Compression::None,
                     2 if format.0 >= 6 => segstore::Compression::Zstd,

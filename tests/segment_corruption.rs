@@ -341,7 +341,7 @@ fn rebuild_index(files: &[Vec<u8>; 3], f: impl FnOnce(&mut Entries)) -> [Vec<u8>
     meta.stats.index_len = out.len() as u64;
     meta.summary = summary;
     let mut m = Vec::new();
-    meta.encode(&mut m);
+    meta.encode(RECORD_FORMAT_VERSION, &mut m);
     let body_len = m.len() as u64;
     m.extend_from_slice(&Footer::new(RECORD_FORMAT_VERSION, Kind::Meta, 0, body_len).encode());
     [files[DATA].clone(), out, m]
@@ -636,7 +636,7 @@ fn meta_that_lies_with_a_correct_checksum() {
         let mut meta = decode_meta(&p.files);
         edit(&mut meta);
         let mut m = Vec::new();
-        meta.encode(&mut m);
+        meta.encode(RECORD_FORMAT_VERSION, &mut m);
         let body_len = m.len() as u64;
         m.extend_from_slice(&Footer::new(RECORD_FORMAT_VERSION, Kind::Meta, 0, body_len).encode());
         let files = [p.files[DATA].clone(), p.files[INDEX].clone(), m];

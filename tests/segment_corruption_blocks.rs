@@ -82,7 +82,7 @@ fn pristine(shape: Shape) -> &'static Pristine {
             Shape::Raw => {}
             Shape::Lz4 => opts.compression = Compression::Lz4,
             Shape::Zstd => opts.compression = Compression::Zstd,
-            Shape::Paged => (opts.data_block_size, opts.format_version) = (4096, 6),
+            Shape::Paged => opts.data_block_size = 4096,
         }
         write_segment(dir.path(), &seg_name(), &opts, &model);
         let files = COMPONENTS.map(|c| std::fs::read(component_path(dir.path(), c)).unwrap());

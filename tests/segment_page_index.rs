@@ -178,7 +178,7 @@ fn rewrite(dir: &Path, version: u16, edit: impl FnOnce(&mut Meta)) {
     edit(&mut m);
     let n = m.stats.entry_count;
     let mut body = Vec::new();
-    m.encode(&mut body);
+    m.encode(version, &mut body);
     let strip = |b: Vec<u8>| b[..b.len() - FOOTER_LEN].to_vec();
     let files = [
         (

@@ -9,7 +9,7 @@
 //! stored block:
 //!   payload     the bytes below, or their LZ4 block compression
 //!   [raw_len    u32 LE   payload length: only when compressed]
-//!   compression u8       0 none, 1 LZ4 (lz4_flex's block format), 2 zstd (format 6)
+//!   compression u8       0 none, 1 LZ4 (lz4_flex's block format), 2 zstd (format 6 on)
 //!   crc         u32 LE   crc32c of everything above in this block
 //!
 //! payload:
@@ -23,8 +23,9 @@
 //!   n           u16 LE   entries, 1 ..= MAX_ENTRIES
 //!   m           u16 LE   hash slots: n + n / 3 + 1
 //!   interval    u8       entries per group, >= 1
+//!   (format 7 ends otherwise, holding once what every entry shares: `held.rs`)
 //!
-//! entry:
+//! entry (format 7 leaves out the fields its block holds):
 //!   head        u8       bit 0 tombstone, bit 1 expires, bits 2..8 the shared length
 //!                        (63: the shared length is 63 + the varint that follows)
 //!   [shared     varint   only when bits 2..8 are 63]
@@ -61,12 +62,14 @@ use super::{checksum, read_u16, read_u32, read_u64, varint, Malformed, MAX_KEY_L
 use super::{home_slot, MAX_VALUE_LEN};
 
 mod build;
+mod held;
 #[cfg(test)]
 mod tests;
 mod verify;
 mod zstd_block;
 
 pub use build::{pack, BlockBuilder};
+use held::Held;
 
 /// Most entries a block holds: slot values are ordinals + 1 in a u8, 255 unused.
 pub const MAX_ENTRIES: usize = 254;
@@ -74,14 +77,16 @@ pub const MAX_ENTRIES: usize = 254;
 pub const DEFAULT_INTERVAL: usize = 16;
 /// Fixed bytes at the end of a payload: base_ts, n, m, interval.
 const TRAILER: usize = 8 + 2 + 2 + 1;
-/// Bytes after a raw block's hash slots: the payload's trailer, the compression byte
-/// and the checksum.
-pub const STORED_TAIL: usize = TRAILER + 1 + 4;
+/// Bytes after a payload: the compression byte and the checksum.
+const PACKED: usize = 1 + 4;
+/// Most bytes after a raw block's hash slots: the payload's trailer (13 bytes in
+/// formats 4 to 6, 11 to 17 in format 7), the compression byte and the checksum.
+pub const MAX_STORED_TAIL: usize = 17 + PACKED;
 /// Largest payload a compressed block may claim: the largest block a writer cuts
 /// (`data_block_size` at most 16 MiB) and one largest cell past it, with room for the
 /// block's index. Larger payloads are stored uncompressed.
 const MAX_RAW_LEN: usize = (1 << 24) + MAX_VALUE_LEN + MAX_KEY_LEN + (1 << 16);
-/// Format 6 may pad the data file with fewer than this many zero bytes before a data
+/// Formats 6 and 7 may pad the data file with fewer than this many zero bytes before a data
 /// block so that it starts on a page of this size: a block that fits in a page is then
 /// read with one (a fault of a mapped file, a chunk of the block cache) where an
 /// unaligned one straddles two.
@@ -91,23 +96,27 @@ const SHARED_INLINE: usize = 63;
 
 pub use crate::config::Compression;
 
-/// What the table before a payload's hash slots holds: which entries' starts.
+/// How a payload is laid out: which entries' starts the table before its hash slots
+/// holds, and whether its trailer may hold fields for all its entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
     /// Format 4: the start of each group's first entry, a u32 each.
     Groups,
-    /// Format 5: the start of every entry, a u16 each in a payload of at most 65,535
-    /// bytes, else a u32 each.
+    /// Formats 5 and 6: the start of every entry, a u16 each in a payload of at most
+    /// 65,535 bytes, else a u32 each.
     Entries,
+    /// Format 7: [`Layout::Entries`], and a key length, a value length or a timestamp
+    /// that every entry shares is held once, in the trailer (`held.rs`).
+    Held,
 }
 
 impl Layout {
     /// The layout of segment format `version` (4 or later).
     pub fn of_version(version: u16) -> Layout {
-        if version >= 5 {
-            Layout::Entries
-        } else {
-            Layout::Groups
+        match version {
+            ..=4 => Layout::Groups,
+            5 | 6 => Layout::Entries,
+            _ => Layout::Held,
         }
     }
 }
@@ -115,7 +124,7 @@ impl Layout {
 /// Bytes of each start in the table of a `len`-byte payload of `layout`.
 fn start_width(layout: Layout, len: usize) -> usize {
     match layout {
-        Layout::Entries if len <= u16::MAX as usize => 2,
+        Layout::Entries | Layout::Held if len <= u16::MAX as usize => 2,
         _ => 4,
     }
 }
@@ -219,6 +228,45 @@ fn decompress<'a>(
     }
 }
 
+/// What a payload's trailer says.
+struct Trailer {
+    base_ts: u64,
+    n: usize,
+    m: usize,
+    interval: usize,
+    held: Held,
+    /// Where the fixed trailer (`base_ts` on) starts.
+    at: usize,
+    /// Where the block's index (its table of starts and hash slots) ends.
+    end: usize,
+}
+
+/// The trailer of a payload of formats 4 to 6: `base_ts` u64, `n` u16, `m` u16,
+/// `interval` u8.
+fn trailer(b: &[u8]) -> Result<Trailer, Malformed> {
+    let len = b.len();
+    let Some(t) = len.checked_sub(TRAILER) else {
+        return Err(Malformed::new(0, format!("data block payload of {len} bytes")));
+    };
+    Ok(Trailer {
+        base_ts: read_u64(b, t).unwrap_or(0),
+        n: read_u16(b, t + 8).unwrap_or(0) as usize,
+        m: read_u16(b, t + 10).unwrap_or(0) as usize,
+        interval: b[t + 12] as usize,
+        held: Held::default(),
+        at: t,
+        end: t,
+    })
+}
+
+/// Bytes of a payload's trailer in `layout`, holding `held`.
+fn trailer_len(layout: Layout, held: u8) -> usize {
+    match layout {
+        Layout::Held => Held::trailer_len(held),
+        _ => TRAILER,
+    }
+}
+
 /// A parsed block payload (from [`unpack`]). Parsing checks the trailer; entries are
 /// checked as they are read, every one by [`DataBlock::verify`].
 #[derive(Debug, Clone, Copy)]
@@ -242,6 +290,9 @@ pub struct Shape {
     n: usize,
     m: usize,
     interval: usize,
+    /// Format 7's fields held for all entries (none for formats 4 to 6).
+    held: Held,
+    layout: Layout,
 }
 
 /// One entry of a block, borrowed: its key is `prefix` followed by `suffix`.
@@ -330,13 +381,18 @@ impl<'a> DataBlock<'a> {
     /// regions fit.
     pub fn parse(b: &'a [u8], layout: Layout) -> Result<Self, Malformed> {
         let len = b.len();
-        let Some(t) = len.checked_sub(TRAILER) else {
-            return Err(Malformed::new(0, format!("data block payload of {len} bytes")));
+        let Trailer {
+            base_ts,
+            n,
+            m,
+            interval,
+            held,
+            at: t,
+            end,
+        } = match layout {
+            Layout::Held => held::trailer(b)?,
+            _ => trailer(b)?,
         };
-        let base_ts = read_u64(b, t).unwrap_or(0);
-        let n = read_u16(b, t + 8).unwrap_or(0) as usize;
-        let m = read_u16(b, t + 10).unwrap_or(0) as usize;
-        let interval = b[t + 12] as usize;
         let bad = |at: usize, why: String| Err(Malformed::new(at as u64, why));
         if n == 0 || n > MAX_ENTRIES {
             return bad(t + 8, format!("data block of {n} entries"));
@@ -345,16 +401,17 @@ impl<'a> DataBlock<'a> {
             return bad(t + 10, format!("{m} hash slots for {n} entries"));
         }
         if interval == 0 || interval > MAX_ENTRIES {
-            return bad(t + 12, format!("group interval {interval}"));
+            let at = if layout == Layout::Held { t + 9 } else { t + 12 };
+            return bad(at, format!("group interval {interval}"));
         }
         let stride = match layout {
             Layout::Groups => interval,
-            Layout::Entries => 1,
+            Layout::Entries | Layout::Held => 1,
         };
         let (rows, width) = (n.div_ceil(stride), start_width(layout, len));
-        let slots_at = t - m.min(t);
-        let Some(starts_at) = slots_at.checked_sub(rows * width).filter(|_| m <= t) else {
-            return bad(t + 8, format!("{rows} starts and {m} slots in {t} bytes"));
+        let slots_at = end - m.min(end);
+        let Some(starts_at) = slots_at.checked_sub(rows * width).filter(|_| m <= end) else {
+            return bad(t + 8, format!("{rows} starts and {m} slots in {end} bytes"));
         };
         let s = Shape {
             payload_len: len,
@@ -367,6 +424,8 @@ impl<'a> DataBlock<'a> {
             n,
             m,
             interval,
+            held,
+            layout,
         };
         Ok(DataBlock { b, s })
     }
@@ -392,6 +451,11 @@ impl<'a> DataBlock<'a> {
     /// Hash slots.
     pub fn slots(&self) -> usize {
         self.s.m
+    }
+
+    /// Bytes from the start of the hash slots to the end of the block stored as is.
+    pub fn slots_back(&self) -> usize {
+        self.s.payload_len - self.s.slots_at + PACKED
     }
 
     /// Entries per group.
@@ -431,9 +495,19 @@ impl<'a> DataBlock<'a> {
         if shared == SHARED_INLINE as u64 {
             shared = shared.saturating_add(next("truncated or bad shared length")?);
         }
-        let suffix_len = next("truncated or bad key suffix length")?;
-        let val_len = next("truncated or bad value length")?;
-        let ts_delta = next("truncated or bad timestamp")?;
+        let held = self.s.held;
+        let suffix_len = if held.flags & held::KEY == 0 {
+            next("truncated or bad key suffix length")?
+        } else {
+            let k = held.key_len as u64;
+            k.checked_sub(shared).ok_or_else(|| bad(at, "shares more than the held key length"))?
+        };
+        let val_len = match held.flags & held::VAL {
+            0 => next("truncated or bad value length")?,
+            _ if first & TOMBSTONE != 0 => 0,
+            _ => held.val_len as u64,
+        };
+        let ts_delta = if held.flags & held::TS == 0 { next("truncated or bad timestamp")? } else { 0 };
         let zig = if first & EXPIRES != 0 { next("truncated or bad expiry")? } else { 0 };
         if shared > head.len() as u64 {
             return Err(bad(at, &format!("shares {shared} bytes of a {}-byte key", head.len())));

@@ -69,26 +69,30 @@ fn reads_back(dir: &std::path::Path, name: &SegmentName, n: u32, len: usize) {
 
 #[test]
 fn blocks_of_small_cells_start_and_end_on_one_page() {
-    let (dir, name) = written(6, 3_000, 100);
-    let r = SegmentReader::open(dir.path(), &name, DiskAccessMode::Mmap.resolve()).unwrap();
-    let blocks = layout(&r);
-    assert!(blocks.len() > 50, "{} blocks", blocks.len());
-    for (b, &(gap, off, len)) in blocks.iter().enumerate() {
-        assert_eq!(
-            off % PAGE,
-            0,
-            "block at {off} of {len} after a gap of {gap}"
-        );
-        // Filled to within a cell of the page (but the last), never past it.
-        let last = b + 1 == blocks.len();
-        assert!(
-            len <= PAGE && (last || len > PAGE - 150),
-            "block at {off} of {len}"
-        );
+    // Format 7 holds the cells' key and value lengths once, format 6 writes them in
+    // each: the writer's exact lengths differ, its pages do not.
+    for version in [6, 7] {
+        let (dir, name) = written(version, 3_000, 100);
+        let r = SegmentReader::open(dir.path(), &name, DiskAccessMode::Mmap.resolve()).unwrap();
+        let blocks = layout(&r);
+        assert!(blocks.len() > 50, "{} blocks", blocks.len());
+        for (b, &(gap, off, len)) in blocks.iter().enumerate() {
+            assert_eq!(
+                off % PAGE,
+                0,
+                "{version}: block at {off} of {len} after {gap}"
+            );
+            // Filled to within a cell of the page (but the last), never past it.
+            let last = b + 1 == blocks.len();
+            assert!(
+                len <= PAGE && (last || len > PAGE - 150),
+                "{version}: block at {off} of {len}"
+            );
+        }
+        assert!(blocks.iter().filter(|b| b.0 > 0).count() > blocks.len() / 2);
+        drop(r);
+        reads_back(dir.path(), &name, 3_000, 100);
     }
-    assert!(blocks.iter().filter(|b| b.0 > 0).count() > blocks.len() / 2);
-    drop(r);
-    reads_back(dir.path(), &name, 3_000, 100);
 }
 
 #[test]
@@ -112,7 +116,7 @@ fn format_5_blocks_tile_the_data_within_their_size() {
 /// after one ends at a page's end, so only its first cell shares the page before.
 #[test]
 fn wide_gaps_stay_unpadded_and_blocks_still_end_at_pages() {
-    let (dir, name) = written(6, 400, 1_400);
+    let (dir, name) = written(7, 400, 1_400);
     let r = SegmentReader::open(dir.path(), &name, DiskAccessMode::Mmap.resolve()).unwrap();
     let blocks = layout(&r);
     let mut unaligned = 0;
@@ -134,7 +138,7 @@ fn wide_gaps_stay_unpadded_and_blocks_still_end_at_pages() {
 
 #[test]
 fn damaged_padding_fails_verify_and_no_read() {
-    let (dir, name) = written(6, 500, 100);
+    let (dir, name) = written(7, 500, 100);
     let r = SegmentReader::open(dir.path(), &name, DiskAccessMode::Mmap.resolve()).unwrap();
     let &(gap, off, _) = layout(&r).iter().find(|b| b.0 > 1).expect("a padded block");
     drop(r);
@@ -183,7 +187,7 @@ fn meta_with_gap(off: u64, version: u16) -> std::result::Result<Meta, String> {
         ranges: Default::default(),
     };
     let mut body = Vec::new();
-    meta.encode(&mut body);
+    meta.encode(version, &mut body);
     Meta::decode(&body, version).map_err(|m| m.reason)
 }
 
@@ -192,7 +196,8 @@ fn only_format_6_may_pad_and_never_a_page() {
     assert!(meta_with_gap(0, 5).is_ok());
     assert!(meta_with_gap(0, 6).is_ok());
     assert!(meta_with_gap(PAGE - 1, 6).is_ok());
-    for (off, version) in [(1, 5), (PAGE - 1, 5), (PAGE, 6), (3 * PAGE, 6)] {
+    assert!(meta_with_gap(PAGE - 1, 7).is_ok());
+    for (off, version) in [(1, 5), (PAGE - 1, 5), (PAGE, 6), (3 * PAGE, 6), (PAGE, 7)] {
         let e = meta_with_gap(off, version).expect_err("refused");
         assert!(e.contains("does not follow"), "{off} in {version}: {e}");
     }

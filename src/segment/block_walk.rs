@@ -7,7 +7,7 @@
 use std::cell::Cell;
 use std::ops::Bound;
 
-use super::reader::blocks::{blame, unpack};
+use super::reader::blocks::{blame, slot_hint, unpack};
 use super::reader::{SegmentReader, Source};
 use crate::error::{Error, Result};
 use crate::format::data_block::{BlockCell, DataBlock, HeadKey, Shape};
@@ -64,7 +64,7 @@ impl Loaded {
                 let blk = DataBlock::parse(payload, r.block_layout())
                     .map_err(|m| corrupt(blame(m, raw)))?;
                 if check {
-                    r.mark_block_checked(b, blk.slots());
+                    r.mark_block_checked(b, slot_hint(&blk));
                 }
                 self.len = blk.len();
                 self.shape = Some(blk.shape());

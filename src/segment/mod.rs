@@ -14,6 +14,8 @@ mod iter;
 mod reader;
 mod residency;
 #[cfg(test)]
+mod separator_tests;
+#[cfg(test)]
 mod trust_tests;
 mod writer;
 

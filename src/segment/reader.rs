@@ -324,7 +324,7 @@ impl SegmentReader {
         let paged = residency.point_lookup == super::PointLookup::Pages;
         let checked = (0..meta.summary.len()).map(|_| AtomicU32::new(0)).collect();
         let cached_index = match (&index, &opts.index_cache) {
-            // A block segment's summary (formats 4 to 6) lists data blocks: nothing to cache.
+            // A block segment's summary (formats 4 to 7) lists data blocks: nothing to cache.
             (Source::Standard(_), Some(budget)) if footer.version < 4 => {
                 CachedIndex::new(meta.summary.len(), budget)
             }

@@ -13,7 +13,7 @@ use crate::format::data_block::{BlockBuilder, Layout, DEFAULT_INTERVAL, PAGE};
 use crate::format::filter::Filter;
 use crate::format::footer::{Footer, Kind, RECORD_FORMAT_VERSION};
 use crate::format::index_block::IndexBlockBuilder;
-use crate::format::meta::{Meta, SegmentStats, Summary};
+use crate::format::meta::{self, Meta, SegmentStats, Summary};
 use crate::format::pages::PagesBuilder;
 use crate::format::ranges::{RangeTombstone, RangeTombstones};
 use crate::format::record::{self, RecordRef};
@@ -195,13 +195,18 @@ impl SegmentWriter {
         Ok(())
     }
 
-    /// Formats 4 to 6: start a data block whose first key is `key`, deciding where it
+    /// Formats 4 to 7: start a data block whose first key is `key`, deciding where it
     /// must end: `data_block_size` bytes on, and from format 6 (blocks stored as they
     /// are, of at least a page) at a page's end, after padding to the page if the gap
-    /// is at most [`MAX_PAD`].
+    /// is at most [`MAX_PAD`]. Its summary key is `key`, or from format 7 the shortest
+    /// prefix of it above the last key before ([`meta::separator`]).
     fn start_data_block(&mut self, key: &[u8]) -> Result<()> {
         self.block_first_key.clear();
-        self.block_first_key.extend_from_slice(key);
+        let summary_key = match &self.last_key {
+            Some(below) if meta::separated(self.opts.format_version) => meta::separator(below, key),
+            _ => key,
+        };
+        self.block_first_key.extend_from_slice(summary_key);
         let size = self.opts.data_block_size as u64;
         self.block_end = self.data_off + size;
         let aligned = self.opts.format_version >= 6
@@ -350,7 +355,7 @@ impl SegmentWriter {
             ranges: std::mem::take(&mut self.ranges),
         };
         let mut body = Vec::new();
-        meta.encode(&mut body);
+        meta.encode(v, &mut body);
         let footer = Footer::new(v, Kind::Meta, 0, body.len() as u64);
         body.extend_from_slice(&footer.encode());
         let mf = self.fs.create_new(&self.tmp[2])?;

@@ -1,10 +1,12 @@
 //! Building data blocks: cells are staged, then encoded and packed (optionally LZ4)
 //! into a stored block (the layout is in the parent module's documentation).
 
+use super::held::{self, Held, Same};
 use super::{
     common_prefix, hash_slots, start_width, verify, zigzag, Compression, Layout, DEFAULT_INTERVAL,
-    MAX_ENTRIES, MAX_RAW_LEN, SHARED_INLINE, STORED_TAIL, TRAILER,
+    MAX_ENTRIES, MAX_RAW_LEN, SHARED_INLINE,
 };
+use super::{trailer_len, PACKED};
 use crate::format::record::{flags_of, RecordRef, EXPIRES};
 use crate::format::{checksum, varint, MAX_KEY_LEN};
 
@@ -22,12 +24,66 @@ struct Staged {
     shared: usize,
 }
 
-/// What an entry takes beside its timestamp delta, and its shared length: see
-/// [`BlockBuilder::stored_len`].
+/// What an entry takes but for the fields a block may hold once (its suffix length,
+/// value length and timestamp delta), those two lengths' bytes, and its shared length:
+/// see [`BlockBuilder::stored_len`].
 #[derive(Debug, Clone, Copy)]
 struct EntrySize {
     shared: usize,
     fixed: usize,
+    klen: usize,
+    vlen: usize,
+}
+
+/// What the staged entries take, and what they share (so a format 7 block may hold it
+/// once): enough to know the block's stored length before it is encoded.
+#[derive(Debug, Clone, Copy)]
+struct Tally {
+    /// The entries' bytes but for their suffix lengths, value lengths and timestamp
+    /// deltas ([`EntrySize::fixed`]).
+    fixed: usize,
+    /// The suffix lengths' and value lengths' bytes.
+    klen: usize,
+    vlen: usize,
+    /// The smallest and largest timestamps staged.
+    base_ts: u64,
+    max_ts: u64,
+    /// The timestamp deltas' bytes, from `base_ts`.
+    ts_bytes: usize,
+    /// The keys' lengths, and the live cells' values'.
+    keys: Same,
+    vals: Same,
+}
+
+impl Tally {
+    const EMPTY: Tally = Tally {
+        fixed: 0,
+        klen: 0,
+        vlen: 0,
+        base_ts: u64::MAX,
+        max_ts: 0,
+        ts_bytes: 0,
+        keys: Same::Unseen,
+        vals: Same::Unseen,
+    };
+
+    /// The fields a block of `layout` holds once for these entries.
+    fn held(&self, layout: Layout) -> Held {
+        match layout {
+            Layout::Held => held::choose(self.keys, self.vals, self.base_ts == self.max_ts),
+            _ => Held::default(),
+        }
+    }
+
+    /// The entries' bytes in a block of `layout`, and its trailer's.
+    fn entries(&self, layout: Layout) -> (usize, usize) {
+        let h = self.held(layout);
+        let mut bytes = self.fixed;
+        bytes += if h.flags & held::KEY == 0 { self.klen } else { 0 };
+        bytes += if h.flags & held::VAL == 0 { self.vlen } else { 0 };
+        bytes += if h.flags & held::TS == 0 { self.ts_bytes } else { 0 };
+        (bytes, trailer_len(layout, h.flags))
+    }
 }
 
 /// Builds one data block at a time: cells are staged (the block's smallest timestamp
@@ -41,12 +97,8 @@ pub struct BlockBuilder {
     cells: Vec<Staged>,
     payload: Vec<u8>,
     packed: Vec<u8>,
-    /// The staged entries' bytes but for their timestamp deltas.
-    fixed: usize,
-    /// The smallest timestamp staged (the block's base).
-    base_ts: u64,
-    /// The staged entries' timestamp deltas' bytes, from `base_ts`.
-    ts_bytes: usize,
+    /// What the staged entries take.
+    tally: Tally,
 }
 
 impl Default for BlockBuilder {
@@ -66,9 +118,7 @@ impl BlockBuilder {
             cells: Vec::new(),
             payload: Vec::new(),
             packed: Vec::new(),
-            fixed: 0,
-            base_ts: u64::MAX,
-            ts_bytes: 0,
+            tally: Tally::EMPTY,
         }
     }
 
@@ -80,9 +130,7 @@ impl BlockBuilder {
         debug_assert!(!r.tombstone || r.value.is_empty());
         debug_assert!(self.last_key().is_none_or(|k| k < r.key));
         let sized = self.size_of(r);
-        let (base_ts, ts_bytes) = self.ts_after(r.ts);
-        (self.base_ts, self.ts_bytes) = (base_ts, ts_bytes);
-        self.fixed += sized.fixed;
+        self.tally = self.tally_with(r, sized);
         self.keys.extend_from_slice(r.key);
         self.vals.extend_from_slice(r.value);
         self.cells.push(Staged {
@@ -99,26 +147,42 @@ impl BlockBuilder {
     /// Bytes [`Self::finish`] would append uncompressed for the cells staged: what a
     /// writer compares with its block size (exact, so it can cut a block at a page).
     pub fn stored_len(&self) -> usize {
-        self.stored(self.cells.len(), self.fixed + self.ts_bytes)
+        self.stored(self.cells.len(), &self.tally)
     }
 
     /// [`Self::stored_len`] once `r` is staged too, without staging it.
     pub fn stored_len_with(&self, r: &RecordRef<'_>) -> usize {
-        let (_, ts_bytes) = self.ts_after(r.ts);
-        self.stored(self.cells.len() + 1, self.fixed + self.size_of(r).fixed + ts_bytes)
+        self.stored(self.cells.len() + 1, &self.tally_with(r, self.size_of(r)))
     }
 
-    /// The stored length of `n` entries taking `entries` bytes, uncompressed.
-    fn stored(&self, n: usize, entries: usize) -> usize {
+    /// The stored length of `n` entries of `tally`, uncompressed.
+    fn stored(&self, n: usize, tally: &Tally) -> usize {
         if n == 0 {
             return 0;
         }
         let m = hash_slots(n);
+        let (entries, trailer) = tally.entries(self.layout);
         let table = match self.layout {
             Layout::Groups => 4 * n.div_ceil(self.interval),
-            Layout::Entries => n * start_width(self.layout, entries + 2 * n + m + TRAILER),
+            _ => n * start_width(self.layout, entries + 2 * n + m + trailer),
         };
-        entries + table + m + STORED_TAIL
+        entries + table + m + trailer + PACKED
+    }
+
+    /// The tally once `r`, of size `sized`, is staged too.
+    fn tally_with(&self, r: &RecordRef<'_>, sized: EntrySize) -> Tally {
+        let t = self.tally;
+        let (base_ts, ts_bytes) = self.ts_after(r.ts);
+        Tally {
+            fixed: t.fixed + sized.fixed,
+            klen: t.klen + sized.klen,
+            vlen: t.vlen + sized.vlen,
+            base_ts,
+            max_ts: t.max_ts.max(r.ts),
+            ts_bytes,
+            keys: t.keys.and(r.key.len()),
+            vals: if r.tombstone { t.vals } else { t.vals.and(r.value.len()) },
+        }
     }
 
     /// How `r` would be encoded as the next entry, but for its timestamp delta.
@@ -129,21 +193,26 @@ impl BlockBuilder {
         } else {
             common_prefix(self.key(n - n % self.interval), r.key)
         };
-        let mut fixed = 1 + varint::len((r.key.len() - shared) as u64);
+        let mut fixed = 1 + r.key.len() - shared + r.value.len();
         if shared >= SHARED_INLINE {
             fixed += varint::len((shared - SHARED_INLINE) as u64);
         }
-        fixed += varint::len(r.value.len() as u64) + r.key.len() - shared + r.value.len();
         if r.expires != 0 {
             fixed += varint::len(zigzag(r.expires.wrapping_sub(r.ts) as i64));
         }
-        EntrySize { shared, fixed }
+        EntrySize {
+            shared,
+            fixed,
+            klen: varint::len((r.key.len() - shared) as u64),
+            vlen: varint::len(r.value.len() as u64),
+        }
     }
 
     /// The base timestamp and the timestamp deltas' bytes once a cell of `ts` is staged.
     fn ts_after(&self, ts: u64) -> (u64, usize) {
-        if ts >= self.base_ts {
-            (self.base_ts, self.ts_bytes + varint::len(ts - self.base_ts))
+        let t = &self.tally;
+        if ts >= t.base_ts {
+            (t.base_ts, t.ts_bytes + varint::len(ts - t.base_ts))
         } else {
             let deltas = self.cells.iter().map(|c| varint::len(c.ts - ts)).sum::<usize>();
             (ts, deltas + 1)
@@ -202,13 +271,14 @@ impl BlockBuilder {
         self.keys.clear();
         self.vals.clear();
         self.cells.clear();
-        (self.fixed, self.base_ts, self.ts_bytes) = (0, u64::MAX, 0);
+        self.tally = Tally::EMPTY;
         out.len() - start
     }
 
     fn encode_payload(&self, out: &mut Vec<u8>) {
         let n = self.cells.len();
-        let base_ts = self.cells.iter().map(|c| c.ts).min().unwrap_or(0);
+        let base_ts = self.tally.base_ts;
+        let held = self.tally.held(self.layout);
         let mut starts = Vec::with_capacity(n);
         for i in 0..n {
             let c = self.cells[i];
@@ -220,9 +290,15 @@ impl BlockBuilder {
             if shared >= SHARED_INLINE {
                 varint::put(out, (shared - SHARED_INLINE) as u64);
             }
-            varint::put(out, (key.len() - shared) as u64);
-            varint::put(out, value.len() as u64);
-            varint::put(out, c.ts - base_ts);
+            if held.flags & held::KEY == 0 {
+                varint::put(out, (key.len() - shared) as u64);
+            }
+            if held.flags & held::VAL == 0 {
+                varint::put(out, value.len() as u64);
+            }
+            if held.flags & held::TS == 0 {
+                varint::put(out, c.ts - base_ts);
+            }
             if c.flags & EXPIRES != 0 {
                 varint::put(out, zigzag(c.expires.wrapping_sub(c.ts) as i64));
             }
@@ -236,8 +312,9 @@ impl BlockBuilder {
                     out.extend_from_slice(&s.to_le_bytes());
                 }
             }
-            Layout::Entries => {
-                let w = start_width(self.layout, out.len() + 2 * n + m + TRAILER);
+            Layout::Entries | Layout::Held => {
+                let trailer = trailer_len(self.layout, held.flags);
+                let w = start_width(self.layout, out.len() + 2 * n + m + trailer);
                 for s in starts {
                     out.extend_from_slice(&s.to_le_bytes()[..w]);
                 }
@@ -246,6 +323,10 @@ impl BlockBuilder {
         let hashes: Vec<u64> = self.cells.iter().map(|c| c.hash).collect();
         let slots = verify::table(&hashes, m);
         out.extend_from_slice(&slots);
+        if self.layout == Layout::Held {
+            held.put_trailer(base_ts, n, self.interval, out);
+            return;
+        }
         out.extend_from_slice(&base_ts.to_le_bytes());
         out.extend_from_slice(&(n as u16).to_le_bytes());
         out.extend_from_slice(&(m as u16).to_le_bytes());

@@ -1,5 +1,6 @@
 use proptest::prelude::*;
 
+use super::held::{self, Held};
 use super::*;
 use crate::format::key_hash;
 
@@ -98,6 +99,36 @@ fn cells() -> impl Strategy<Value = Vec<Cell>> {
         })
 }
 
+/// [`cells`], many of them made to share what format 7 holds once: one key length,
+/// one live value length, one timestamp (any of the three), tombstones and expiries
+/// among them.
+fn uniform_cells() -> impl Strategy<Value = Vec<Cell>> {
+    (cells(), 1usize..20, 0usize..30, any::<u64>(), 0u8..8).prop_map(|(cells, klen, vlen, ts, which)| {
+        let mut seen = std::collections::BTreeMap::new();
+        for mut c in cells {
+            if which & 1 != 0 {
+                c.key.resize(klen, b'z');
+            }
+            if which & 2 != 0 && !c.tombstone {
+                c.value.resize(vlen, 7);
+            }
+            if which & 4 != 0 {
+                c.ts = ts;
+            }
+            seen.insert(c.key.clone(), c);
+        }
+        seen.into_values().collect()
+    })
+}
+
+fn any_cells() -> impl Strategy<Value = Vec<Cell>> {
+    prop_oneof![cells(), uniform_cells()]
+}
+
+fn any_layout() -> impl Strategy<Value = Layout> {
+    prop_oneof![Just(Layout::Held), Just(Layout::Entries), Just(Layout::Groups)]
+}
+
 fn check_block(cells: &[Cell], stored: &[u8]) -> Result<(), TestCaseError> {
     check_block_in(Layout::Entries, cells, stored)
 }
@@ -136,14 +167,14 @@ fn check_block_in(layout: Layout, cells: &[Cell], stored: &[u8]) -> Result<(), T
 proptest! {
     #[test]
     fn blocks_give_back_their_cells(
-        cells in cells(),
+        cells in any_cells(),
         interval in 1usize..20,
         compression in prop_oneof![
             Just(Compression::None),
             Just(Compression::Lz4),
             Just(Compression::Zstd),
         ],
-        layout in prop_oneof![Just(Layout::Entries), Just(Layout::Groups)],
+        layout in any_layout(),
     ) {
         check_block_in(layout, &cells, &build_in(layout, &cells, interval, compression))?;
     }
@@ -151,11 +182,11 @@ proptest! {
     /// Any damage to a payload (no checksum to stop it) gives errors, never a panic.
     #[test]
     fn damaged_payloads_never_panic(
-        cells in cells(),
+        cells in any_cells(),
         interval in 1usize..20,
         flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
         cut in any::<prop::sample::Index>(),
-        layout in prop_oneof![Just(Layout::Entries), Just(Layout::Groups)],
+        layout in any_layout(),
     ) {
         let stored = build_in(layout, &cells, interval, Compression::None);
         let mut payload = stored[..stored.len() - 5].to_vec();
@@ -252,6 +283,23 @@ fn ycsb_cells_take_less_than_their_format_3_records() {
     // in format 4, whose table of starts has one per group rather than one per entry).
     assert!(per_cell < 121.0, "{per_cell:.1} bytes a cell");
     assert!(per_cell > 116.0 - 8.0, "{per_cell:.1} bytes a cell");
+    // Format 7 holds the key and value lengths once: two bytes a cell less, and four
+    // a block more (its trailer of 17 bytes against 13).
+    let held = format_7_bytes_a_cell(&cells);
+    assert!(held > per_cell - 2.0 && held < per_cell - 1.8, "{held:.2} against {per_cell:.2}");
+}
+
+/// Bytes a cell `cells` take in format 7 blocks cut at 4 KiB of keys and values.
+fn format_7_bytes_a_cell(cells: &[Cell]) -> f64 {
+    let (mut out, mut b) = (Vec::new(), BlockBuilder::new(DEFAULT_INTERVAL, Layout::Held));
+    for c in cells {
+        b.add(&c.as_ref(), key_hash(&c.key));
+        if b.staged_bytes() >= 4096 || !b.has_room() {
+            b.finish(Compression::None, &mut out);
+        }
+    }
+    b.finish(Compression::None, &mut out);
+    out.len() as f64 / cells.len() as f64
 }
 
 /// Shared lengths at and around the inline limit (63), and past a byte.
@@ -319,20 +367,82 @@ fn starts_widen_past_sixty_four_kib() {
         // Two entries of 16-byte keys: the rest of the payload is the second value.
         let fixed = build(&cells, 16, Compression::None).len() - 5 - 10;
         cells[1].value = vec![7; len.saturating_sub(fixed)];
-        for layout in [Layout::Entries, Layout::Groups] {
+        for layout in [Layout::Held, Layout::Entries, Layout::Groups] {
             let stored = build_in(layout, &cells, 16, Compression::None);
             check_block_in(layout, &cells, &stored).unwrap();
             let payload = &stored[..stored.len() - 5];
             let blk = DataBlock::parse(payload, layout).unwrap();
-            let table = payload.len() - blk.entries_len() - hash_slots(2) - TRAILER;
+            let mut table = payload.len() - blk.entries_len() - hash_slots(2);
+            if layout == Layout::Held {
+                // Both keys are 16 bytes long: the key length is held.
+                assert_eq!(payload[payload.len() - 1], held::KEY);
+                table -= Held::trailer_len(held::KEY);
+            } else {
+                table -= TRAILER;
+            }
             let want = match layout {
                 Layout::Groups => 4,
-                Layout::Entries if payload.len() <= 65_535 => 2 * 2,
-                Layout::Entries => 2 * 4,
+                _ if payload.len() <= 65_535 => 2 * 2,
+                _ => 2 * 4,
             };
             assert_eq!(table, want, "{layout:?}, a payload of {}", payload.len());
-            widths.insert((layout == Layout::Entries, table));
+            widths.insert((format!("{layout:?}"), table));
         }
     }
-    assert_eq!(widths.len(), 3, "both widths of format 5 were built: {widths:?}");
+    assert_eq!(widths.len(), 5, "both widths of formats 5 and 7 were built: {widths:?}");
+}
+
+/// Format 7 holds a field exactly when every entry shares it: the runner's cells share
+/// their key and value lengths, a bulk load's their timestamp too; a tombstone leaves
+/// the value length held, a key of another length the key length not.
+#[test]
+fn shared_fields_are_held_once() {
+    let flags_of = |cells: &[Cell]| {
+        let stored = build_in(Layout::Held, cells, 16, Compression::None);
+        check_block_in(Layout::Held, cells, &stored).unwrap();
+        let entries = build_in(Layout::Entries, cells, 16, Compression::None);
+        (stored[stored.len() - 6], entries.len() as isize - stored.len() as isize)
+    };
+    let mut cells = ycsb_cells(30, 100, false);
+    // Format 7's trailer: 17 bytes with both lengths held, 13 in format 6.
+    assert_eq!(flags_of(&cells), (held::KEY | held::VAL, 2 * 30 - 4));
+    let ts = cells[0].ts;
+    cells.iter_mut().for_each(|c| c.ts = ts);
+    assert_eq!(flags_of(&cells), (held::KEY | held::VAL | held::TS, 3 * 30 - 4));
+    (cells[3].tombstone, cells[3].value) = (true, Vec::new());
+    assert_eq!(flags_of(&cells).0, held::KEY | held::VAL | held::TS);
+    cells[5].value.push(1);
+    assert_eq!(flags_of(&cells).0, held::KEY | held::TS);
+    cells[7].key.push(0);
+    cells[9].ts += 1;
+    assert_eq!(flags_of(&cells).0, 0);
+    for c in &mut cells {
+        (c.tombstone, c.value, c.ts) = (true, Vec::new(), ts);
+    }
+    assert_eq!(flags_of(&cells).0, held::TS, "no live value: no value length to hold");
+}
+
+/// Held fields a reader does not know, or a held length past the limit, are refused
+/// by name; a held length that differs from what the cells share fails verify.
+#[test]
+fn held_fields_are_checked() {
+    let cells = ycsb_cells(10, 20, false);
+    let stored = build_in(Layout::Held, &cells, 16, Compression::None);
+    let payload = &stored[..stored.len() - 5];
+    let mut bad = payload.to_vec();
+    *bad.last_mut().unwrap() |= 8;
+    let err = DataBlock::parse(&bad, Layout::Held).unwrap_err();
+    assert_eq!(err.reason, "unknown held fields 0x0b");
+    // KEY | VAL: the value length's u32 sits just before the 11 bytes from base_ts on.
+    let at = payload.len() - 11 - 4;
+    let mut bad = payload.to_vec();
+    bad[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let err = DataBlock::parse(&bad, Layout::Held).unwrap_err();
+    assert!(err.reason.starts_with("held value length"), "{}", err.reason);
+    // The key length held one byte shorter: entries decode, to other keys and values.
+    let mut bad = payload.to_vec();
+    bad[at - 2] -= 1;
+    let blk = DataBlock::parse(&bad, Layout::Held).unwrap();
+    assert!(blk.verify(|_, _| ()).is_err());
+    assert!(DataBlock::parse(payload, Layout::Held).unwrap().verify(|_, _| ()).is_ok());
 }

@@ -1,7 +1,8 @@
 //! The whole check of a block payload: what reads check as they go, for every entry,
 //! and what no read needs (order, tiling, the group table, the hash table).
 
-use super::{BlockCell, DataBlock, Malformed};
+use super::held::{self, Held, Same};
+use super::{BlockCell, DataBlock, Layout, Malformed};
 use crate::format::{home_slot, key_hash};
 
 impl<'a> DataBlock<'a> {
@@ -9,14 +10,15 @@ impl<'a> DataBlock<'a> {
     /// starts names where its entries start, which tile the entries region exactly (so a
     /// block has one table), group heads share
     /// nothing and every other entry shares the longest prefix it can, keys strictly
-    /// ascend, `base_ts` is the smallest timestamp, and the hash table is the one the
-    /// builder makes of these keys. `f` sees cells before the table is checked: a caller
+    /// ascend, `base_ts` is the smallest timestamp, format 7 holds exactly the fields
+    /// every entry shares, and the hash table is the one the builder makes of these keys. `f` sees cells before the table is checked: a caller
     /// drops what it gathered when this fails.
     pub fn verify(&self, mut f: impl FnMut(&[u8], &BlockCell<'a>)) -> Result<(), Malformed> {
         let (mut key, mut prev) = (Vec::new(), Vec::new());
         let mut at = 0;
         let mut head: &[u8] = &[];
-        let mut min_ts = u64::MAX;
+        let (mut min_ts, mut max_ts) = (u64::MAX, 0);
+        let (mut keys, mut vals) = (Same::Unseen, Same::Unseen);
         let mut hashes = Vec::with_capacity(self.s.n);
         for i in 0..self.s.n {
             if i % self.s.stride == 0 {
@@ -39,7 +41,11 @@ impl<'a> DataBlock<'a> {
             if i > 0 && key <= prev {
                 return Err(Malformed::new(at as u64, "keys out of order in data block"));
             }
-            min_ts = min_ts.min(c.ts);
+            (min_ts, max_ts) = (min_ts.min(c.ts), max_ts.max(c.ts));
+            keys = keys.and(key.len());
+            if !c.tombstone {
+                vals = vals.and(c.value.len());
+            }
             hashes.push(key_hash(&key));
             f(&key, &c);
             std::mem::swap(&mut key, &mut prev);
@@ -52,6 +58,14 @@ impl<'a> DataBlock<'a> {
         if min_ts != self.s.base_ts {
             let why = format!("base timestamp {} but the oldest cell's is {min_ts}", self.s.base_ts);
             return Err(Malformed::new(self.s.slots_at as u64 + self.s.m as u64, why));
+        }
+        let shared = match self.s.layout {
+            Layout::Held => held::choose(keys, vals, min_ts == max_ts),
+            _ => Held::default(),
+        };
+        if shared != self.s.held {
+            let why = format!("holds {:?} where its cells share {shared:?}", self.s.held);
+            return Err(Malformed::new(self.s.payload_len as u64 - 1, why));
         }
         let slots = &self.b[self.s.slots_at..self.s.slots_at + self.s.m];
         match slots.iter().zip(&table(&hashes, self.s.m)).position(|(a, b)| a != b) {

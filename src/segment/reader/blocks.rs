@@ -1,4 +1,4 @@
-//! Formats 4 to 6: point reads through data blocks. The meta's summary lists the data blocks
+//! Formats 4 to 7: point reads through data blocks. The meta's summary lists the data blocks
 //! (first key, offset, length), so a point read costs the filter, a search of the
 //! summary in memory, and one block: its hash slot, its entry's group head, and the
 //! entry. The block's checksum is checked by a point read that checks records
@@ -17,7 +17,7 @@ thread_local! {
 }
 
 impl SegmentReader {
-    /// Whether the segment stores data blocks (formats 4 to 6) rather than records.
+    /// Whether the segment stores data blocks (formats 4 to 7) rather than records.
     #[inline]
     pub(crate) fn has_blocks(&self) -> bool {
         self.format >= 4
@@ -69,11 +69,14 @@ impl SegmentReader {
         let mapped = matches!(self.data, Source::Mapped(_));
         let seen = mapped && self.block_checked(b);
         let check = !seen && self.record_check.roll();
-        let (found, slots) = self.with_data_block(b, Via::Cache, check, |blk| {
-            Ok((blk.get(key, h)?.map(|c| f(c.with_key(key))), blk.slots()))
+        let (found, hint) = self.with_data_block(b, Via::Cache, check, |blk| {
+            Ok((
+                blk.get(key, h)?.map(|c| f(c.with_key(key))),
+                slot_hint(&blk),
+            ))
         })?;
         if check && mapped {
-            self.mark_block_checked(b, slots);
+            self.mark_block_checked(b, hint);
         }
         Ok(found)
     }
@@ -84,11 +87,11 @@ impl SegmentReader {
         self.checked[b].load(Ordering::Relaxed) != 0
     }
 
-    /// Mapped data block `b`, of `slots` hash slots, passed its checksum: the table's
-    /// reads trust it from now on, and gets prefetch its home slots (`prefetch_block`).
+    /// Mapped data block `b` passed its checksum: the table's reads trust it from now
+    /// on, and gets prefetch its home slots (`prefetch_block`, by `hint`: `slot_hint`).
     #[inline]
-    pub(crate) fn mark_block_checked(&self, b: usize, slots: usize) {
-        self.checked[b].store(slots as u32 + 1, Ordering::Relaxed);
+    pub(crate) fn mark_block_checked(&self, b: usize, hint: u32) {
+        self.checked[b].store(hint, Ordering::Relaxed);
     }
 
     /// Start loading the end of mapped data block `b` (its checksum, compression byte and
@@ -102,10 +105,11 @@ impl SegmentReader {
         let end = off + u64::from(len);
         self.data.prefetch(end.saturating_sub(1));
         self.data
-            .prefetch(end.saturating_sub(data_block::STORED_TAIL as u64));
-        // `checked` holds the slot count + 1 once a read has checked the block.
-        let m = self.checked[b].load(Ordering::Relaxed).saturating_sub(1) as usize;
-        let slots = end.checked_sub((data_block::STORED_TAIL + m) as u64);
+            .prefetch(end.saturating_sub(data_block::MAX_STORED_TAIL as u64));
+        // `checked` holds `slot_hint` once a read has checked the block.
+        let hint = self.checked[b].load(Ordering::Relaxed);
+        let m = (hint & 0xffff).saturating_sub(1) as usize;
+        let slots = end.checked_sub(u64::from(hint >> 16));
         if let Some(slots) = slots.filter(|_| m != 0) {
             self.data
                 .prefetch(slots + crate::format::home_slot(h, m) as u64);
@@ -162,4 +166,12 @@ pub(in crate::segment) fn blame(m: Malformed, raw: bool) -> Malformed {
             format!("{} (at {} of the decompressed block)", m.reason, m.offset),
         )
     }
+}
+
+/// What `checked` holds for a mapped block once it passed its checksum (never 0): its
+/// slot count + 1, and (from bit 16) how far before the block's end its slots start
+/// (the trailer's length differs between blocks of format 7).
+pub(in crate::segment) fn slot_hint(blk: &DataBlock<'_>) -> u32 {
+    let back = u32::try_from(blk.slots_back()).unwrap_or(0).min(0xffff);
+    back << 16 | (blk.slots() as u32 + 1)
 }

@@ -2,6 +2,7 @@
 //! the meta's statistics and filter against the cells (Cassandra's `sstableverify`).
 
 use super::*;
+use crate::format::meta::separator;
 use crate::format::pages::PagesBuilder;
 
 impl SegmentReader {
@@ -126,10 +127,11 @@ impl SegmentReader {
 }
 
 impl SegmentReader {
-    /// [`Self::verify`] of a format 4 to 6 segment: every data block read from the file
-    /// and checked whole (`DataBlock::verify`), its first key the summary's, keys
-    /// ascending across blocks, every key in the filter, the statistics, and that the
-    /// padding before a block (format 6) is zeros.
+    /// [`Self::verify`] of a format 4 to 7 segment: every data block read from the file
+    /// and checked whole (`DataBlock::verify`), its first key the summary's (from format
+    /// 7 after the first block: the separator of it and the key before), keys ascending
+    /// across blocks, every key in the filter, the statistics, and that the padding
+    /// before a block (format 6 on) is zeros.
     fn verify_blocks(&self) -> Result<u64> {
         let mut seen = SegmentStats::counting();
         let mut last: Vec<u8> = Vec::new();
@@ -139,15 +141,24 @@ impl SegmentReader {
             self.check_padding(end, off)?;
             end = off + u64::from(len);
             let mut problem = None;
-            let first = self.meta.summary.first_key(b);
+            let summary_key = self.meta.summary.first_key(b);
+            let separated = b > 0 && crate::format::meta::separated(self.format);
             let mut at_first = true;
             self.with_data_block(b, Via::File, true, |blk| {
                 blk.verify(|key, c| {
                     if problem.is_none() {
-                        problem = if at_first && key != first {
-                            Some("data block's first key differs from the summary".to_string())
-                        } else if seen.entry_count > 0 && key <= last.as_slice() {
+                        let ordered = seen.entry_count == 0 || key > last.as_slice();
+                        let want = |key| {
+                            if separated {
+                                separator(&last, key)
+                            } else {
+                                key
+                            }
+                        };
+                        problem = if !ordered {
                             Some("keys out of order across data blocks".to_string())
+                        } else if at_first && want(key) != summary_key {
+                            Some("data block's first key differs from the summary".to_string())
                         } else if !self.meta.filter.may_contain(key_hash(key)) {
                             Some(format!("filter does not contain cell {}", seen.entry_count))
                         } else {

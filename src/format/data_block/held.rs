@@ -1,0 +1,165 @@
+//! Format 7's held fields (issue 19 item 6, "fields a block can hold once"): a key
+//! length, a value length or a timestamp that every entry of a block shares is written
+//! once, at the end of the payload, instead of in each entry.
+//!
+//! ```text
+//! payload end, format 7 (formats 4 to 6 end in base_ts u64, n u16, m u16, interval u8):
+//!   ... slots
+//!   [key_len  u16 LE   the keys' length - 1: only with KEY]
+//!   [val_len  u32 LE   the live cells' values' length: only with VAL]
+//!   base_ts   u64 LE   the smallest timestamp of the block's cells
+//!   n         u8       entries, 1 ..= MAX_ENTRIES (the hash slots: n + n / 3 + 1)
+//!   interval  u8       entries per group, >= 1
+//!   held      u8       KEY | VAL | TS
+//! ```
+//!
+//! An entry of a block holding `KEY` has no `suffix_len` (it is `key_len - shared`);
+//! holding `VAL`, no `val_len` (a live cell's is `val_len`, a tombstone's 0); holding
+//! `TS`, no `ts` (every cell's is `base_ts`). A writer holds a field exactly when every
+//! entry shares it (the value length: when at least one cell is live and every live
+//! cell's value has it), so a block has one encoding, which `verify` checks.
+
+use super::{hash_slots, read_u16, read_u32, read_u64, Malformed, Trailer, MAX_VALUE_LEN};
+
+/// Every key has the length held.
+pub const KEY: u8 = 1;
+/// Every live cell's value has the length held.
+pub const VAL: u8 = 2;
+/// Every cell's timestamp is the block's base timestamp.
+pub const TS: u8 = 4;
+
+/// What a block's trailer holds for all its entries: `flags` says which of the others
+/// are held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Held {
+    /// `KEY | VAL | TS`, those held.
+    pub flags: u8,
+    /// Every key's length, with `KEY`.
+    pub key_len: usize,
+    /// Every live cell's value's length, with `VAL`.
+    pub val_len: usize,
+}
+
+/// Bytes of format 7's trailer from `base_ts` on.
+const FIXED: usize = 8 + 1 + 1 + 1;
+
+impl Held {
+    /// Bytes of the lengths a block holding `flags` holds.
+    fn lengths(flags: u8) -> usize {
+        (if flags & KEY != 0 { 2 } else { 0 }) + if flags & VAL != 0 { 4 } else { 0 }
+    }
+
+    /// Bytes of the trailer of a block holding `flags`.
+    pub fn trailer_len(flags: u8) -> usize {
+        Self::lengths(flags) + FIXED
+    }
+}
+
+/// Read format 7's trailer at the end of payload `b`.
+pub(super) fn trailer(b: &[u8]) -> Result<Trailer, Malformed> {
+    let len = b.len();
+    let flags = *b.last().unwrap_or(&0);
+    if flags & !(KEY | VAL | TS) != 0 {
+        let why = format!("unknown held fields {flags:#04x}");
+        return Err(Malformed::new(len.saturating_sub(1) as u64, why));
+    }
+    let t = len.checked_sub(FIXED);
+    let Some((t, at)) = t.and_then(|t| Some((t, t.checked_sub(Held::lengths(flags))?))) else {
+        return Err(Malformed::new(0, format!("data block payload of {len} bytes")));
+    };
+    let n = b[t + 8] as usize;
+    Ok(Trailer {
+        base_ts: read_u64(b, t).unwrap_or(0),
+        n,
+        m: hash_slots(n),
+        interval: b[t + 9] as usize,
+        held: Held::lengths_at(b, at, flags)?,
+        at: t,
+        end: at,
+    })
+}
+
+impl Held {
+    /// The held fields `flags` names, their lengths read from `b` at `at`.
+    fn lengths_at(b: &[u8], at: usize, flags: u8) -> Result<Held, Malformed> {
+        let mut h = Held {
+            flags,
+            ..Held::default()
+        };
+        let mut p = at;
+        if flags & KEY != 0 {
+            h.key_len = read_u16(b, p).unwrap_or(0) as usize + 1;
+            p += 2;
+        }
+        if flags & VAL != 0 {
+            h.val_len = read_u32(b, p).unwrap_or(0) as usize;
+            if h.val_len > MAX_VALUE_LEN {
+                let why = format!("held value length {} out of range", h.val_len);
+                return Err(Malformed::new(p as u64, why));
+            }
+        }
+        Ok(h)
+    }
+
+    /// Append the trailer of a block of `n` entries in groups of `interval` whose
+    /// smallest timestamp is `base_ts`.
+    pub fn put_trailer(&self, base_ts: u64, n: usize, interval: usize, out: &mut Vec<u8>) {
+        if self.flags & KEY != 0 {
+            out.extend_from_slice(&((self.key_len - 1) as u16).to_le_bytes());
+        }
+        if self.flags & VAL != 0 {
+            out.extend_from_slice(&(self.val_len as u32).to_le_bytes());
+        }
+        out.extend_from_slice(&base_ts.to_le_bytes());
+        out.extend_from_slice(&[n as u8, interval as u8, self.flags]);
+    }
+}
+
+/// Whether lengths seen so far are all one: what a builder and `verify` track to know
+/// whether a block holds a length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Same {
+    /// None seen.
+    #[default]
+    Unseen,
+    /// All were this.
+    All(usize),
+    /// They differ.
+    Differ,
+}
+
+impl Same {
+    /// After seeing `len` too.
+    #[inline]
+    pub fn and(self, len: usize) -> Same {
+        match self {
+            Same::Unseen => Same::All(len),
+            Same::All(l) if l == len => self,
+            _ => Same::Differ,
+        }
+    }
+
+    /// The length all share, if one is.
+    pub fn held(self) -> Option<usize> {
+        match self {
+            Same::All(l) => Some(l),
+            _ => None,
+        }
+    }
+}
+
+/// The held fields of a block of these keys' and live values' lengths whose
+/// timestamps are all one (`one_ts`) or not.
+pub fn choose(keys: Same, vals: Same, one_ts: bool) -> Held {
+    let mut h = Held::default();
+    if let Some(k) = keys.held() {
+        (h.flags, h.key_len) = (h.flags | KEY, k);
+    }
+    if let Some(v) = vals.held() {
+        (h.flags, h.val_len) = (h.flags | VAL, v);
+    }
+    if one_ts {
+        h.flags |= TS;
+    }
+    h
+}
