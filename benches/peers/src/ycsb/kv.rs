@@ -21,11 +21,12 @@ pub trait Kv: Sync {
 }
 
 /// The systems, in print order.
-pub const IDS: [&str; 14] = [
+pub const IDS: [&str; 15] = [
     "seg_auto",
     "seg_auto_pread",
     "seg_auto_v3",
     "seg_auto_v5",
+    "seg_auto_v6",
     "seg_auto_zstd",
     "seg_mmap",
     "seg_mmap_v5",
@@ -45,6 +46,7 @@ pub fn label(id: &str) -> &'static str {
         "seg_auto_pread" => "segstore auto, data by pread*",
         "seg_auto_v3" => "segstore auto, format 3*",
         "seg_auto_v5" => "segstore auto, format 5*",
+        "seg_auto_v6" => "segstore auto, format 6*",
         "seg_auto_zstd" => "segstore auto, zstd*",
         "seg_mmap" => "segstore mmap",
         "seg_mmap_v5" => "segstore mmap, format 5*",
@@ -68,10 +70,11 @@ pub fn is_peer(id: &str) -> bool {
 
 /// Systems that run only when named: the other `disk_access_mode`s, `auto` without
 /// its data maps, and earlier segment formats.
-const ONLY_WHEN_NAMED: [&str; 7] = [
+const ONLY_WHEN_NAMED: [&str; 8] = [
     "seg_auto_pread",
     "seg_auto_v3",
     "seg_auto_v5",
+    "seg_auto_v6",
     "seg_auto_zstd",
     "seg_mmap_v5",
     "seg_mmap_index_only",
@@ -142,6 +145,7 @@ pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
         | "seg_auto_pread"
         | "seg_auto_v3"
         | "seg_auto_v5"
+        | "seg_auto_v6"
         | "seg_auto_zstd"
         | "seg_mmap"
         | "seg_mmap_v5"
@@ -163,7 +167,7 @@ pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
     match id {
         "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto, cache)),
         "seg_auto_pread" => Box::new(Seg::open_with(dir, DiskAccessMode::Auto, cache, 0)),
-        "seg_auto_v3" | "seg_auto_v5" | "seg_auto_zstd" => {
+        "seg_auto_v3" | "seg_auto_v5" | "seg_auto_v6" | "seg_auto_zstd" => {
             Box::new(Seg::variant(dir, DiskAccessMode::Auto, id, cache))
         }
         "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap, cache)),

@@ -152,6 +152,13 @@ pub fn phases(ids: &[&str], phases: &[(Workload, usize)], results: &[Vec<Vec<Pha
              each other with no padding, beside the default's blocks started on pages."
         );
     }
+    if ids.contains(&"seg_auto_v6") {
+        println!(
+            "* segstore auto, format 6: `segment.format_version = 6`, data blocks that write \
+             every cell's key length, value length and timestamp, beside the default's blocks \
+             that hold once what all their cells share."
+        );
+    }
     if ids.contains(&"seg_auto_pread") {
         println!(
             "* segstore auto, data by pread: `memory.auto_data_map_percent = 0`, so `auto` \
