@@ -42,11 +42,12 @@ pub struct SegmentWriter {
     index_off: u64,
     /// Format 3: the index block being built.
     block: IndexBlockBuilder,
-    /// Formats 4 to 6: the data block being built.
+    /// Formats 4 to 7: the data block being built.
     cells: BlockBuilder,
-    /// The first key of the block (index or data) being built.
+    /// The summary key of the block (index or data) being built: its first key, or
+    /// from format 7 a data block's separator (`start_data_block`).
     block_first_key: Vec<u8>,
-    /// Formats 4 to 6: the data offset the data block being built must end by.
+    /// Formats 4 to 7: the data offset the data block being built must end by.
     block_end: u64,
     block_buf: Vec<u8>,
     rec_buf: Vec<u8>,
@@ -244,7 +245,7 @@ impl SegmentWriter {
         Ok(())
     }
 
-    /// Formats 4 to 6: write the data block being built and enter it in the summary.
+    /// Formats 4 to 7: write the data block being built and enter it in the summary.
     fn flush_data_block(&mut self) -> Result<()> {
         if self.cells.is_empty() {
             return Ok(());

@@ -152,7 +152,9 @@ impl Same {
 /// timestamps are all one (`one_ts`) or not.
 pub fn choose(keys: Same, vals: Same, one_ts: bool) -> Held {
     let mut h = Held::default();
-    if let Some(k) = keys.held() {
+    // Keys are never empty (a held length is written less one); a block of empty keys
+    // is refused by its reader either way.
+    if let Some(k) = keys.held().filter(|&k| k > 0) {
         (h.flags, h.key_len) = (h.flags | KEY, k);
     }
     if let Some(v) = vals.held() {

@@ -29,17 +29,18 @@ impl SegmentReader {
         Layout::of_version(self.format)
     }
 
-    /// Data blocks in the segment (formats 4 to 6).
+    /// Data blocks in the segment (formats 4 to 7).
     pub(in crate::segment) fn data_blocks(&self) -> usize {
         self.meta.summary.len()
     }
 
-    /// (offset, length) of data block `b` (formats 4 to 6).
+    /// (offset, length) of data block `b` (formats 4 to 7).
     pub(in crate::segment) fn summary_block(&self, b: usize) -> (u64, u32) {
         self.meta.summary.block(b)
     }
 
-    /// The last data block whose first key is at or below `key` (formats 4 to 6).
+    /// The last data block whose summary key (its first key, or from format 7 a
+    /// separator) is at or below `key` (formats 4 to 7).
     pub(in crate::segment) fn summary_block_for(&self, key: &[u8]) -> Option<usize> {
         self.meta.summary.block_for(key)
     }
