@@ -495,19 +495,19 @@ impl<'a> DataBlock<'a> {
         if shared == SHARED_INLINE as u64 {
             shared = shared.saturating_add(next("truncated or bad shared length")?);
         }
-        let held = self.s.held;
-        let suffix_len = if held.flags & held::KEY == 0 {
+        let once = self.s.held;
+        let suffix_len = if once.flags & held::KEY == 0 {
             next("truncated or bad key suffix length")?
         } else {
-            let k = held.key_len as u64;
+            let k = once.key_len as u64;
             k.checked_sub(shared).ok_or_else(|| bad(at, "shares more than the held key length"))?
         };
-        let val_len = match held.flags & held::VAL {
+        let val_len = match once.flags & held::VAL {
             0 => next("truncated or bad value length")?,
             _ if first & TOMBSTONE != 0 => 0,
-            _ => held.val_len as u64,
+            _ => once.val_len as u64,
         };
-        let ts_delta = if held.flags & held::TS == 0 { next("truncated or bad timestamp")? } else { 0 };
+        let ts_delta = if once.flags & held::TS == 0 { next("truncated or bad timestamp")? } else { 0 };
         let zig = if first & EXPIRES != 0 { next("truncated or bad expiry")? } else { 0 };
         if shared > head.len() as u64 {
             return Err(bad(at, &format!("shares {shared} bytes of a {}-byte key", head.len())));

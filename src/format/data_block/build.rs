@@ -278,7 +278,7 @@ impl BlockBuilder {
     fn encode_payload(&self, out: &mut Vec<u8>) {
         let n = self.cells.len();
         let base_ts = self.tally.base_ts;
-        let held = self.tally.held(self.layout);
+        let once = self.tally.held(self.layout);
         let mut starts = Vec::with_capacity(n);
         for i in 0..n {
             let c = self.cells[i];
@@ -290,13 +290,13 @@ impl BlockBuilder {
             if shared >= SHARED_INLINE {
                 varint::put(out, (shared - SHARED_INLINE) as u64);
             }
-            if held.flags & held::KEY == 0 {
+            if once.flags & held::KEY == 0 {
                 varint::put(out, (key.len() - shared) as u64);
             }
-            if held.flags & held::VAL == 0 {
+            if once.flags & held::VAL == 0 {
                 varint::put(out, value.len() as u64);
             }
-            if held.flags & held::TS == 0 {
+            if once.flags & held::TS == 0 {
                 varint::put(out, c.ts - base_ts);
             }
             if c.flags & EXPIRES != 0 {
@@ -313,7 +313,7 @@ impl BlockBuilder {
                 }
             }
             Layout::Entries | Layout::Held => {
-                let trailer = trailer_len(self.layout, held.flags);
+                let trailer = trailer_len(self.layout, once.flags);
                 let w = start_width(self.layout, out.len() + 2 * n + m + trailer);
                 for s in starts {
                     out.extend_from_slice(&s.to_le_bytes()[..w]);
@@ -324,7 +324,7 @@ impl BlockBuilder {
         let slots = verify::table(&hashes, m);
         out.extend_from_slice(&slots);
         if self.layout == Layout::Held {
-            held.put_trailer(base_ts, n, self.interval, out);
+            once.put_trailer(base_ts, n, self.interval, out);
             return;
         }
         out.extend_from_slice(&base_ts.to_le_bytes());
