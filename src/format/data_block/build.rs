@@ -69,10 +69,7 @@ impl Tally {
 
     /// The fields a block of `layout` holds once for these entries.
     fn held(&self, layout: Layout) -> Held {
-        match layout {
-            Layout::Held => held::choose(self.keys, self.vals, self.base_ts == self.max_ts),
-            _ => Held::default(),
-        }
+        held::choose(layout, self.keys, self.vals, self.base_ts == self.max_ts)
     }
 
     /// The entries' bytes in a block of `layout`, and its trailer's.

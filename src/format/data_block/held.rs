@@ -19,7 +19,7 @@
 //! entry shares it (the value length: when at least one cell is live and every live
 //! cell's value has it), so a block has one encoding, which `verify` checks.
 
-use super::{hash_slots, read_u16, read_u32, read_u64, Malformed, Trailer, MAX_VALUE_LEN};
+use super::{hash_slots, read_u16, read_u32, read_u64, Layout, Malformed, Trailer, MAX_VALUE_LEN};
 
 /// Every key has the length held.
 pub const KEY: u8 = 1;
@@ -53,33 +53,7 @@ impl Held {
     pub fn trailer_len(flags: u8) -> usize {
         Self::lengths(flags) + FIXED
     }
-}
 
-/// Read format 7's trailer at the end of payload `b`.
-pub(super) fn trailer(b: &[u8]) -> Result<Trailer, Malformed> {
-    let len = b.len();
-    let flags = *b.last().unwrap_or(&0);
-    if flags & !(KEY | VAL | TS) != 0 {
-        let why = format!("unknown held fields {flags:#04x}");
-        return Err(Malformed::new(len.saturating_sub(1) as u64, why));
-    }
-    let t = len.checked_sub(FIXED);
-    let Some((t, at)) = t.and_then(|t| Some((t, t.checked_sub(Held::lengths(flags))?))) else {
-        return Err(Malformed::new(0, format!("data block payload of {len} bytes")));
-    };
-    let n = b[t + 8] as usize;
-    Ok(Trailer {
-        base_ts: read_u64(b, t).unwrap_or(0),
-        n,
-        m: hash_slots(n),
-        interval: b[t + 9] as usize,
-        held: Held::lengths_at(b, at, flags)?,
-        at: t,
-        end: at,
-    })
-}
-
-impl Held {
     /// The held fields `flags` names, their lengths read from `b` at `at`.
     fn lengths_at(b: &[u8], at: usize, flags: u8) -> Result<Held, Malformed> {
         let mut h = Held {
@@ -115,6 +89,30 @@ impl Held {
     }
 }
 
+/// Read format 7's trailer at the end of payload `b`.
+pub(super) fn trailer(b: &[u8]) -> Result<Trailer, Malformed> {
+    let len = b.len();
+    let flags = *b.last().unwrap_or(&0);
+    if flags & !(KEY | VAL | TS) != 0 {
+        let why = format!("unknown held fields {flags:#04x}");
+        return Err(Malformed::new(len.saturating_sub(1) as u64, why));
+    }
+    let t = len.checked_sub(FIXED);
+    let Some((t, at)) = t.and_then(|t| Some((t, t.checked_sub(Held::lengths(flags))?))) else {
+        return Err(Malformed::new(0, format!("data block payload of {len} bytes")));
+    };
+    let n = b[t + 8] as usize;
+    Ok(Trailer {
+        base_ts: read_u64(b, t).unwrap_or(0),
+        n,
+        m: hash_slots(n),
+        interval: b[t + 9] as usize,
+        held: Held::lengths_at(b, at, flags)?,
+        at: t,
+        end: at,
+    })
+}
+
 /// Whether lengths seen so far are all one: what a builder and `verify` track to know
 /// whether a block holds a length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -148,10 +146,14 @@ impl Same {
     }
 }
 
-/// The held fields of a block of these keys' and live values' lengths whose
-/// timestamps are all one (`one_ts`) or not.
-pub fn choose(keys: Same, vals: Same, one_ts: bool) -> Held {
+/// The held fields of a block of `layout` of these keys' and live values' lengths
+/// whose timestamps are all one (`one_ts`) or not: none before format 7. The one
+/// choice the builder makes and `verify` checks.
+pub fn choose(layout: Layout, keys: Same, vals: Same, one_ts: bool) -> Held {
     let mut h = Held::default();
+    if layout != Layout::Held {
+        return h;
+    }
     // Keys are never empty (a held length is written less one); a block of empty keys
     // is refused by its reader either way.
     if let Some(k) = keys.held().filter(|&k| k > 0) {

@@ -1,18 +1,18 @@
 //! The whole check of a block payload: what reads check as they go, for every entry,
 //! and what no read needs (order, tiling, the group table, the hash table).
 
-use super::held::{self, Held, Same};
-use super::{BlockCell, DataBlock, Layout, Malformed};
+use super::held::{self, Same};
+use super::{BlockCell, DataBlock, Malformed};
 use crate::format::{home_slot, key_hash};
 
 impl<'a> DataBlock<'a> {
     /// Check every entry and hand each to `f` with its whole key, in order: the table of
     /// starts names where its entries start, which tile the entries region exactly (so a
-    /// block has one table), group heads share
-    /// nothing and every other entry shares the longest prefix it can, keys strictly
-    /// ascend, `base_ts` is the smallest timestamp, format 7 holds exactly the fields
-    /// every entry shares, and the hash table is the one the builder makes of these keys. `f` sees cells before the table is checked: a caller
-    /// drops what it gathered when this fails.
+    /// block has one table), group heads share nothing and every other entry shares the
+    /// longest prefix it can, keys strictly ascend, `base_ts` is the smallest timestamp,
+    /// format 7 holds exactly the fields every entry shares, and the hash table is the
+    /// one the builder makes of these keys. `f` sees cells before the table is checked:
+    /// a caller drops what it gathered when this fails.
     pub fn verify(&self, mut f: impl FnMut(&[u8], &BlockCell<'a>)) -> Result<(), Malformed> {
         let (mut key, mut prev) = (Vec::new(), Vec::new());
         let mut at = 0;
@@ -59,10 +59,7 @@ impl<'a> DataBlock<'a> {
             let why = format!("base timestamp {} but the oldest cell's is {min_ts}", self.s.base_ts);
             return Err(Malformed::new(self.s.slots_at as u64 + self.s.m as u64, why));
         }
-        let shared = match self.s.layout {
-            Layout::Held => held::choose(keys, vals, min_ts == max_ts),
-            _ => Held::default(),
-        };
+        let shared = held::choose(self.s.layout, keys, vals, min_ts == max_ts);
         if shared != self.s.held {
             let why = format!("holds {:?} where its cells share {shared:?}", self.s.held);
             return Err(Malformed::new(self.s.payload_len as u64 - 1, why));
