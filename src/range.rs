@@ -147,7 +147,7 @@ pub(crate) fn above(key: &[u8], lo: &Bound<Vec<u8>>) -> bool {
 }
 
 /// Whether `key` is at or below the upper bound `hi`.
-#[inline]
+#[inline(always)]
 pub(crate) fn below(key: &[u8], hi: &Bound<Vec<u8>>) -> bool {
     match hi {
         Bound::Included(h) => key <= h.as_slice(),

@@ -247,21 +247,32 @@ pub struct BlockCell<'a> {
     pub end: usize,
 }
 
-/// Where a group's head key lies in its block's payload: see
-/// [`DataBlock::cell_following`]. Valid for that block only.
+/// Where a group's head key lies in its block's payload, and which entries the group
+/// holds: see [`DataBlock::cell_following`]. Valid for that block only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeadKey {
-    group: usize,
+    /// The group's first entry (its head) and the first entry past the group.
+    first: usize,
+    next: usize,
     start: usize,
     end: usize,
 }
 
 impl HeadKey {
-    /// The key of `head`, the first entry of group `group` (its suffix is its key).
-    fn of(group: usize, head: &BlockCell<'_>) -> HeadKey {
+    /// Whether entry `i` is this group's head.
+    #[inline]
+    pub fn is_head(&self, i: usize) -> bool {
+        i == self.first
+    }
+
+    /// The key of `head`, the first entry of group `group` of a block whose groups hold
+    /// `interval` entries (its suffix is its key).
+    fn of(group: usize, interval: usize, head: &BlockCell<'_>) -> HeadKey {
         let end = head.end - head.value.len();
+        let first = group * interval;
         HeadKey {
-            group,
+            first,
+            next: first + interval,
             start: end - head.suffix.len(),
             end,
         }
@@ -286,6 +297,7 @@ impl<'a> BlockCell<'a> {
     }
 
     /// Write the key into `out` (cleared first).
+    #[inline(always)]
     pub fn key_into(&self, out: &mut Vec<u8>) {
         out.clear();
         out.extend_from_slice(self.prefix);
@@ -408,6 +420,12 @@ impl<'a> DataBlock<'a> {
     /// head's, or empty for a head).
     #[inline]
     pub fn cell_at(&self, at: usize, head: &'a [u8]) -> Result<BlockCell<'a>, Malformed> {
+        self.decode(at, head)
+    }
+
+    /// [`Self::cell_at`], inlined where it runs once a row (a scan's step).
+    #[inline(always)]
+    fn decode(&self, at: usize, head: &'a [u8]) -> Result<BlockCell<'a>, Malformed> {
         let b = &self.b[..self.s.entries_end];
         let bad = |off: usize, why: &str| Malformed::new(off as u64, why.to_string());
         let first = *b.get(at).ok_or_else(|| bad(at, "entry past the block's entries"))?;
@@ -426,34 +444,52 @@ impl<'a> DataBlock<'a> {
         if shared == SHARED_INLINE as u64 {
             shared = shared.saturating_add(next("truncated or bad shared length")?);
         }
+        // A field the block holds was checked with the trailer (a held key length is
+        // 1 ..= MAX_KEY_LEN, a held value length at most MAX_VALUE_LEN): only what an
+        // entry carries itself is checked here.
         let once = self.s.held;
         let suffix_len = if once.flags & held::KEY == 0 {
-            next("truncated or bad key suffix length")?
+            let suffix_len = next("truncated or bad key suffix length")?;
+            let key_len = shared.saturating_add(suffix_len);
+            if key_len == 0 || key_len > MAX_KEY_LEN as u64 {
+                return Err(bad(at, &format!("key length {key_len} out of range")));
+            }
+            suffix_len
         } else {
             let k = once.key_len as u64;
             k.checked_sub(shared).ok_or_else(|| bad(at, "shares more than the held key length"))?
         };
+        let tombstone = first & TOMBSTONE != 0;
         let val_len = match once.flags & held::VAL {
-            0 => next("truncated or bad value length")?,
-            _ if first & TOMBSTONE != 0 => 0,
+            0 => {
+                let v = next("truncated or bad value length")?;
+                if v > MAX_VALUE_LEN as u64 || (tombstone && v != 0) {
+                    return Err(bad(at, &format!("value length {v} out of range")));
+                }
+                v
+            }
+            _ if tombstone => 0,
             _ => once.val_len as u64,
         };
-        let ts_delta = if once.flags & held::TS == 0 { next("truncated or bad timestamp")? } else { 0 };
-        let zig = if first & EXPIRES != 0 { next("truncated or bad expiry")? } else { 0 };
+        let ts = match once.flags & held::TS {
+            0 => {
+                let d = next("truncated or bad timestamp")?;
+                self.s.base_ts.checked_add(d).ok_or_else(|| bad(at, "timestamp overflows"))?
+            }
+            _ => self.s.base_ts,
+        };
+        let expires = match first & EXPIRES {
+            0 => 0,
+            _ => {
+                let zig = next("truncated or bad expiry")?;
+                match ts.wrapping_add(unzigzag(zig) as u64) {
+                    0 => return Err(bad(at, "expiry flag with an expiry of 0")),
+                    e => e,
+                }
+            }
+        };
         if shared > head.len() as u64 {
             return Err(bad(at, &format!("shares {shared} bytes of a {}-byte key", head.len())));
-        }
-        let key_len = shared.saturating_add(suffix_len);
-        if key_len == 0 || key_len > MAX_KEY_LEN as u64 {
-            return Err(bad(at, &format!("key length {key_len} out of range")));
-        }
-        if val_len > MAX_VALUE_LEN as u64 || (first & TOMBSTONE != 0 && val_len != 0) {
-            return Err(bad(at, &format!("value length {val_len} out of range")));
-        }
-        let ts = self.s.base_ts.checked_add(ts_delta).ok_or_else(|| bad(at, "timestamp overflows"))?;
-        let expires = ts.wrapping_add(unzigzag(zig) as u64);
-        if first & EXPIRES != 0 && expires == 0 {
-            return Err(bad(at, "expiry flag with an expiry of 0"));
         }
         let key_end = p.checked_add(suffix_len as usize);
         let end = key_end.and_then(|k| k.checked_add(val_len as usize));
@@ -465,8 +501,8 @@ impl<'a> DataBlock<'a> {
             suffix: &b[p..key_end],
             value: &b[key_end..end],
             ts,
-            tombstone: first & TOMBSTONE != 0,
-            expires: if first & EXPIRES != 0 { expires } else { 0 },
+            tombstone,
+            expires,
             at,
             end,
         })
@@ -531,20 +567,19 @@ impl<'a> DataBlock<'a> {
         at: usize,
         head: &mut Option<HeadKey>,
     ) -> Result<BlockCell<'a>, Malformed> {
+        // Most steps stay in the group of the step before: no division to find it.
+        if let Some(h) = *head {
+            if i > h.first && i < h.next {
+                return self.decode(at, &self.b[h.start..h.end]);
+            }
+        }
         let g = i / self.s.interval;
-        if i % self.s.interval == 0 {
-            let c = self.head(g)?;
-            *head = Some(HeadKey::of(g, &c));
+        let c = self.head(g)?;
+        let h = HeadKey::of(g, self.s.interval, &c);
+        *head = Some(h);
+        if i == h.first {
             return Ok(c);
         }
-        let h = match *head {
-            Some(h) if h.group == g => h,
-            _ => {
-                let h = HeadKey::of(g, &self.head(g)?);
-                *head = Some(h);
-                h
-            }
-        };
         self.cell_at(at, &self.b[h.start..h.end])
     }
 

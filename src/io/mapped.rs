@@ -198,7 +198,7 @@ impl MappedFile {
     }
 
     /// The mapped bytes (the file's bytes, in either kind of region).
-    #[inline]
+    #[inline(always)]
     pub fn as_slice(&self) -> &[u8] {
         match &self.map {
             Region::File(m) => m,

@@ -97,7 +97,7 @@ impl Loaded {
     /// Start loading the mapped payload [`PREFETCH_AHEAD`] bytes past `at` (a forward
     /// step's next entry): a block checked long ago, or trusted unchecked, is not in
     /// the cache, and a row is about two lines.
-    #[inline]
+    #[inline(always)]
     fn prefetch_ahead(&self, r: &SegmentReader, at: usize) {
         if let Some((base, n)) = self.mapped {
             if at + PREFETCH_AHEAD < n {
@@ -106,6 +106,7 @@ impl Loaded {
         }
     }
 
+    #[inline(always)]
     fn payload<'a>(&'a self, r: &'a SegmentReader) -> &'a [u8] {
         match (self.mapped, r.mapped_data()) {
             (Some((at, n)), Some(d)) => &d[at..at + n],
@@ -120,14 +121,21 @@ impl Loaded {
         r: &SegmentReader,
         f: impl FnOnce(DataBlock<'_>) -> Result<T, Malformed>,
     ) -> Result<T> {
-        let (off, _) = r.summary_block(self.block.unwrap_or(0));
-        let corrupt = |m: Malformed| blame(m, self.raw).at(off).into_error(r.data.path());
+        let corrupt = |m: Malformed| self.corrupt(r, m);
         let payload = self.payload(r);
         let blk = match self.shape.and_then(|s| DataBlock::with_shape(payload, s)) {
             Some(blk) => blk,
             None => DataBlock::parse(payload, r.block_layout()).map_err(corrupt)?,
         };
         f(blk).map_err(corrupt)
+    }
+
+    /// The error for damage `m` in the held block's payload, naming the data file and
+    /// the block's offset.
+    #[cold]
+    fn corrupt(&self, r: &SegmentReader, m: Malformed) -> Error {
+        let (off, _) = r.summary_block(self.block.unwrap_or(0));
+        blame(m, self.raw).at(off).into_error(r.data.path())
     }
 
     /// Run `f` over entry `i` of the held block (`at`: where it starts, if known), its
@@ -181,6 +189,9 @@ pub(super) struct BlockWalk {
     front_blk: Loaded,
     back_blk: Loaded,
     key: Vec<u8>,
+    /// `key` starts with the first `n` bytes of this group head's key (a row of the
+    /// front's block decoded last), so the next row of the group copies only its suffix.
+    kept: Option<(HeadKey, usize)>,
     /// Skip the checksum of mapped blocks a read has checked (the table's scans).
     pub(super) trust: bool,
 }
@@ -198,6 +209,7 @@ impl BlockWalk {
             // Room for the keys the scan will rebuild (the segment's bounds are a fair
             // guess), so a warm scan allocates nothing per row.
             key: Vec::with_capacity(r.stats().max_key.len().max(r.stats().min_key.len()) * 2 + 16),
+            kept: None,
             trust: false,
         }
     }
@@ -271,6 +283,7 @@ impl BlockWalk {
     }
 
     /// The next cell of the front within `lo..hi`, handed to `f`.
+    #[inline]
     pub(super) fn next<T>(
         &mut self,
         r: &SegmentReader,
@@ -279,6 +292,68 @@ impl BlockWalk {
         f: impl FnOnce(RecordRef<'_>) -> T,
     ) -> Result<Option<T>> {
         let mut f = Some(f);
+        match self.step(r, hi, &mut f) {
+            Some(got) => got,
+            None => self.find_next(r, lo, hi, f),
+        }
+    }
+
+    /// A forward step from a known place in the block the front holds (every step of a
+    /// scan but its first and the first in each block): no lookup, no load, the entry
+    /// decoded from where the one before ended. `None` where that does not apply (`f`
+    /// then untouched).
+    #[inline]
+    fn step<T, F: FnOnce(RecordRef<'_>) -> T>(
+        &mut self,
+        r: &SegmentReader,
+        hi: &Bound<Vec<u8>>,
+        f: &mut Option<F>,
+    ) -> Option<Result<Option<T>>> {
+        let (Some(p), Some(at)) = (self.front, self.front_at) else {
+            return None;
+        };
+        let l = &self.front_blk;
+        if self.skip_equal || l.block != Some(p.0) || p.1 >= l.len || p >= self.end {
+            return None;
+        }
+        let blk = DataBlock::with_shape(l.payload(r), l.shape?)?;
+        let mut head = l.head.get();
+        let c = match blk.cell_following(p.1, at, &mut head) {
+            Ok(c) => c,
+            Err(m) => return Some(Err(l.corrupt(r, m))),
+        };
+        l.head.set(head);
+        let n = c.prefix.len();
+        match (self.kept, head) {
+            (Some((k, kept)), Some(h)) if k == h && n <= kept => {
+                self.key.truncate(n);
+                self.key.extend_from_slice(c.suffix);
+            }
+            _ => c.key_into(&mut self.key),
+        }
+        // The head's key is whole; any other row shares its prefix's bytes.
+        self.kept = head.map(|h| (h, if h.is_head(p.1) { self.key.len() } else { n }));
+        if !range::below(&self.key, hi) {
+            // Past the upper bound: stay here (a seek may move the bound).
+            return Some(Ok(None));
+        }
+        self.front = Some((p.0, p.1 + 1));
+        self.front_at = Some(c.end);
+        l.prefetch_ahead(r, c.end);
+        Some(Ok(f.take().map(|f| f(c.with_key(&self.key)))))
+    }
+
+    /// [`Self::next`] from wherever the front is: found from `lo` after creation or a
+    /// seek, into the next block at a block's end, past an excluded `lo`.
+    fn find_next<T>(
+        &mut self,
+        r: &SegmentReader,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+        mut f: Option<impl FnOnce(RecordRef<'_>) -> T>,
+    ) -> Result<Option<T>> {
+        // The key is rewritten whole below, perhaps from another block.
+        self.kept = None;
         loop {
             let p = self.find_front(r, lo)?;
             let p = self.normalize(r, p)?;
@@ -380,6 +455,7 @@ impl BlockWalk {
             return Ok(None);
         }
         self.back_blk.load(r, p.0, self.trust)?;
+        self.kept = None;
         let (got, _) = self
             .back_blk
             .with_cell(r, p.1, None, &mut self.key, |k, c| {

@@ -331,6 +331,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
     /// The next cell, handed to `f` borrowed from the map or from the iterator's buffer:
     /// the allocation-free form of [`Iterator::next`], as [`SegmentReader::get_with`] is
     /// of `get`. `None` at the end; after an error the iterator is done.
+    #[inline(always)]
     pub fn next_with<T>(&mut self, f: impl FnOnce(RecordRef<'_>) -> T) -> Option<Result<T>> {
         if self.failed {
             return None;

@@ -144,7 +144,7 @@ impl Source {
     }
 
     /// Hint that byte `off` will be read soon (mapped files only; a no-op otherwise).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn prefetch(&self, off: u64) {
         if let Source::Mapped(m) = self {
             crate::io::prefetch::prefetch_read(m.as_slice(), off as usize);
@@ -405,7 +405,7 @@ impl SegmentReader {
     /// The data component's bytes when it is mapped (`None` when it is read with
     /// positional reads). Values a mapped [`Self::get_with`] hands out lie inside it, and
     /// stay valid as long as this reader lives.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn mapped_data(&self) -> Option<&[u8]> {
         match &self.data {
             Source::Mapped(m) => Some(m.as_slice()),
