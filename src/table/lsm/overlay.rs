@@ -50,8 +50,10 @@ enum Seg<T> {
     Lent(T),
     /// Below it, and a tombstone or expired.
     Dead,
-    /// At or past it: copied out, to resolve against the memtables' cell.
-    Held(Entry),
+    /// At or past it: copied out (into [`Overlay::held`]), to resolve against the
+    /// memtables' cell. The copy is not carried in the variant, so what each step
+    /// returns through the segment iterator stays small.
+    Held,
     /// At its key and older than the memtables' cell (an update's common case): passed
     /// over without a copy.
     Shadowed,
@@ -124,7 +126,7 @@ impl Overlay {
                     }
                     Some(Ok(Seg::Lent(t))) => return Some(Ok(t)),
                     Some(Ok(Seg::Dead)) => continue,
-                    Some(Ok(Seg::Held(e))) => self.held = Some(e),
+                    Some(Ok(Seg::Held)) => {}
                     Some(Ok(Seg::Shadowed)) => {}
                 }
             }
@@ -139,15 +141,22 @@ impl Overlay {
         }
     }
 
-    /// Pull the memtables' next cell if the last was used.
+    /// Pull the memtables' next cell if the last was used (once per memtable cell: most
+    /// steps only look).
+    #[inline(always)]
     fn pull_mem(&mut self) -> Result<()> {
-        if matches!(self.mem, Mem::Pending) {
-            self.mem = match self.mems.next() {
-                Some(Ok(e)) => Mem::At(e),
-                Some(Err(e)) => return Err(e),
-                None => Mem::Done,
-            };
+        match self.mem {
+            Mem::Pending => self.pull_next_mem(),
+            _ => Ok(()),
         }
+    }
+
+    fn pull_next_mem(&mut self) -> Result<()> {
+        self.mem = match self.mems.next() {
+            Some(Ok(e)) => Mem::At(e),
+            Some(Err(e)) => return Err(e),
+            None => Mem::Done,
+        };
         Ok(())
     }
 
@@ -164,6 +173,7 @@ impl Overlay {
             _ => None,
         };
         let (now, last, yielded) = (self.snap.now, &mut self.last, &mut self.yielded);
+        let held = &mut self.held;
         self.seg.next_with(|r| {
             if let Some(m) = mem {
                 match r.key.cmp(&m.key) {
@@ -177,7 +187,10 @@ impl Overlay {
                     {
                         return Seg::Shadowed;
                     }
-                    _ => return Seg::Held(Entry::from(r)),
+                    _ => {
+                        *held = Some(Entry::from(r));
+                        return Seg::Held;
+                    }
                 }
             }
             if is_dead(r.tombstone, r.expires, || now) {
