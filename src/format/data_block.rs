@@ -155,6 +155,18 @@ fn unzigzag(z: u64) -> i64 {
     ((z >> 1) as i64) ^ -((z & 1) as i64)
 }
 
+/// The varint at `*p` in `b`, `*p` moved past it; `None` if it is truncated, too long,
+/// or not in its shortest form (one cell, one encoding: `verify` is canonical).
+#[inline(always)]
+fn field(b: &[u8], p: &mut usize) -> Option<u64> {
+    let (v, used) = b
+        .get(*p..)
+        .and_then(varint::get)
+        .filter(|&(v, used)| used == 1 || used == varint::len(v))?;
+    *p += used;
+    Some(v)
+}
+
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
@@ -259,10 +271,10 @@ pub struct HeadKey {
 }
 
 impl HeadKey {
-    /// Whether entry `i` is this group's head.
+    /// The group's first entry (its head): names the group within its block.
     #[inline]
-    pub fn is_head(&self, i: usize) -> bool {
-        i == self.first
+    pub fn first(&self) -> usize {
+        self.first
     }
 
     /// The key of `head`, the first entry of group `group` of a block whose groups hold
@@ -430,16 +442,7 @@ impl<'a> DataBlock<'a> {
         let bad = |off: usize, why: &str| Malformed::new(off as u64, why.to_string());
         let first = *b.get(at).ok_or_else(|| bad(at, "entry past the block's entries"))?;
         let mut p = at + 1;
-        let mut next = |what: &str| -> Result<u64, Malformed> {
-            // Only the shortest encoding: one cell, one form (`verify` is canonical).
-            let (v, used) = b
-                .get(p..)
-                .and_then(varint::get)
-                .filter(|&(v, used)| used == 1 || used == varint::len(v))
-                .ok_or_else(|| bad(p, what))?;
-            p += used;
-            Ok(v)
-        };
+        let mut next = |what: &str| field(b, &mut p).ok_or_else(|| bad(p, what));
         let mut shared = (first >> 2) as u64;
         if shared == SHARED_INLINE as u64 {
             shared = shared.saturating_add(next("truncated or bad shared length")?);
@@ -560,7 +563,7 @@ impl<'a> DataBlock<'a> {
     /// `head` remembers, across the steps of one walk over this block, which group's
     /// head key lies where in the payload, so a step decodes its group's head once
     /// (when it enters the group) rather than at every entry.
-    #[inline]
+    #[inline(always)]
     pub fn cell_following(
         &self,
         i: usize,

@@ -21,6 +21,9 @@ type Pos = (usize, usize);
 /// How far ahead of a forward step its mapped block is prefetched (four cache lines).
 const PREFETCH_AHEAD: usize = 256;
 
+/// [`BlockWalk::kept`] when the key buffer is known to share nothing.
+const NOTHING_KEPT: (usize, usize) = (usize::MAX, 0);
+
 /// One end's current block: its payload in the map (a raw block of mapped data) or in
 /// `buf`.
 #[derive(Debug, Default)]
@@ -189,9 +192,11 @@ pub(super) struct BlockWalk {
     front_blk: Loaded,
     back_blk: Loaded,
     key: Vec<u8>,
-    /// `key` starts with the first `n` bytes of this group head's key (a row of the
-    /// front's block decoded last), so the next row of the group copies only its suffix.
-    kept: Option<(HeadKey, usize)>,
+    /// `key` starts with the first `kept.1` bytes of the key of the head of the front
+    /// block's group starting at entry `kept.0` (a row of that group was decoded last),
+    /// so the next row of the group copies only its suffix. `usize::MAX` as the group:
+    /// nothing known.
+    kept: (usize, usize),
     /// Skip the checksum of mapped blocks a read has checked (the table's scans).
     pub(super) trust: bool,
 }
@@ -209,7 +214,7 @@ impl BlockWalk {
             // Room for the keys the scan will rebuild (the segment's bounds are a fair
             // guess), so a warm scan allocates nothing per row.
             key: Vec::with_capacity(r.stats().max_key.len().max(r.stats().min_key.len()) * 2 + 16),
-            kept: None,
+            kept: NOTHING_KEPT,
             trust: false,
         }
     }
@@ -323,16 +328,15 @@ impl BlockWalk {
             Err(m) => return Some(Err(l.corrupt(r, m))),
         };
         l.head.set(head);
-        let n = c.prefix.len();
-        match (self.kept, head) {
-            (Some((k, kept)), Some(h)) if k == h && n <= kept => {
-                self.key.truncate(n);
-                self.key.extend_from_slice(c.suffix);
-            }
-            _ => c.key_into(&mut self.key),
+        let (n, g) = (c.prefix.len(), head.map_or(usize::MAX, |h| h.first()));
+        if self.kept.0 == g && n <= self.kept.1 {
+            self.key.truncate(n);
+            self.key.extend_from_slice(c.suffix);
+        } else {
+            c.key_into(&mut self.key);
         }
         // The head's key is whole; any other row shares its prefix's bytes.
-        self.kept = head.map(|h| (h, if h.is_head(p.1) { self.key.len() } else { n }));
+        self.kept = (g, if g == p.1 { self.key.len() } else { n });
         if !range::below(&self.key, hi) {
             // Past the upper bound: stay here (a seek may move the bound).
             return Some(Ok(None));
@@ -353,7 +357,7 @@ impl BlockWalk {
         mut f: Option<impl FnOnce(RecordRef<'_>) -> T>,
     ) -> Result<Option<T>> {
         // The key is rewritten whole below, perhaps from another block.
-        self.kept = None;
+        self.kept = NOTHING_KEPT;
         loop {
             let p = self.find_front(r, lo)?;
             let p = self.normalize(r, p)?;
@@ -455,7 +459,7 @@ impl BlockWalk {
             return Ok(None);
         }
         self.back_blk.load(r, p.0, self.trust)?;
-        self.kept = None;
+        self.kept = NOTHING_KEPT;
         let (got, _) = self
             .back_blk
             .with_cell(r, p.1, None, &mut self.key, |k, c| {
