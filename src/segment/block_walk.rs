@@ -195,7 +195,9 @@ pub(super) struct BlockWalk {
     /// `key` starts with the first `kept.1` bytes of the key of the head of the front
     /// block's group starting at entry `kept.0` (a row of that group was decoded last),
     /// so the next row of the group copies only its suffix. `usize::MAX` as the group:
-    /// nothing known.
+    /// nothing known. Only `step` sets it and only `step` reads it; `find_next` (the only
+    /// way to a new front block that `step` then walks) and `next_back` (which writes
+    /// `key` too) reset it before writing `key`.
     kept: (usize, usize),
     /// Skip the checksum of mapped blocks a read has checked (the table's scans).
     pub(super) trust: bool,

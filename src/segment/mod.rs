@@ -17,6 +17,8 @@ mod residency;
 mod separator_tests;
 #[cfg(test)]
 mod trust_tests;
+#[cfg(test)]
+mod walk_tests;
 mod writer;
 
 use std::fmt;
