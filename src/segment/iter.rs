@@ -27,7 +27,7 @@ const FIRST_READ_AHEAD: usize = 16 << 10;
 const MAX_READ_AHEAD: usize = 1 << 20;
 
 /// An owned cell.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Entry {
     /// Key.
     pub key: Vec<u8>,
@@ -53,6 +53,19 @@ impl Entry {
             tombstone: self.tombstone,
             expires: self.expires,
         }
+    }
+
+    /// Make this a copy of `r`, reusing the buffers: a merge that refills one `Entry`
+    /// per source allocates nothing once they have grown to the longest key and value.
+    #[inline]
+    pub fn set_from(&mut self, r: RecordRef<'_>) {
+        self.key.clear();
+        self.key.extend_from_slice(r.key);
+        self.value.clear();
+        self.value.extend_from_slice(r.value);
+        self.ts = r.ts;
+        self.tombstone = r.tombstone;
+        self.expires = r.expires;
     }
 
     /// Whether the cell reads as absent at `now` (expiry clock, microseconds): a

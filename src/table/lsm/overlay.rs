@@ -13,15 +13,16 @@
 //!
 //! - the memtables' and the other segments' cells in the range are merged among
 //!   themselves (tombstones kept: they shadow the large segment's cells), one cell
-//!   ahead (`mem`);
+//!   ahead (`side`: a [`CopyMerge`], which refills one buffer per source instead of
+//!   allocating a cell per row);
 //! - a row of the large segment whose key is below that cell's is lent straight from
 //!   the segment (skipped if it is a tombstone or expired);
-//! - at its key, a segment cell older than the memtables' (what an update leaves) is
+//! - at its key, a segment cell older than the side's (what an update leaves) is
 //!   passed over where it lies, uncopied;
-//! - otherwise, at or past it, the segment's cell is copied out (`held`) and the two are resolved
-//!   as the merge resolves them (`cmp_versions`: newest timestamp wins; the newest of
-//!   all the sources is the newest of the side's winner and the segment's cell), the
-//!   winner yielded if live.
+//! - otherwise, at or past it, the segment's cell is copied out (`held`, a reused
+//!   buffer) and the two are resolved as the merge resolves them (`cmp_versions`:
+//!   newest timestamp wins; the newest of all the sources is the newest of the side's
+//!   winner and the segment's cell), the winner lent if live.
 //!
 //! It serves forward steps only, with no range tombstone anywhere in the table (the
 //! caller checks). A step back or a seek turns it into the general merge over the same
@@ -34,29 +35,31 @@ use crate::lifecycle::SegmentHandle;
 use crate::range::KeyBounds;
 use crate::segment::{Entry, SegmentIter};
 use crate::table::cell::{cmp_versions, is_dead};
-use crate::table::merge::TombstonePolicy;
+use crate::table::merge::{BoxedCursor, CopyMerge, TombstonePolicy};
 
-/// The memtables' next cell.
-enum Mem {
-    /// The last one was used: pull the next.
-    Pending,
-    At(Entry),
-    Done,
-}
+/// The memtables' and the other segments' cells, merged among themselves into buffers
+/// they reuse.
+pub(crate) type Side = CopyMerge<BoxedCursor<'static>>;
 
 /// What a lent segment row turned out to be.
 enum Seg<T> {
-    /// Below the memtables' next key and live: lent to the caller.
+    /// Below the side's next key and live: lent to the caller.
     Lent(T),
     /// Below it, and a tombstone or expired.
     Dead,
     /// At or past it: copied out (into [`Overlay::held`]), to resolve against the
-    /// memtables' cell. The copy is not carried in the variant, so what each step
-    /// returns through the segment iterator stays small.
+    /// side's cell.
     Held,
-    /// At its key and older than the memtables' cell (an update's common case): passed
+    /// At its key and older than the side's cell (an update's common case): passed
     /// over without a copy.
     Shadowed,
+}
+
+/// Which cell [`Overlay::resolve`] chose.
+enum Pick {
+    Held,
+    /// The side's, taken ([`CopyMerge::taken`]).
+    Side,
 }
 
 /// A forward scan of one segment overlaid by memtables: see the module docs.
@@ -64,10 +67,11 @@ pub(crate) struct Overlay {
     seg: SegmentIter<SegmentHandle>,
     /// The memtables' and the other segments' cells in the scan's range (tombstones
     /// kept).
-    mems: Merged,
-    mem: Mem,
-    /// A segment cell at or past `mem`'s key, not yet yielded.
-    held: Option<Entry>,
+    side: Side,
+    /// A segment cell at or past the side's key, not yet yielded, when `holding` (the
+    /// buffer is reused).
+    held: Entry,
+    holding: bool,
     seg_done: bool,
     /// The last key yielded, when `yielded`.
     last: Vec<u8>,
@@ -81,11 +85,11 @@ pub(crate) struct Overlay {
 }
 
 impl Overlay {
-    /// Over segment `seg` of `snap` and the merge `mems` (policy `Keep`) of everything
-    /// else `snap` holds in `bounds`, both over `bounds`.
+    /// Over segment `seg` of `snap` and the merge `side` of everything else `snap`
+    /// holds in `bounds`, both over `bounds`.
     pub(crate) fn new(
         seg: SegmentHandle,
-        mems: Merged,
+        side: Side,
         snap: TableSnap,
         at: u64,
         bounds: KeyBounds,
@@ -93,9 +97,9 @@ impl Overlay {
         Overlay {
             seg: SegmentIter::with_bounds(seg, bounds.0.clone(), bounds.1.clone())
                 .trusting_checked_blocks(),
-            mems,
-            mem: Mem::Pending,
-            held: None,
+            side,
+            held: Entry::default(),
+            holding: false,
             seg_done: false,
             last: Vec::new(),
             yielded: false,
@@ -113,12 +117,12 @@ impl Overlay {
         }
         let mut f = Some(f);
         loop {
-            if let Err(e) = self.pull_mem() {
+            if let Err(e) = self.side.settle() {
                 self.failed = true;
                 return Some(Err(e));
             }
-            if self.held.is_none() && !self.seg_done {
-                match self.lend_below_mem(&mut f) {
+            if !self.holding && !self.seg_done {
+                match self.lend_below_side(&mut f) {
                     None => self.seg_done = true,
                     Some(Err(e)) => {
                         self.failed = true;
@@ -130,52 +134,33 @@ impl Overlay {
                     Some(Ok(Seg::Shadowed)) => {}
                 }
             }
-            let Some(cell) = self.resolve() else {
-                return None; // both sides are done
+            let cell = match self.resolve()? {
+                Pick::Held => &self.held,
+                Pick::Side => self.side.taken(),
             };
             if cell.is_dead_at(self.snap.now) {
                 continue;
             }
-            self.note_yielded(&cell.key);
+            self.last.clear();
+            self.last.extend_from_slice(&cell.key);
+            self.yielded = true;
             return f.take().map(|f| Ok(f(&cell.key, &cell.value)));
         }
     }
 
-    /// Pull the memtables' next cell if the last was used (once per memtable cell: most
-    /// steps only look).
-    #[inline(always)]
-    fn pull_mem(&mut self) -> Result<()> {
-        match self.mem {
-            Mem::Pending => self.pull_next_mem(),
-            _ => Ok(()),
-        }
-    }
-
-    fn pull_next_mem(&mut self) -> Result<()> {
-        self.mem = match self.mems.next() {
-            Some(Ok(e)) => Mem::At(e),
-            Some(Err(e)) => return Err(e),
-            None => Mem::Done,
-        };
-        Ok(())
-    }
-
-    /// The segment's next row: lent to `f` if its key is below the memtables' next key
-    /// and it is live, passed over if it is that key's and the memtables' cell is newer
-    /// (as [`Overlay::resolve`] would choose), else what it was. `None` once the segment
-    /// is done.
-    fn lend_below_mem<T>(
+    /// The segment's next row: lent to `f` if its key is below the side's next key and
+    /// it is live, passed over if it is that key's and the side's cell is newer (as
+    /// [`Overlay::resolve`] would choose), else what it was. `None` once the segment is
+    /// done.
+    fn lend_below_side<T>(
         &mut self,
         f: &mut Option<impl FnOnce(&[u8], &[u8]) -> T>,
     ) -> Option<Result<Seg<T>>> {
-        let mem = match &self.mem {
-            Mem::At(m) => Some(m),
-            _ => None,
-        };
+        let side = self.side.current();
         let (now, last, yielded) = (self.snap.now, &mut self.last, &mut self.yielded);
-        let held = &mut self.held;
+        let (held, holding) = (&mut self.held, &mut self.holding);
         self.seg.next_with(|r| {
-            if let Some(m) = mem {
+            if let Some(m) = side {
                 match r.key.cmp(&m.key) {
                     std::cmp::Ordering::Less => {}
                     std::cmp::Ordering::Equal
@@ -188,7 +173,8 @@ impl Overlay {
                         return Seg::Shadowed;
                     }
                     _ => {
-                        *held = Some(Entry::from(r));
+                        held.set_from(r);
+                        *holding = true;
                         return Seg::Held;
                     }
                 }
@@ -206,44 +192,36 @@ impl Overlay {
         })
     }
 
-    /// The next cell in key order from a held segment cell and the memtables' cell (the
-    /// winner of the two for one key); `None` when both are done.
-    fn resolve(&mut self) -> Option<Entry> {
-        let mem = std::mem::replace(&mut self.mem, Mem::Pending);
-        match (self.held.take(), mem) {
-            (None, Mem::At(m)) => Some(m),
-            (None, rest) => {
-                self.mem = rest;
-                None
+    /// The next cell in key order from a held segment cell and the side's cell (the
+    /// winner of the two for one key), used up; `None` when both are done.
+    fn resolve(&mut self) -> Option<Pick> {
+        let Some(m) = self.side.current() else {
+            return std::mem::take(&mut self.holding).then_some(Pick::Held);
+        };
+        if !self.holding {
+            self.side.take();
+            return Some(Pick::Side);
+        }
+        let s = &self.held;
+        match s.key.cmp(&m.key) {
+            std::cmp::Ordering::Less => {
+                self.holding = false;
+                Some(Pick::Held)
             }
-            (Some(s), Mem::At(m)) => match s.key.cmp(&m.key) {
-                std::cmp::Ordering::Less => {
-                    self.mem = Mem::At(m);
-                    Some(s)
-                }
-                std::cmp::Ordering::Equal => {
-                    let newer = cmp_versions(
-                        (m.ts, m.tombstone, m.expires, &m.value),
-                        (s.ts, s.tombstone, s.expires, &s.value),
-                    );
-                    Some(if newer.is_gt() { m } else { s })
-                }
-                std::cmp::Ordering::Greater => {
-                    self.held = Some(s);
-                    Some(m)
-                }
-            },
-            (Some(s), rest) => {
-                self.mem = rest;
-                Some(s)
+            std::cmp::Ordering::Equal => {
+                let newer = cmp_versions(
+                    (m.ts, m.tombstone, m.expires, &m.value),
+                    (s.ts, s.tombstone, s.expires, &s.value),
+                );
+                self.holding = false;
+                self.side.take();
+                Some(if newer.is_gt() { Pick::Side } else { Pick::Held })
+            }
+            std::cmp::Ordering::Greater => {
+                self.side.take();
+                Some(Pick::Side)
             }
         }
-    }
-
-    fn note_yielded(&mut self, key: &[u8]) {
-        self.last.clear();
-        self.last.extend_from_slice(key);
-        self.yielded = true;
     }
 
     /// The general merge over the same picture and range, its front after the last key

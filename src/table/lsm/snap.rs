@@ -14,7 +14,7 @@ use crate::lifecycle::{SegmentSet, View};
 use crate::range::KeyBounds;
 use crate::segment::SegmentIter;
 use crate::table::memtable::{Memtable, OwnedMemtableIter, ReadAt, SharedCell};
-use crate::table::merge::{BoxedCursor, MemtableCursor, MergeIter, TombstonePolicy};
+use crate::table::merge::{BoxedCursor, CopyMerge, MemtableCursor, MergeIter, TombstonePolicy};
 use crate::table::value::Value;
 use crate::table::view::Pin;
 
@@ -178,10 +178,7 @@ impl TableSnap {
         let base = (0..segs.len())
             .max_by_key(|&i| segs[i].stats().entry_count)
             .unwrap_or(0);
-        let side = MergeIter::new(
-            self.cursors(mems, &bounds, Some(base), true),
-            TombstonePolicy::Keep,
-        );
+        let side = CopyMerge::new(self.cursors(mems, &bounds, Some(base), true));
         ScanSource::Overlay(Box::new(Overlay::new(
             segs[base].clone(),
             side,

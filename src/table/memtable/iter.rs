@@ -12,7 +12,7 @@ use crossbeam_skiplist::base::RefRange;
 use super::{Key, Memtable, Node, SharedCell};
 use crate::io::prefetch::prefetch_read;
 use crate::range::{self, KeyRange};
-use crate::segment::Entry;
+use crate::segment::{Entry, RecordRef};
 
 impl Memtable {
     /// Cells with keys in `range`, in key order, borrowing the memtable. Writes that
@@ -247,6 +247,28 @@ impl OwnedMemtableIter {
                 true
             }
             None => false,
+        }
+    }
+}
+
+impl OwnedMemtableIter {
+    /// The front's next cell, copied into `into` (its buffers reused): what
+    /// [`Iterator::next`] yields, without allocating. False at the end.
+    pub fn next_into(&mut self, into: &mut Entry) -> bool {
+        loop {
+            if let Some(e) = self.ahead.pop_front() {
+                into.set_from(RecordRef {
+                    key: &e.key,
+                    value: &e.cell.value,
+                    ts: e.cell.ts,
+                    tombstone: e.cell.tombstone,
+                    expires: e.cell.expires,
+                });
+                return true;
+            }
+            if !self.read_ahead() {
+                return false;
+            }
         }
     }
 }

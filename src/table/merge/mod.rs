@@ -76,6 +76,14 @@ pub trait Cursor: DoubleEndedIterator<Item = Result<Entry>> {
     fn seek(&mut self, lo: Bound<&[u8]>);
     /// Move the back to the last cell below `hi`.
     fn seek_back(&mut self, hi: Bound<&[u8]>);
+
+    /// The front's next cell copied into `into`, whose buffers are reused: what
+    /// [`Iterator::next`] yields, for a merge that keeps one [`Entry`] per source
+    /// (`Some(Ok(()))`: `into` holds it). The default moves `next`'s cell in; segments
+    /// and memtables copy theirs without allocating.
+    fn next_into(&mut self, into: &mut Entry) -> Option<Result<()>> {
+        self.next().map(|r| r.map(|e| *into = e))
+    }
 }
 
 impl<C: Cursor + ?Sized> Cursor for Box<C> {
@@ -85,6 +93,9 @@ impl<C: Cursor + ?Sized> Cursor for Box<C> {
     fn seek_back(&mut self, hi: Bound<&[u8]>) {
         (**self).seek_back(hi)
     }
+    fn next_into(&mut self, into: &mut Entry) -> Option<Result<()>> {
+        (**self).next_into(into)
+    }
 }
 
 impl<R: Deref<Target = SegmentReader>> Cursor for SegmentIter<R> {
@@ -93,6 +104,9 @@ impl<R: Deref<Target = SegmentReader>> Cursor for SegmentIter<R> {
     }
     fn seek_back(&mut self, hi: Bound<&[u8]>) {
         self.seek_back_bound(hi)
+    }
+    fn next_into(&mut self, into: &mut Entry) -> Option<Result<()>> {
+        self.next_with(|r| into.set_from(r))
     }
 }
 
@@ -118,6 +132,9 @@ impl Cursor for MemtableCursor {
     }
     fn seek_back(&mut self, hi: Bound<&[u8]>) {
         self.0.seek_back_bound(hi)
+    }
+    fn next_into(&mut self, into: &mut Entry) -> Option<Result<()>> {
+        self.0.next_into(into).then_some(Ok(()))
     }
 }
 
@@ -586,6 +603,9 @@ impl<I: DoubleEndedIterator<Item = Result<Entry>>> DoubleEndedIterator for Merge
         self.advance::<false, false>(Self::pull_back)
     }
 }
+
+mod copy;
+pub(crate) use copy::CopyMerge;
 
 #[cfg(test)]
 mod tests;

@@ -239,3 +239,98 @@ fn an_unsorted_source_is_an_error() {
     let r: Result<Vec<_>> = MergeIter::new([unsorted.into_iter()], TombstonePolicy::Keep).collect();
     assert!(matches!(r, Err(Error::InvalidArgument(_))));
 }
+
+/// Every cell [`CopyMerge`] gives, taken one by one; the first error ends it.
+fn copy_merged(sources: Vec<VecCursor>) -> Result<Vec<Entry>> {
+    let mut m = CopyMerge::new(sources);
+    let mut out = Vec::new();
+    loop {
+        m.settle()?;
+        let Some(c) = m.current().cloned() else {
+            return Ok(out);
+        };
+        assert!(m.take());
+        assert_eq!(m.taken(), &c, "take lends the cell current showed");
+        out.push(c);
+    }
+}
+
+fn vec_cursor(cells: Vec<Entry>) -> VecCursor {
+    let b = cells.len();
+    VecCursor { cells, f: 0, b }
+}
+
+proptest! {
+    #[test]
+    fn copy_merge_gives_what_merge_iter_keeps(sources in sources_strategy()) {
+        let want: Vec<Entry> = MergeIter::new(sources.iter().map(source), TombstonePolicy::Keep)
+            .collect::<Result<_>>().unwrap();
+        let cursors = |order: &mut dyn Iterator<Item = &BTreeMap<Vec<u8>, Version>>| {
+            order.map(|s| vec_cursor(source(s).map(|r| r.unwrap()).collect())).collect()
+        };
+        prop_assert_eq!(&copy_merged(cursors(&mut sources.iter())).unwrap(), &want);
+        // The order of the sources does not matter.
+        prop_assert_eq!(&copy_merged(cursors(&mut sources.iter().rev())).unwrap(), &want);
+    }
+}
+
+#[test]
+fn copy_merge_rejects_an_unsorted_source_and_a_repeated_key() {
+    for bad in [
+        vec![e("b", 1, false, "1"), e("a", 1, false, "1")],
+        vec![e("a", 2, false, "1"), e("a", 1, false, "1")],
+    ] {
+        let good = vec![e("c", 1, false, "1")];
+        let err = copy_merged(vec![vec_cursor(good), vec_cursor(bad)]).unwrap_err();
+        assert!(
+            err.to_string().contains("merge source 1 is not in strictly ascending"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn copy_merge_returns_the_first_error_then_ends() {
+    let bad = vec![
+        Ok(e("b", 1, false, "1")),
+        Err(Error::corrupt("/x/t-1-Data.db", 40, "record checksum mismatch")),
+    ];
+    let good = vec![e("a", 1, false, "1"), e("z", 1, false, "1")];
+    let sources: Vec<BoxedCursor<'_>> = vec![
+        Box::new(vec_cursor(good)),
+        Box::new(ResultCursor(bad.into_iter())),
+    ];
+    let mut m = CopyMerge::new(sources);
+    m.settle().unwrap();
+    assert_eq!(m.current().unwrap().key, b"a");
+    assert!(m.take());
+    m.settle().unwrap();
+    assert_eq!(m.current().unwrap().key, b"b");
+    assert!(m.take());
+    let err = m.settle().unwrap_err();
+    assert!(err.is_corrupt(), "{err}");
+    m.settle().unwrap();
+    assert!(m.current().is_none(), "after an error the merge is done");
+    assert!(!m.take());
+}
+
+/// A forward-only cursor over given results (its seeks do nothing).
+struct ResultCursor(std::vec::IntoIter<Result<Entry>>);
+
+impl Iterator for ResultCursor {
+    type Item = Result<Entry>;
+    fn next(&mut self) -> Option<Result<Entry>> {
+        self.0.next()
+    }
+}
+
+impl DoubleEndedIterator for ResultCursor {
+    fn next_back(&mut self) -> Option<Result<Entry>> {
+        self.0.next_back()
+    }
+}
+
+impl Cursor for ResultCursor {
+    fn seek(&mut self, _: Bound<&[u8]>) {}
+    fn seek_back(&mut self, _: Bound<&[u8]>) {}
+}
