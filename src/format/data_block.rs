@@ -53,7 +53,8 @@
 //! with the head, so a block's cells have exactly one encoding (`verify` checks it).
 //! Offsets in a payload's errors are payload offsets: block offsets for a block stored
 //! as is, not file offsets of anything for a compressed one.
-//! Seeks binary-search the group heads, then walk one group.
+//! Seeks binary-search the group heads, then the group's entries where every entry's start
+//! is stored (format 5 on); format 4's seeks walk the group.
 
 use std::cmp::Ordering;
 
