@@ -318,6 +318,13 @@ pub struct MemoryOptions {
     /// such get is a `pread`. Scans and `verify` read the files and leave the cache
     /// alone.
     pub block_cache_mb: u64,
+    /// MiB of decompressed data blocks kept for point reads of compressed segments
+    /// (`segment.compression` `lz4` or `zstd`), shared by all segments of the store,
+    /// evicted when full (weighed in bytes). A get whose block is held decompresses
+    /// nothing; a block enters only after its checksum passed. 0 disables it: every
+    /// get on a compressed block decompresses it. Scans, compaction and `verify`
+    /// leave it alone.
+    pub unpacked_cache_mb: u64,
     /// Percent (0 to 100) of the memory available to the process (physical memory, or
     /// its memory cgroup's limit where lower) that `auto` may fill with mapped data
     /// files, counted over every store of the process. A data file that fits in what
@@ -333,8 +340,8 @@ pub struct MemoryOptions {
 /// allocator, thread stacks, libraries and whatever else shares the process).
 pub const DEFAULT_MAP_BUDGET_PERCENT: u8 = 50;
 
-/// Largest accepted `index_cache_mb` and `block_cache_mb` (1 PiB), so the byte count
-/// cannot overflow.
+/// Largest accepted `index_cache_mb`, `block_cache_mb` and `unpacked_cache_mb` (1 PiB),
+/// so the byte count cannot overflow.
 pub const MAX_INDEX_CACHE_MB: u64 = 1 << 30;
 
 /// Default index cache budget in MiB: the index of about 4 million 16-byte keys.
@@ -342,6 +349,10 @@ pub const DEFAULT_INDEX_CACHE_MB: u64 = 128;
 
 /// Default block cache budget in MiB: about a million records of 100-byte values.
 pub const DEFAULT_BLOCK_CACHE_MB: u64 = 128;
+
+/// Default budget in MiB for decompressed blocks of compressed segments (the block
+/// cache's): some 32,000 blocks of 4 KiB. Only compressed segments fill it.
+pub const DEFAULT_UNPACKED_CACHE_MB: u64 = 128;
 
 /// Default share of the process's memory that `auto` may fill with mapped data files:
 /// half, leaving the rest to the index maps, the memtables, the caches and the
@@ -356,6 +367,7 @@ impl Default for MemoryOptions {
             map_budget_percent: DEFAULT_MAP_BUDGET_PERCENT,
             index_cache_mb: DEFAULT_INDEX_CACHE_MB,
             block_cache_mb: DEFAULT_BLOCK_CACHE_MB,
+            unpacked_cache_mb: DEFAULT_UNPACKED_CACHE_MB,
             auto_data_map_percent: DEFAULT_AUTO_DATA_MAP_PERCENT,
         }
     }
@@ -381,6 +393,7 @@ impl MemoryOptions {
         for (setting, mb) in [
             ("index_cache_mb", self.index_cache_mb),
             ("block_cache_mb", self.block_cache_mb),
+            ("unpacked_cache_mb", self.unpacked_cache_mb),
         ] {
             if mb > MAX_INDEX_CACHE_MB {
                 return Err(Error::InvalidConfig {

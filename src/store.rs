@@ -43,7 +43,7 @@ use crate::lifecycle::{
     DeletePolicy, Deleter, DeleterStats, DirLock, HandleSite, LeakTracker, PendingDeletion,
     SegmentHandle, SetOptions,
 };
-use crate::segment::{BlockCacheStats, IndexCacheStats, ReaderOptions};
+use crate::segment::{BlockCacheStats, IndexCacheStats, ReaderOptions, UnpackedCacheStats};
 use crate::table::commitlog::CommitLogConfig;
 use crate::table::registry::Registry;
 use crate::table::{TableConfig, Tables};
@@ -83,7 +83,7 @@ pub struct Config {
     /// long merge does not hold up another's.
     pub compaction_threads: usize,
     /// Memory residency: `lock_memory`, `huge_pages`, `map_budget_percent`,
-    /// `index_cache_mb`, `block_cache_mb`.
+    /// `index_cache_mb`, `block_cache_mb`, `unpacked_cache_mb`.
     pub memory: MemoryOptions,
     /// Probability (0.0 to 1.0, default 1.0) that a point read checks the checksum of the
     /// record it returns, as Cassandra's `crc_check_chance`. Below 1.0 a damaged value
@@ -170,6 +170,10 @@ pub struct StoreStats {
     /// (`memory.block_cache_mb`): budget, bytes and chunks held, hits, misses, reads of
     /// records larger than a chunk that went past it. `None` when disabled (0).
     pub block_cache: Option<BlockCacheStats>,
+    /// Decompressed data blocks kept for point reads of compressed segments
+    /// (`memory.unpacked_cache_mb`): budget, bytes and blocks held, hits, misses. `None`
+    /// when disabled (0).
+    pub unpacked_cache: Option<UnpackedCacheStats>,
     /// Reads registered at a sequence number: read views, and scans and `multi_get`s in
     /// progress on tables whose memtables hold cells (a read of segments alone keeps no
     /// memtable version and is not registered). While one is open, memtables keep older

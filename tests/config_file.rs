@@ -30,6 +30,7 @@ fn the_readme_config_parses() {
     assert_eq!(cfg.table.gc_grace_secs, 864_000);
     assert_eq!(cfg.memory.index_cache_mb, 128);
     assert_eq!(cfg.memory.block_cache_mb, 128);
+    assert_eq!(cfg.memory.unpacked_cache_mb, 128);
     assert_eq!(cfg.crc_check_chance, 1.0);
 }
 
@@ -57,13 +58,16 @@ fn bad_crc_check_chance_or_index_cache_is_refused_before_anything_changes() {
         }
         other => panic!("expected InvalidConfig, got {other:?}"),
     }
-    let mut cfg = Config::default();
-    cfg.memory.block_cache_mb = u64::MAX;
-    match segstore::Store::open(&dir, cfg) {
-        Err(segstore::Error::InvalidConfig { setting, .. }) => {
-            assert_eq!(setting, "block_cache_mb")
+    for setting in ["block_cache_mb", "unpacked_cache_mb"] {
+        let mut cfg = Config::default();
+        match setting {
+            "block_cache_mb" => cfg.memory.block_cache_mb = u64::MAX,
+            _ => cfg.memory.unpacked_cache_mb = u64::MAX,
         }
-        other => panic!("expected InvalidConfig, got {other:?}"),
+        match segstore::Store::open(&dir, cfg) {
+            Err(segstore::Error::InvalidConfig { setting: s, .. }) => assert_eq!(s, setting),
+            other => panic!("{setting}: expected InvalidConfig, got {other:?}"),
+        }
     }
     assert!(!dir.exists(), "nothing was created");
     let cfg: Config = toml::from_str("crc_check_chance = 0.25").unwrap();

@@ -17,6 +17,7 @@ mod residency;
 mod separator_tests;
 #[cfg(test)]
 mod trust_tests;
+mod unpacked_cache;
 #[cfg(test)]
 mod walk_tests;
 mod writer;
@@ -33,6 +34,7 @@ pub use iter::{Entry, SegmentIter};
 pub use reader::SegmentReader;
 pub(crate) use residency::warn_index_lock_at_open;
 pub use residency::{PointLookup, ReaderOptions, SegmentMemory, SegmentResidency};
+pub use unpacked_cache::{UnpackedCache, UnpackedCacheStats};
 pub use writer::SegmentWriter;
 
 use crate::error::{Error, Result};

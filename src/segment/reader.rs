@@ -40,6 +40,7 @@ use crate::format::{key_hash, Malformed, MAX_KEY_LEN};
 use crate::io::data_budget::DataReservation;
 use crate::io::mapped::MapAdvice;
 use crate::io::{MappedFile, PositionalFile};
+use blocks::Unpacked;
 
 pub(super) mod blocks;
 mod pages;
@@ -202,6 +203,9 @@ pub struct SegmentReader {
     /// The store's data block cache, for point reads when the data is read with
     /// positional reads (`block_cache` module).
     data_cache: Option<DataCache>,
+    /// The store's cache of decompressed blocks, for point reads of compressed blocks
+    /// (`unpacked_cache` module; formats 4 to 7).
+    unpacked: Option<Unpacked>,
     /// Whether point reads check record checksums (`crc_check_chance`).
     record_check: RecordCheck,
     /// Point reads and seeks search the page index, not the index file
@@ -334,6 +338,10 @@ impl SegmentReader {
             (Source::Standard(_), Some(cache)) => Some(DataCache::new(cache)),
             _ => None,
         };
+        let unpacked = match &opts.unpacked_cache {
+            Some(cache) if footer.version >= 4 => Some(Unpacked::new(cache)),
+            _ => None,
+        };
         Ok(SegmentReader {
             name: name.clone(),
             dir: dir.to_path_buf(),
@@ -344,6 +352,7 @@ impl SegmentReader {
             checked,
             cached_index,
             data_cache,
+            unpacked,
             record_check: RecordCheck::from_chance(opts.crc_check_chance),
             paged,
             residency,

@@ -31,7 +31,7 @@ use serde::Serialize;
 
 use super::reader::Source;
 use super::SegmentReader;
-use super::{BlockCache, IndexCache};
+use super::{BlockCache, IndexCache, UnpackedCache};
 use crate::config::{
     AccessMode, DiskAccessMode, HugePages, LockMemory, MemoryOptions, ResolvedModes,
 };
@@ -65,6 +65,10 @@ pub struct ReaderOptions {
     /// with positional reads (`standard`, `mmap_index_only`, `auto` past its data map budget);
     /// `None`: every such read is a `pread`.
     pub block_cache: Option<Arc<BlockCache>>,
+    /// The cache of decompressed data blocks shared by the store's readers, for point
+    /// reads of compressed segments (`unpacked_cache` module); `None`: every such get
+    /// decompresses its block.
+    pub unpacked_cache: Option<Arc<UnpackedCache>>,
     /// Probability (0.0 to 1.0) that a point read checks its record's checksum
     /// (Cassandra's `crc_check_chance`; see [`crate::Config::crc_check_chance`]).
     pub crc_check_chance: f64,
@@ -129,6 +133,7 @@ impl Default for ReaderOptions {
             data_budget: None,
             index_cache: None,
             block_cache: None,
+            unpacked_cache: None,
             crc_check_chance: 1.0,
             point_lookup: PointLookup::Auto,
         }
@@ -151,6 +156,8 @@ impl ReaderOptions {
                 m.index_cache_mb.saturating_mul(1 << 20),
             ))),
             block_cache: BlockCache::new(m.block_cache_mb.saturating_mul(1 << 20)).map(Arc::new),
+            unpacked_cache: UnpackedCache::new(m.unpacked_cache_mb.saturating_mul(1 << 20))
+                .map(Arc::new),
             crc_check_chance: 1.0,
             point_lookup: PointLookup::Auto,
         })

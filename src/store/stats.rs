@@ -25,6 +25,7 @@ impl Store {
             data_budget: self.reader.data_budget.as_ref().map(|b| b.stats()),
             index_cache: self.reader.index_cache.as_ref().map(|c| c.stats()),
             block_cache: self.reader.block_cache.as_ref().map(|c| c.stats()),
+            unpacked_cache: self.reader.unpacked_cache.as_ref().map(|c| c.stats()),
             read_views: self.lsm.ctx().visibility.views(),
             visible_seq: self.lsm.ctx().visibility.visible(),
         }

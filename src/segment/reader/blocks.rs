@@ -8,8 +8,12 @@
 //! compaction, `Table::scan_cells` (repair), repair's segment scans and `verify`
 //! check every block they read.
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
 use super::*;
 use crate::format::data_block::{self, DataBlock, Layout};
+use crate::segment::{BlockCache, UnpackedCache};
 
 thread_local! {
     /// Where a compressed block is decompressed for a point read.
@@ -64,6 +68,9 @@ impl SegmentReader {
         let Some(b) = b else {
             return Ok(None);
         };
+        if let Some(p) = self.unpacked.as_ref().and_then(|u| u.get(b)) {
+            return self.get_in_payload(&p, b, key, h, f);
+        }
         // A mapped block whose checksum passed once is not summed again by gets (the
         // whole block, 4 KiB, against one record in format 3: a quarter of a get's
         // time); bytes read with `pread` or from the block cache are checked each time.
@@ -80,6 +87,24 @@ impl SegmentReader {
             self.mark_block_checked(b, hint);
         }
         Ok(found)
+    }
+
+    /// [`Self::get_in_blocks`] in block `b`'s decompressed payload `p`, held by the
+    /// cache of decompressed blocks (checked when it entered: `unpacked_cache`
+    /// invariant 2).
+    fn get_in_payload<R>(
+        &self,
+        p: &[u8],
+        b: usize,
+        key: &[u8],
+        h: u64,
+        f: impl FnOnce(RecordRef<'_>) -> R,
+    ) -> Result<Option<R>> {
+        let found = DataBlock::parse(p, self.block_layout())
+            .and_then(|blk| blk.get(key, h))
+            .map_err(|m| blame(m, false).at(self.summary_block(b).0))
+            .map_err(|m| m.into_error(self.data.path()))?;
+        Ok(found.map(|c| f(c.with_key(key))))
     }
 
     /// Whether mapped data block `b`'s checksum has passed since the segment was opened.
@@ -129,11 +154,20 @@ impl SegmentReader {
         let (off, len) = self.meta.summary.block(b);
         let path = self.data.path();
         self.data_bytes(off, len as usize, via, |stored| {
+            // A point read's compressed block is checked and kept decompressed
+            // (`unpacked_cache` invariants 2 and 3).
+            let keep = match &self.unpacked {
+                Some(u) if via == Via::Cache && !is_raw(stored) => Some(u),
+                _ => None,
+            };
             let mut buf = UNPACKED.with(|c| c.take());
-            let r = unpack(stored, &mut buf, check)
+            let r = unpack(stored, &mut buf, check || keep.is_some())
                 .and_then(|(payload, raw)| {
                     let blk = DataBlock::parse(payload, self.block_layout())
                         .map_err(|m| blame(m, raw))?;
+                    if let Some(u) = keep {
+                        u.keep(b, payload);
+                    }
                     f(blk).map_err(|m| blame(m, raw))
                 })
                 .map_err(|m| m.at(off).into_error(path));
@@ -152,8 +186,50 @@ pub(in crate::segment) fn unpack<'a>(
     buf: &'a mut Vec<u8>,
     check: bool,
 ) -> Result<(&'a [u8], bool), Malformed> {
-    let raw = stored.len() >= 5 && stored[stored.len() - 5] == 0;
-    data_block::unpack_with(stored, buf, check).map(|p| (p, raw))
+    data_block::unpack_with(stored, buf, check).map(|p| (p, is_raw(stored)))
+}
+
+/// Whether a stored block holds its payload as is (its compression byte, before the
+/// checksum, is 0).
+fn is_raw(stored: &[u8]) -> bool {
+    stored.len() >= 5 && stored[stored.len() - 5] == 0
+}
+
+/// A reader's handle on the store's cache of decompressed blocks.
+#[derive(Debug)]
+pub(in crate::segment) struct Unpacked {
+    cache: Arc<UnpackedCache>,
+    /// The reader's id there, never used by another reader (`unpacked_cache`
+    /// invariant 1).
+    id: u64,
+    /// A get kept a block of this segment: only then do gets look in the cache, so an
+    /// uncompressed segment's gets never do.
+    kept: AtomicBool,
+}
+
+impl Unpacked {
+    pub(in crate::segment) fn new(cache: &Arc<UnpackedCache>) -> Unpacked {
+        Unpacked {
+            cache: Arc::clone(cache),
+            id: BlockCache::new_reader_id(),
+            kept: AtomicBool::new(false),
+        }
+    }
+
+    /// Block `b`'s payload, if held.
+    #[inline]
+    fn get(&self, b: usize) -> Option<Arc<[u8]>> {
+        if !self.kept.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.cache.get(self.id, b as u64)
+    }
+
+    /// Keep block `b`'s payload, decompressed after its checksum passed.
+    fn keep(&self, b: usize, payload: &[u8]) {
+        self.cache.insert_checked(self.id, b as u64, payload);
+        self.kept.store(true, Ordering::Relaxed);
+    }
 }
 
 /// An error inside a payload: at its offset in a raw block, at the block's start in a

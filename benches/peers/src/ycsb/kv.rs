@@ -203,6 +203,8 @@ fn seg_config(mode: DiskAccessMode, cache: usize, auto_data_map_percent: u8) -> 
     let mut c = segstore::Config::default();
     c.disk_access_mode = mode;
     c.memory.block_cache_mb = (cache >> 20) as u64;
+    // The peers' caches hold blocks uncompressed (RocksDB's block cache): so does this.
+    c.memory.unpacked_cache_mb = (cache >> 20) as u64;
     c.memory.auto_data_map_percent = auto_data_map_percent;
     // As RocksDB here: LZ4 on JSON-like values, none on random ones (incompressible).
     if super::workload::json_values() {
@@ -313,6 +315,22 @@ impl Kv for Seg {
             ts.frozen_memtables,
             ts.segments
         );
+        if let Some(u) = store
+            .stats()
+            .unpacked_cache
+            .filter(|u| u.hits + u.misses > 0)
+        {
+            eprintln!(
+                "segstore {}: decompressed blocks kept for gets: {} hits, {} misses, {} blocks \
+                 of {:.1} MiB held (budget {:.0} MiB)",
+                store.stats().modes.configured,
+                u.hits,
+                u.misses,
+                u.blocks,
+                u.used_bytes as f64 / f64::from(1 << 20),
+                u.limit_bytes as f64 / f64::from(1 << 20),
+            );
+        }
         drop(t);
         store.close().unwrap();
     }
