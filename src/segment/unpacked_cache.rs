@@ -71,9 +71,11 @@ pub struct UnpackedCacheStats {
     pub used_bytes: u64,
     /// Blocks held.
     pub blocks: u64,
-    /// Gets on compressed blocks answered from memory.
+    /// Gets answered from a held block.
     pub hits: u64,
-    /// Gets on compressed blocks that decompressed theirs (and kept it).
+    /// Lookups that found nothing: the get then decompressed its block and kept it, or
+    /// read a block its segment stores uncompressed. (A segment's gets look only once
+    /// one of them kept a block, so each segment's first kept block is not counted.)
     pub misses: u64,
 }
 

@@ -6,7 +6,9 @@
 //! by the first such read of a mapped block (the reader remembers it, as it remembers
 //! format 3's index blocks); the table's scans skip a mapped block checked so, and
 //! compaction, `Table::scan_cells` (repair), repair's segment scans and `verify`
-//! check every block they read.
+//! check every block they read. A compressed block a get decompresses is checked
+//! whatever `crc_check_chance` says and kept decompressed for later gets
+//! (`unpacked_cache.rs`), which read it there without decompressing or checking.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -255,19 +255,27 @@ impl OwnedMemtableIter {
     /// The front's next cell, copied into `into` (its buffers reused): what
     /// [`Iterator::next`] yields, without allocating. False at the end.
     pub fn next_into(&mut self, into: &mut Entry) -> bool {
+        let Some(e) = self.next_ahead() else {
+            return false;
+        };
+        into.set_from(RecordRef {
+            key: &e.key,
+            value: &e.cell.value,
+            ts: e.cell.ts,
+            tombstone: e.cell.tombstone,
+            expires: e.cell.expires,
+        });
+        true
+    }
+
+    /// The front's next cell as read ahead, reading the next batch when none is left.
+    fn next_ahead(&mut self) -> Option<Ahead> {
         loop {
             if let Some(e) = self.ahead.pop_front() {
-                into.set_from(RecordRef {
-                    key: &e.key,
-                    value: &e.cell.value,
-                    ts: e.cell.ts,
-                    tombstone: e.cell.tombstone,
-                    expires: e.cell.expires,
-                });
-                return true;
+                return Some(e);
             }
             if !self.read_ahead() {
-                return false;
+                return None;
             }
         }
     }
@@ -277,14 +285,7 @@ impl Iterator for OwnedMemtableIter {
     type Item = Entry;
 
     fn next(&mut self) -> Option<Entry> {
-        loop {
-            if let Some(e) = self.ahead.pop_front() {
-                return Some(e.entry());
-            }
-            if !self.read_ahead() {
-                return None;
-            }
-        }
+        self.next_ahead().map(Ahead::entry)
     }
 }
 
