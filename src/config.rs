@@ -318,12 +318,12 @@ pub struct MemoryOptions {
     /// such get is a `pread`. Scans and `verify` read the files and leave the cache
     /// alone.
     pub block_cache_mb: u64,
-    /// MiB of decompressed data blocks kept for point reads of compressed segments
-    /// (`segment.compression` `lz4` or `zstd`), shared by all segments of the store,
-    /// evicted when full (weighed in bytes). A get whose block is held decompresses
-    /// nothing; a block enters only after its checksum passed. 0 disables it: every
-    /// get on a compressed block decompresses it. Scans, compaction and `verify`
-    /// leave it alone.
+    /// MiB of decompressed data blocks of compressed segments (`segment.compression`
+    /// `lz4` or `zstd`), shared by all segments of the store, evicted when full (weighed
+    /// in bytes). Gets fill it: a get whose block is held decompresses nothing, and a
+    /// block enters only after its checksum passed. The table's scans read the blocks
+    /// held without filling it; compaction, repair and `verify` leave it alone. 0
+    /// disables it: every read of a compressed block decompresses it.
     pub unpacked_cache_mb: u64,
     /// Percent (0 to 100) of the memory available to the process (physical memory, or
     /// its memory cgroup's limit where lower) that `auto` may fill with mapped data

@@ -73,6 +73,18 @@ fn compressed_gets_keep_their_blocks_and_scans_leave_them() {
                 "scans leave it alone"
             );
             get_all_twice(&store);
+            // A scan reads the kept blocks without counting (and is right).
+            let before = store.stats().unpacked_cache.unwrap();
+            let rows: Vec<_> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
+            assert_eq!(rows.len(), KEYS as usize);
+            for (i, (k, v)) in rows.iter().enumerate() {
+                assert_eq!((k, v), (&key(i as u32), &value(i as u32)));
+            }
+            assert_eq!(
+                store.stats().unpacked_cache.unwrap(),
+                before,
+                "scans do not count"
+            );
             let c = store.stats().unpacked_cache.unwrap();
             // Each block is decompressed once and kept; every other get hits. The
             // segment's first get looks nowhere (nothing of it is kept yet), each later
@@ -178,4 +190,35 @@ fn a_damaged_compressed_block_is_reported_on_every_get_and_never_kept() {
         assert_eq!(c.blocks, c2.blocks, "{mode}: nothing more was kept: {c2:?}");
         drop(store);
     }
+}
+
+/// The table's scans trust a kept block as gets do: damage to the file after a get kept
+/// every block is not seen by them, while `scan_cells` (repair, tools), which checks
+/// every block it reads, reports it.
+#[test]
+fn trusting_scans_read_kept_blocks_and_checking_reads_do_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = written(
+        tmp.path(),
+        config(DiskAccessMode::Standard, Compression::Zstd, 4),
+    );
+    get_all_twice(&store);
+    let data = data_file(tmp.path());
+    let mut bytes = std::fs::read(&data).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&data, &bytes).unwrap();
+    let t = store.table("t").unwrap();
+    assert_eq!(
+        t.scan(..).unwrap().map(|r| r.unwrap()).count(),
+        KEYS as usize
+    );
+    let err = t
+        .scan_cells(..)
+        .unwrap()
+        .find_map(|r| r.err())
+        .expect("scan_cells checks every block");
+    assert!(err.is_corrupt(), "{err}");
+    drop(t);
+    drop(store);
 }

@@ -6,6 +6,7 @@
 
 use std::cell::Cell;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use super::reader::blocks::{blame, slot_hint, unpack};
 use super::reader::{SegmentReader, Source};
@@ -33,6 +34,9 @@ struct Loaded {
     mapped: Option<(usize, usize)>,
     buf: Vec<u8>,
     scratch: Vec<u8>,
+    /// The payload, when it is a compressed block's held decompressed by the reader's
+    /// cache of decompressed blocks (a trusting scan: `unpacked_cache` invariant 4).
+    cached: Option<Arc<[u8]>>,
     /// Entries in the block.
     len: usize,
     /// Its parsed trailer, so a step does not parse it again.
@@ -53,6 +57,12 @@ impl Loaded {
         self.block = None;
         self.shape = None;
         self.head.set(None);
+        self.cached = None;
+        if trust {
+            if let Some(p) = r.unpacked_payload(b) {
+                return self.load_cached(r, b, p);
+            }
+        }
         let (off, len) = r.summary_block(b);
         let path = r.data.path();
         let corrupt = |m: Malformed| m.at(off).into_error(path);
@@ -97,6 +107,21 @@ impl Loaded {
         Ok(())
     }
 
+    /// Hold block `b` as payload `p`, decompressed and checked when a get kept it.
+    fn load_cached(&mut self, r: &SegmentReader, b: usize, p: Arc<[u8]>) -> Result<()> {
+        let blk = DataBlock::parse(&p, r.block_layout()).map_err(|m| {
+            let (off, _) = r.summary_block(b);
+            blame(m, false).at(off).into_error(r.data.path())
+        })?;
+        self.len = blk.len();
+        self.shape = Some(blk.shape());
+        self.raw = false;
+        self.mapped = None;
+        self.cached = Some(p);
+        self.block = Some(b);
+        Ok(())
+    }
+
     /// Start loading the mapped payload [`PREFETCH_AHEAD`] bytes past `at` (a forward
     /// step's next entry): a block checked long ago, or trusted unchecked, is not in
     /// the cache, and a row is about two lines.
@@ -113,7 +138,10 @@ impl Loaded {
     fn payload<'a>(&'a self, r: &'a SegmentReader) -> &'a [u8] {
         match (self.mapped, r.mapped_data()) {
             (Some((at, n)), Some(d)) => &d[at..at + n],
-            _ => &self.buf,
+            _ => match &self.cached {
+                Some(p) => p,
+                None => &self.buf,
+            },
         }
     }
 

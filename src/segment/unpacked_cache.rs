@@ -1,4 +1,5 @@
-//! Decompressed data blocks of compressed segments (LZ4, zstd), kept for point reads.
+//! Decompressed data blocks of compressed segments (LZ4, zstd), kept by point reads and
+//! read by them and by the table's scans.
 //!
 //! A get on a compressed block decompressed the whole block every time: with zstd a
 //! third the speed of LZ4's gets, which in turn ran at half of an uncompressed table's
@@ -19,8 +20,13 @@
 //! 3. Blocks stored uncompressed (every block of an uncompressed segment, and a
 //!    compressed segment's blocks that compression did not shrink) never enter: their
 //!    gets read them in place, or through the block cache of file chunks.
-//! 4. Scans, compaction and `verify` decompress into their own buffers and neither
-//!    read nor fill it (`block_cache` invariant 5's reasons).
+//! 4. Only gets fill it. The table's scans, which trust a block checked once as gets
+//!    do (`SegmentIter::trusting_checked_blocks`), read a block held here instead of
+//!    decompressing it again, without counting a hit or a miss or making it hotter
+//!    (`quick_cache`'s `peek`): a long scan neither evicts the gets' working set nor
+//!    skews the figures (`block_cache` invariant 5's reasons). Compaction,
+//!    `Table::scan_cells`, repair and `verify` check every block they read, and
+//!    decompress into their own buffers.
 
 use std::sync::Arc;
 
@@ -109,6 +115,13 @@ impl UnpackedCache {
     #[inline]
     pub(crate) fn get(&self, reader: u64, block: u64) -> Option<Arc<[u8]>> {
         self.blocks.get(&(reader, block))
+    }
+
+    /// Block `block` of reader `reader`, if held, neither counted as a hit or a miss
+    /// nor made hotter: what the table's scans read (invariant 4).
+    #[inline]
+    pub(crate) fn peek(&self, reader: u64, block: u64) -> Option<Arc<[u8]>> {
+        self.blocks.peek(&(reader, block))
     }
 
     /// Keep `payload`, decompressed from block `block` of reader `reader` after its

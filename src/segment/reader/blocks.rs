@@ -8,7 +8,8 @@
 //! compaction, `Table::scan_cells` (repair), repair's segment scans and `verify`
 //! check every block they read. A compressed block a get decompresses is checked
 //! whatever `crc_check_chance` says and kept decompressed for later gets
-//! (`unpacked_cache.rs`), which read it there without decompressing or checking.
+//! (`unpacked_cache.rs`), which read it there without decompressing or checking, as
+//! the table's scans do (`block_walk.rs`).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -107,6 +108,13 @@ impl SegmentReader {
             .map_err(|m| blame(m, false).at(self.summary_block(b).0))
             .map_err(|m| m.into_error(self.data.path()))?;
         Ok(found.map(|c| f(c.with_key(key))))
+    }
+
+    /// Block `b`'s payload, decompressed and checked, if a get kept it: for the table's
+    /// scans, which trust a block checked once (`unpacked_cache` invariant 4).
+    #[inline]
+    pub(in crate::segment) fn unpacked_payload(&self, b: usize) -> Option<Arc<[u8]>> {
+        self.unpacked.as_ref().and_then(|u| u.peek(b))
     }
 
     /// Whether mapped data block `b`'s checksum has passed since the segment was opened.
@@ -225,6 +233,15 @@ impl Unpacked {
             return None;
         }
         self.cache.get(self.id, b as u64)
+    }
+
+    /// Block `b`'s payload, if held, uncounted (`unpacked_cache` invariant 4).
+    #[inline]
+    fn peek(&self, b: usize) -> Option<Arc<[u8]>> {
+        if !self.kept.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.cache.peek(self.id, b as u64)
     }
 
     /// Keep block `b`'s payload, decompressed after its checksum passed.
