@@ -17,7 +17,9 @@
 //!    were checked, as a mapped block checked once is trusted by gets: the module docs
 //!    of `reader/blocks.rs`). A block that fails its checksum or does not decompress
 //!    is reported and never cached.
-//! 3. Blocks stored uncompressed (every block of an uncompressed segment, and a
+//! 3. A payload larger than 1/[`MAX_SHARE`] of the budget is not kept (a block holding
+//!    one huge value would otherwise be copied in on every get and evict the rest).
+//!    Blocks stored uncompressed (every block of an uncompressed segment, and a
 //!    compressed segment's blocks that compression did not shrink) never enter: their
 //!    gets read them in place, or through the block cache of file chunks.
 //! 4. Only gets fill it. The table's scans, which trust a block checked once as gets
@@ -40,6 +42,9 @@ type Key = (u64, u64);
 /// Bytes charged per entry beyond its payload: the key, the `Arc`'s counts and the
 /// cache's own bookkeeping (an estimate that keeps the budget honest).
 const ENTRY_OVERHEAD: u64 = 64;
+
+/// The largest payload kept is the budget divided by this.
+pub const MAX_SHARE: u64 = 64;
 
 /// The payload size the cache's item estimate assumes (`data_block_size`'s default).
 const TYPICAL_PAYLOAD: u64 = 4 << 10;
@@ -127,6 +132,9 @@ impl UnpackedCache {
     /// Keep `payload`, decompressed from block `block` of reader `reader` after its
     /// checksum passed (invariant 2).
     pub(crate) fn insert_checked(&self, reader: u64, block: u64, payload: &[u8]) {
+        if payload.len() as u64 > self.limit / MAX_SHARE {
+            return; // invariant 3
+        }
         self.blocks.insert((reader, block), Arc::from(payload));
     }
 }
@@ -158,5 +166,14 @@ mod tests {
         assert!(s.blocks < 65, "{s:?}");
         assert_eq!(s.hits, 1);
         assert_eq!(s.misses, 2);
+    }
+
+    #[test]
+    fn a_payload_past_its_share_of_the_budget_is_not_kept() {
+        let c = UnpackedCache::new(64 << 10).unwrap();
+        c.insert_checked(1, 0, &vec![1; (64 << 10) / MAX_SHARE as usize]);
+        c.insert_checked(1, 1, &vec![1; (64 << 10) / MAX_SHARE as usize + 1]);
+        assert!(c.get(1, 0).is_some());
+        assert!(c.get(1, 1).is_none());
     }
 }
