@@ -80,6 +80,17 @@ fn compressed_gets_keep_their_blocks_and_scans_leave_them() {
             for (i, (k, v)) in rows.iter().enumerate() {
                 assert_eq!((k, v), (&key(i as u32), &value(i as u32)));
             }
+            // From the back, and sought, over the kept blocks.
+            let back: Vec<_> = t.scan(..).unwrap().rev().map(|r| r.unwrap()).collect();
+            assert!(back.iter().rev().eq(rows.iter()), "{mode} {compression:?}");
+            let mut s = t.scan(key(1000)..key(2000)).unwrap();
+            s.seek(key(1500));
+            assert_eq!(s.next().unwrap().unwrap(), (key(1500), value(1500)));
+            s.seek_back(key(1800));
+            assert_eq!(s.next_back().unwrap().unwrap(), (key(1800), value(1800)));
+            s.seek(key(1200));
+            assert_eq!(s.next().unwrap().unwrap(), (key(1200), value(1200)));
+            drop(s);
             assert_eq!(
                 store.stats().unpacked_cache.unwrap(),
                 before,
