@@ -3,6 +3,7 @@
 use std::sync::mpsc;
 
 use super::*;
+use crate::format::record::RecordRef;
 use crate::io::rules::{FaultKind, Faults};
 
 fn cell<'a>(k: &'a [u8], v: &'a [u8]) -> RecordRef<'a> {

@@ -2,6 +2,7 @@
 //! roll racing a leader's fsync (invariant 7).
 
 use super::*;
+use crate::format::record::RecordRef;
 use crate::io::rules::{FaultKind, Faults};
 
 fn cell<'a>(k: &'a [u8], v: &'a [u8]) -> RecordRef<'a> {
