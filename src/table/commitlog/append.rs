@@ -156,6 +156,36 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// A turn ended or the log was poisoned (under the lock): wake whoever waits.
+    pub(super) fn end_turn_signal(&self) {
+        self.turns.fetch_add(1, Ordering::Relaxed);
+        self.turn_ended.notify_all();
+    }
+}
+
+/// Wait a little for `done` without sleeping: spin, then yield the CPU a few times (to
+/// the writer, if it lost its CPU). True once `done`.
+fn brief_wait(done: impl Fn() -> bool) -> bool {
+    for _ in 0..SPINS {
+        if done() {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    for _ in 0..YIELDS {
+        if done() {
+            return true;
+        }
+        std::thread::yield_now();
+    }
+    done()
+}
+
+/// About a microsecond of spinning, then a few yields (as `Visibility::wait_visible`).
+const SPINS: usize = 256;
+const YIELDS: usize = 8;
+
 /// The log's locked state, for the write turn.
 struct Locked<'a, 'g> {
     s: &'a Shared,
@@ -197,12 +227,21 @@ impl Turn for Locked<'_, '_> {
         self.s.poison(self.st, e);
     }
 
+    /// Spin briefly first: a write of a few records takes microseconds, and a sleeping
+    /// append needs a futex wake-up (and its scheduling delay) before it can go on.
     fn wait(&mut self) {
         self.s.fs.rules().point("commitlog write queued", &self.st.active.path);
-        self.s.turn_ended.wait(self.st);
+        let s = self.s;
+        let seen = s.turns.load(Ordering::Relaxed);
+        MutexGuard::unlocked(self.st, || brief_wait(|| s.turns.load(Ordering::Relaxed) != seen));
+        // `turns` moves only under the lock: unchanged here means the signal is still to
+        // come, and the condition variable will carry it.
+        if s.turns.load(Ordering::Relaxed) == seen {
+            s.turn_ended.wait(self.st);
+        }
     }
 
     fn wake_all(&mut self) {
-        self.s.turn_ended.notify_all();
+        self.s.end_turn_signal();
     }
 }

@@ -35,7 +35,7 @@ impl Shared {
         }
         self.synced.notify_all();
         self.wake.notify_all();
-        self.turn_ended.notify_all();
+        self.end_turn_signal();
     }
 
     fn fsync(&self, file: &FsFile) -> Result<()> {

@@ -148,8 +148,10 @@ struct Shared {
     synced: Condvar,
     /// Wakes a waiting group leader or the periodic thread early (close, poisoning).
     wake: Condvar,
-    /// Signalled at the end of each write turn and on poisoning.
+    /// Signalled at the end of each write turn and on poisoning ([`Shared::turn_ended`]).
     turn_ended: Condvar,
+    /// Counts those signals, so that a queued append can spin on it before it sleeps.
+    turns: AtomicU64,
     appends: AtomicU64,
     bytes: AtomicU64,
     syncs: AtomicU64,
@@ -279,6 +281,7 @@ impl CommitLog {
             synced: Condvar::new(),
             wake: Condvar::new(),
             turn_ended: Condvar::new(),
+            turns: AtomicU64::new(0),
             appends: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),

@@ -1,16 +1,20 @@
 //! The write turn under `loom`: `RUSTFLAGS="--cfg segstore_loom" cargo test --release
 //! --lib commitlog::turn::loom_model` (in `.ci/run`). A model log numbers records as
 //! the commit log does (under the lock, then [`write`]), its "file" records which
-//! numbers reached it, and a flag catches two writes in flight at once.
+//! numbers reached it, and a flag catches two writes in flight at once. Its `wait`
+//! looks at the turn counter with the lock released before it sleeps, as the commit
+//! log's spinning wait does (`append.rs`), so the model covers that window too.
 
 use super::*;
-use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 use loom::thread;
 
 struct Log {
     state: Mutex<St>,
     turn_ended: Condvar,
+    /// Turns ended, bumped under the lock (`Shared::turns`).
+    turns: AtomicU64,
     /// The numbers in the file, in file order.
     file: Mutex<Vec<u64>>,
     in_write: AtomicBool,
@@ -74,10 +78,19 @@ impl Turn for Held<'_> {
         self.st_mut().poisoned = true;
     }
     fn wait(&mut self) {
-        let g = self.g.take().expect("the lock is held");
-        self.g = Some(self.log.turn_ended.wait(g).unwrap());
+        let seen = self.log.turns.load(Relaxed);
+        // The spin runs here, with the lock released; whatever it saw, the counter is
+        // looked at again under the lock.
+        drop(self.g.take());
+        let g = self.log.state.lock().unwrap();
+        self.g = Some(if self.log.turns.load(Relaxed) == seen {
+            self.log.turn_ended.wait(g).unwrap()
+        } else {
+            g
+        });
     }
     fn wake_all(&mut self) {
+        self.log.turns.fetch_add(1, Relaxed);
         self.log.turn_ended.notify_all();
     }
 }
@@ -87,6 +100,7 @@ impl Log {
         Arc::new(Log {
             state: Mutex::new(St::default()),
             turn_ended: Condvar::new(),
+            turns: AtomicU64::new(0),
             file: Mutex::new(Vec::new()),
             in_write: AtomicBool::new(false),
             fail_at,
