@@ -59,9 +59,9 @@ type Key = (u64, u64);
 
 /// Hashes a key (two integers) with a multiply-xorshift mix: every output bit depends
 /// on every input bit, as the cache needs (it picks shards from the middle bits and
-/// hashbrown probes with the top ones).
+/// hashbrown probes with the top ones). The cache of decompressed blocks uses it too.
 #[derive(Clone, Default)]
-struct MixHasher(u64);
+pub(super) struct MixHasher(u64);
 
 impl std::hash::Hasher for MixHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -89,7 +89,7 @@ impl std::hash::Hasher for MixHasher {
     }
 }
 
-type Mix = std::hash::BuildHasherDefault<MixHasher>;
+pub(super) type Mix = std::hash::BuildHasherDefault<MixHasher>;
 
 #[derive(Clone)]
 struct ByBytes;
