@@ -148,7 +148,7 @@ struct Shared {
     synced: Condvar,
     /// Wakes a waiting group leader or the periodic thread early (close, poisoning).
     wake: Condvar,
-    /// Signalled at the end of each write turn and on poisoning ([`Shared::turn_ended`]).
+    /// Signalled at the end of each write turn and on poisoning ([`Shared::end_turn_signal`]).
     turn_ended: Condvar,
     /// Counts those signals, so that a queued append can spin on it before it sleeps.
     turns: AtomicU64,
