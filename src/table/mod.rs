@@ -51,6 +51,7 @@ pub mod merge;
 pub mod positions;
 pub(crate) mod registry;
 pub mod settings;
+pub(crate) mod spin;
 pub mod tables;
 pub mod txn;
 pub mod value;

@@ -53,29 +53,7 @@ mod sync {
         g
     }
 
-    /// Wait a little for `done` without sleeping: spin, then give the CPU to others
-    /// (an earlier writer that was descheduled) a few times. True once `done`.
-    pub(super) fn brief_wait(done: impl Fn() -> bool) -> bool {
-        for _ in 0..SPINS {
-            if done() {
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        for _ in 0..YIELDS {
-            if done() {
-                return true;
-            }
-            std::thread::yield_now();
-        }
-        done()
-    }
-
-    /// About a microsecond of spinning: an earlier write still applying usually
-    /// finishes within it.
-    const SPINS: usize = 256;
-    /// Then a few yields, for an earlier writer that lost its CPU.
-    const YIELDS: usize = 8;
+    pub(super) use crate::table::spin::brief_wait;
 }
 
 /// The same names over `loom`'s types, for the model in `loom_model`.

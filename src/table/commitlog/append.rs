@@ -12,6 +12,7 @@ use super::{CommitLog, CommitLogSync, Shared, State};
 use crate::error::{Error, Result};
 use crate::format::record::RecordRef;
 use crate::segment::validate_name;
+use crate::table::spin::brief_wait;
 use crate::table::cell::{validate_cell, validate_range};
 use crate::table::visibility::Visibility;
 
@@ -163,28 +164,6 @@ impl Shared {
         self.turn_ended.notify_all();
     }
 }
-
-/// Wait a little for `done` without sleeping: spin, then yield the CPU a few times (to
-/// the writer, if it lost its CPU). True once `done`.
-fn brief_wait(done: impl Fn() -> bool) -> bool {
-    for _ in 0..SPINS {
-        if done() {
-            return true;
-        }
-        std::hint::spin_loop();
-    }
-    for _ in 0..YIELDS {
-        if done() {
-            return true;
-        }
-        std::thread::yield_now();
-    }
-    done()
-}
-
-/// About a microsecond of spinning, then a few yields (as `Visibility::wait_visible`).
-const SPINS: usize = 256;
-const YIELDS: usize = 8;
 
 /// The log's locked state, for the write turn.
 struct Locked<'a, 'g> {
