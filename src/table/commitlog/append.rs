@@ -155,9 +155,7 @@ impl Shared {
     fn refusal(&self, st: &State) -> Error {
         Error::Poisoned(st.poisoned.clone().unwrap_or_default())
     }
-}
 
-impl Shared {
     /// A turn ended or the log was poisoned (under the lock): wake whoever waits.
     pub(super) fn end_turn_signal(&self) {
         self.turns.fetch_add(1, Ordering::Relaxed);
