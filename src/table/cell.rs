@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::format::ranges::RangeTombstone;
 use crate::format::record::RecordRef;
 use crate::format::{MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::segment::Entry;
 
 /// One side of a comparison of versions: `(ts, tombstone, expires, value)`.
 pub type Version<'a> = (u64, bool, u64, &'a [u8]);
@@ -65,6 +66,12 @@ pub fn newer_wins(a: &RecordRef<'_>, b: &RecordRef<'_>) -> bool {
 #[inline(always)]
 pub fn version<'a>(c: &RecordRef<'a>) -> Version<'a> {
     (c.ts, c.tombstone, c.expires, c.value)
+}
+
+/// An owned cell's [`Version`] (the merges compare `Entry`s).
+#[inline(always)]
+pub fn entry_version(e: &Entry) -> Version<'_> {
+    (e.ts, e.tombstone, e.expires, &e.value)
 }
 
 /// Whether a winning cell reads as absent: a tombstone, or a cell whose expiry is at or

@@ -34,7 +34,7 @@ use crate::error::Result;
 use crate::lifecycle::SegmentHandle;
 use crate::range::KeyBounds;
 use crate::segment::{Entry, SegmentIter};
-use crate::table::cell::{cmp_versions, is_dead};
+use crate::table::cell::{cmp_versions, entry_version, is_dead, version};
 use crate::table::merge::{BoxedCursor, CopyMerge, TombstonePolicy};
 
 /// The memtables' and the other segments' cells, merged among themselves into buffers
@@ -164,11 +164,7 @@ impl Overlay {
                 match r.key.cmp(&m.key) {
                     std::cmp::Ordering::Less => {}
                     std::cmp::Ordering::Equal
-                        if cmp_versions(
-                            (m.ts, m.tombstone, m.expires, &m.value),
-                            (r.ts, r.tombstone, r.expires, r.value),
-                        )
-                        .is_gt() =>
+                        if cmp_versions(entry_version(m), version(&r)).is_gt() =>
                     {
                         return Seg::Shadowed;
                     }
@@ -209,10 +205,7 @@ impl Overlay {
                 Some(Pick::Held)
             }
             std::cmp::Ordering::Equal => {
-                let newer = cmp_versions(
-                    (m.ts, m.tombstone, m.expires, &m.value),
-                    (s.ts, s.tombstone, s.expires, &s.value),
-                );
+                let newer = cmp_versions(entry_version(m), entry_version(s));
                 self.holding = false;
                 self.side.take();
                 Some(if newer.is_gt() { Pick::Side } else { Pick::Held })

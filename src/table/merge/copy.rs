@@ -21,7 +21,7 @@ use std::mem;
 use super::Cursor;
 use crate::error::{Error, Result};
 use crate::segment::Entry;
-use crate::table::cell::cmp_versions;
+use crate::table::cell::{cmp_versions, entry_version};
 
 /// A forward merge of cursors into reused cells: see the module docs.
 pub(crate) struct CopyMerge<I> {
@@ -155,11 +155,7 @@ fn wins(a: &Entry, b: &Entry) -> bool {
     match a.key.cmp(&b.key) {
         std::cmp::Ordering::Less => true,
         std::cmp::Ordering::Greater => false,
-        std::cmp::Ordering::Equal => cmp_versions(
-            (a.ts, a.tombstone, a.expires, &a.value),
-            (b.ts, b.tombstone, b.expires, &b.value),
-        )
-        .is_gt(),
+        std::cmp::Ordering::Equal => cmp_versions(entry_version(a), entry_version(b)).is_gt(),
     }
 }
 

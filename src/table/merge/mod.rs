@@ -43,7 +43,7 @@ use crate::error::{Error, Result};
 use crate::format::ranges::RangeTombstones;
 use crate::range;
 use crate::segment::{Entry, SegmentIter, SegmentReader};
-use crate::table::cell::cmp_versions;
+use crate::table::cell::{cmp_versions, entry_version};
 use crate::table::memtable::OwnedMemtableIter;
 
 /// What a winning tombstone becomes in the output.
@@ -412,11 +412,7 @@ impl<I: Iterator<Item = Result<Entry>>> MergeIter<I> {
             while self.peek_key::<FWD>() == Some(winner.key.as_slice()) {
                 let Head { entry, src, .. } = self.pop::<FWD>().expect("peeked");
                 refill(self, src as usize, Some(&entry.key));
-                let wins = cmp_versions(
-                    (entry.ts, entry.tombstone, entry.expires, &entry.value),
-                    (winner.ts, winner.tombstone, winner.expires, &winner.value),
-                )
-                .is_gt();
+                let wins = cmp_versions(entry_version(&entry), entry_version(&winner)).is_gt();
                 if wins {
                     winner = entry;
                 }
