@@ -168,6 +168,21 @@ fn field(b: &[u8], p: &mut usize) -> Option<u64> {
     Some(v)
 }
 
+/// [`field`], or the error naming `what` was truncated or bad there.
+#[inline(always)]
+fn field_or(b: &[u8], p: &mut usize, what: &'static str) -> Result<u64, Malformed> {
+    match field(b, p) {
+        Some(v) => Ok(v),
+        None => Err(bad_field(*p, what)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_field(at: usize, what: &'static str) -> Malformed {
+    Malformed::new(at as u64, what.to_string())
+}
+
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
@@ -443,17 +458,16 @@ impl<'a> DataBlock<'a> {
         let bad = |off: usize, why: &str| Malformed::new(off as u64, why.to_string());
         let first = *b.get(at).ok_or_else(|| bad(at, "entry past the block's entries"))?;
         let mut p = at + 1;
-        let mut next = |what: &str| field(b, &mut p).ok_or_else(|| bad(p, what));
         let mut shared = (first >> 2) as u64;
         if shared == SHARED_INLINE as u64 {
-            shared = shared.saturating_add(next("truncated or bad shared length")?);
+            shared = shared.saturating_add(field_or(b, &mut p, "truncated or bad shared length")?);
         }
         // A field the block holds was checked with the trailer (a held key length is
         // 1 ..= MAX_KEY_LEN, a held value length at most MAX_VALUE_LEN): only what an
         // entry carries itself is checked here.
         let once = self.s.held;
         let suffix_len = if once.flags & held::KEY == 0 {
-            let suffix_len = next("truncated or bad key suffix length")?;
+            let suffix_len = field_or(b, &mut p, "truncated or bad key suffix length")?;
             let key_len = shared.saturating_add(suffix_len);
             if key_len == 0 || key_len > MAX_KEY_LEN as u64 {
                 return Err(bad(at, &format!("key length {key_len} out of range")));
@@ -466,7 +480,7 @@ impl<'a> DataBlock<'a> {
         let tombstone = first & TOMBSTONE != 0;
         let val_len = match once.flags & held::VAL {
             0 => {
-                let v = next("truncated or bad value length")?;
+                let v = field_or(b, &mut p, "truncated or bad value length")?;
                 if v > MAX_VALUE_LEN as u64 || (tombstone && v != 0) {
                     return Err(bad(at, &format!("value length {v} out of range")));
                 }
@@ -477,7 +491,7 @@ impl<'a> DataBlock<'a> {
         };
         let ts = match once.flags & held::TS {
             0 => {
-                let d = next("truncated or bad timestamp")?;
+                let d = field_or(b, &mut p, "truncated or bad timestamp")?;
                 self.s.base_ts.checked_add(d).ok_or_else(|| bad(at, "timestamp overflows"))?
             }
             _ => self.s.base_ts,
@@ -485,7 +499,7 @@ impl<'a> DataBlock<'a> {
         let expires = match first & EXPIRES {
             0 => 0,
             _ => {
-                let zig = next("truncated or bad expiry")?;
+                let zig = field_or(b, &mut p, "truncated or bad expiry")?;
                 match ts.wrapping_add(unzigzag(zig) as u64) {
                     0 => return Err(bad(at, "expiry flag with an expiry of 0")),
                     e => e,

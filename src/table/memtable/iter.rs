@@ -217,6 +217,9 @@ impl OwnedMemtableIter {
             return false;
         };
         let mut last = None;
+        // Room for the whole batch at once: pushed a cell at a time, a scan's first
+        // batch allocated the queue for four cells and then again for eight.
+        self.ahead.reserve(self.batch);
         for _ in 0..self.batch {
             if !range::below(e.key(), &self.back) {
                 break;
