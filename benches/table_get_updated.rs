@@ -14,6 +14,8 @@
 //!
 //! - `get_with hit` / `get_with miss` / `get hit`: point reads of random loaded keys
 //!   (3% of them updated) and of absent keys;
+//! - `scan 1`: one row from a random key: a scan's cost before its rows (its sources
+//!   opened and positioned, then dropped);
 //! - `scan 100`: 100 rows from a random key (`scan(k..)`, `next_with`);
 //! - `scan 100 cold`: 100-row bounded scans (`scan(a..=b)`) over ranges of 100
 //!   consecutive keys that no update touched.
@@ -247,6 +249,15 @@ fn scan_from(t: &Table, f: &Fixture, i: usize) -> usize {
     sum
 }
 
+/// One row from a random key: what a scan costs before its rows (the merge's sources
+/// opened and positioned, then dropped).
+fn scan_one(t: &Table, f: &Fixture, i: usize) -> usize {
+    let k = &f.hits[i % f.hits.len()];
+    let mut s = t.scan(&k[..]..).unwrap();
+    s.next_with(|_, v| v[VALUE - 1] as usize)
+        .map_or(0, |v| v.unwrap())
+}
+
 fn scan_cold(t: &Table, f: &Fixture, i: usize) -> usize {
     let (a, b) = &f.cold[i % f.cold.len()];
     let mut s = t.scan(&a[..]..=&b[..]).unwrap();
@@ -306,6 +317,7 @@ fn rows(f: &Fixture, stage: &str) {
     interleaved(f, stage, "get_with hit", get_with_hit, 100_000, 5_000);
     interleaved(f, stage, "get_with miss", get_with_miss, 100_000, 5_000);
     interleaved(f, stage, "get hit", get_hit, 100_000, 5_000);
+    interleaved(f, stage, "scan 1", scan_one, 50_000, 2_500);
     interleaved(f, stage, "scan 100", scan_from, 5_000, 250);
     interleaved(f, stage, "scan 100 cold", scan_cold, 5_000, 250);
 }
