@@ -96,9 +96,10 @@ mod tests {
         /// The one-load decoder answers as the byte-by-byte one on any bytes: varints
         /// of every length, with bytes after them or cut short.
         #[test]
-        fn fast_path_agrees(v: u64, tail: Vec<u8>, cut in 0usize..12) {
+        fn fast_path_agrees(v: u64, shift in 0u32..64, tail: Vec<u8>, cut in 0usize..12) {
             let mut b = Vec::new();
-            put(&mut b, v);
+            // Shifted so that varints of every length, 1 to 10 bytes, come up alike.
+            put(&mut b, v >> shift);
             b.extend_from_slice(&tail);
             b.truncate(b.len().saturating_sub(cut).max(1));
             prop_assert_eq!(get(&b), get_slow(&b));
