@@ -18,6 +18,10 @@ use crate::table::merge::{BoxedCursor, CopyMerge, MemtableCursor, MergeIter, Tom
 use crate::table::value::Value;
 use crate::table::view::Pin;
 
+/// A scan reads ahead in each memtable, at first, the keys it holds on average in this
+/// many of the table's rows (at least one node, at most the usual first batch).
+const PRIME_ROWS: u64 = 32;
+
 /// May `mems` or `view` hold a cell with an expiry (TTL)? A read of them that finds none
 /// need not read the expiry clock, and nothing in them changes with time.
 pub(crate) fn may_expire<'a>(mut mems: impl Iterator<Item = &'a Memtable>, view: &View) -> bool {
@@ -192,11 +196,17 @@ impl TableSnap {
     /// range tombstone (see [`TableSnap::scan`]); the probe for a key is the
     /// iterator's first batch ([`OwnedMemtableIter::prime`]).
     fn mems_in(&self, at: u64, bounds: &KeyBounds) -> Vec<OwnedMemtableIter> {
+        let keys = |m: &Arc<Memtable>| m.len() as u64;
+        let total = self.mems.iter().map(keys).sum::<u64>()
+            + self.view.segments.iter().map(|s| s.stats().entry_count).sum::<u64>();
         self.mems
             .iter()
             .filter_map(|m| {
                 let mut it = m.range_at(bounds.clone(), at);
-                (m.has_ranges() || it.prime()).then_some(it)
+                // Its first batch: the keys of the table's next `PRIME_ROWS` it holds
+                // on average.
+                let first = (PRIME_ROWS * keys(m)).div_ceil(total.max(1)) as usize;
+                (m.has_ranges() || it.prime(first)).then_some(it)
             })
             .collect()
     }
