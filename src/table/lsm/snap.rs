@@ -196,6 +196,10 @@ impl TableSnap {
     /// range tombstone (see [`TableSnap::scan`]); the probe for a key is the
     /// iterator's first batch ([`OwnedMemtableIter::prime`]).
     fn mems_in(&self, at: u64, bounds: &KeyBounds) -> Vec<OwnedMemtableIter> {
+        if self.mems.is_empty() {
+            // A table at rest: no share of keys to weigh.
+            return Vec::new();
+        }
         let keys = |m: &Arc<Memtable>| m.len() as u64;
         let total = self.mems.iter().map(keys).sum::<u64>()
             + self.view.segments.iter().map(|s| s.stats().entry_count).sum::<u64>();
