@@ -407,7 +407,7 @@ impl MemoryOptions {
     }
 }
 
-/// How data blocks (formats 4 to 7) are stored ([`SegmentOptions::compression`]).
+/// How data blocks (formats 4 to 8) are stored ([`SegmentOptions::compression`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
@@ -433,20 +433,22 @@ pub struct SegmentOptions {
     /// Target size in bytes of one index block (at least 64; format 3 only).
     pub index_block_size: usize,
     /// Target size in bytes of one data block, before compression (at least 64; formats
-    /// 4 to 7). A block is cut before a cell would take it past this (a cell larger than
-    /// it gets a block of its own), or at 254 cells. Formats 6 and 7, blocks stored as
+    /// 4 to 8). A block is cut before a cell would take it past this (a cell larger than
+    /// it gets a block of its own), or at 254 cells. Formats 6 to 8, blocks stored as
     /// they are and this at least a page (4 KiB): a block ends by this rounded up to a
     /// page, and starts on a page when at most 256 bytes of padding get it there.
     pub data_block_size: usize,
-    /// How data blocks are stored (formats 4 to 7): `none`, `lz4` or `zstd`, kept only
+    /// How data blocks are stored (formats 4 to 8): `none`, `lz4` or `zstd`, kept only
     /// for blocks they shrink by an eighth or more (compressed blocks are not padded to
     /// pages).
     pub compression: Compression,
     /// Bloom filter bits per key (0 disables the filter).
     pub filter_bits_per_key: u32,
-    /// The format segments are written in: 7 (the default: data blocks started on pages
+    /// The format segments are written in: 8 (the default: data blocks started on pages
     /// that hold once what all their cells share, a quarter smaller than format 3 and
-    /// compressible, see the README's "Segment formats 5 to 7"), 6 (the same blocks
+    /// compressible, see the README's "Segment formats 5 to 8"; a block of live cells of
+    /// one key length and one value length stores each in the same bytes, without a head
+    /// or a start), 7 (the same blocks never fixing their cells' bytes), 6 (the same blocks
     /// writing every cell's key length, value length and timestamp, and the whole first
     /// key of each block in the meta), 5 (format 6 with no padding between blocks: a get
     /// of data larger than memory reads two pages where format 6 reads one), 4 (format

@@ -603,7 +603,7 @@ fn case() -> impl Strategy<Value = Case> {
         // 6's start on pages when a block is a page or more; 7's hold once what all
         // their cells share; 4's keep only their groups' starts) and 3 (records).
         (
-            prop::sample::select(vec![3u16, 4, 5, 6, 7]),
+            prop::sample::select(vec![3u16, 4, 5, 6, 7, 8]),
             prop_oneof![64usize..400, Just(4096)],
             0u8..3,
         ),

@@ -63,6 +63,7 @@ use super::{checksum, read_u16, read_u32, read_u64, varint, Malformed, MAX_KEY_L
 use super::{home_slot, MAX_VALUE_LEN};
 
 mod build;
+mod fixed;
 mod held;
 #[cfg(test)]
 mod tests;
@@ -82,9 +83,11 @@ pub const DEFAULT_INTERVAL: usize = 16;
 const TRAILER: usize = 8 + 2 + 2 + 1;
 /// Bytes after a payload: the compression byte and the checksum.
 const PACKED: usize = 1 + 4;
-/// Most bytes after a raw block's hash slots: the payload's trailer (13 bytes in
-/// formats 4 to 6, 11 to 17 in format 7), the compression byte and the checksum.
-pub const MAX_STORED_TAIL: usize = 17 + PACKED;
+/// Bytes before a raw block's end that a get prefetches: the payload's trailer (13
+/// bytes in formats 4 to 6, 11 to 17 in format 7, and in format 8's fixed blocks 2 more
+/// and the held prefix, which this covers up to 8 bytes), the compression byte and the
+/// checksum.
+pub const MAX_STORED_TAIL: usize = 17 + fixed::TRAILER + 8 + PACKED;
 /// Largest payload a compressed block may claim: the largest block a writer cuts
 /// (`data_block_size` at most 16 MiB) and one largest cell past it, with room for the
 /// block's index. Larger payloads are stored uncompressed.
@@ -111,6 +114,10 @@ pub enum Layout {
     /// Format 7: [`Layout::Entries`], and a key length, a value length or a timestamp
     /// that every entry shares is held once, in the trailer (`held.rs`).
     Held,
+    /// Format 8: [`Layout::Held`], and a block whose entries all take the same bytes
+    /// (live cells of one key length and one value length, no expiry) stores them
+    /// without heads or a table of starts (`fixed.rs`).
+    Fixed,
 }
 
 impl Layout {
@@ -119,15 +126,21 @@ impl Layout {
         match version {
             ..=4 => Layout::Groups,
             5 | 6 => Layout::Entries,
-            _ => Layout::Held,
+            7 => Layout::Held,
+            _ => Layout::Fixed,
         }
+    }
+
+    /// Whether a block of this layout may hold fields for all its entries (format 7 on).
+    pub fn holds(self) -> bool {
+        matches!(self, Layout::Held | Layout::Fixed)
     }
 }
 
 /// Bytes of each start in the table of a `len`-byte payload of `layout`.
 fn start_width(layout: Layout, len: usize) -> usize {
     match layout {
-        Layout::Entries | Layout::Held if len <= u16::MAX as usize => 2,
+        Layout::Entries | Layout::Held | Layout::Fixed if len <= u16::MAX as usize => 2,
         _ => 4,
     }
 }
@@ -218,10 +231,11 @@ fn trailer(b: &[u8]) -> Result<Trailer, Malformed> {
     })
 }
 
-/// Bytes of a payload's trailer in `layout`, holding `held`.
-fn trailer_len(layout: Layout, held: u8) -> usize {
+/// Bytes of a payload's trailer in `layout`, holding `held` (and with it a prefix of
+/// `plen` bytes).
+fn trailer_len(layout: Layout, held: &Held) -> usize {
     match layout {
-        Layout::Held => Held::trailer_len(held),
+        Layout::Held | Layout::Fixed => Held::trailer_len(held.flags, held.plen),
         _ => TRAILER,
     }
 }
@@ -361,7 +375,7 @@ impl<'a> DataBlock<'a> {
             at: t,
             end,
         } = match layout {
-            Layout::Held => held::trailer(b)?,
+            Layout::Held | Layout::Fixed => held::trailer(b, layout)?,
             _ => trailer(b)?,
         };
         let bad = |at: usize, why: String| Err(Malformed::new(at as u64, why));
@@ -372,18 +386,25 @@ impl<'a> DataBlock<'a> {
             return bad(t + 10, format!("{m} hash slots for {n} entries"));
         }
         if interval == 0 || interval > MAX_ENTRIES {
-            let at = if layout == Layout::Held { t + 9 } else { t + 12 };
+            let at = if layout.holds() { t + 9 } else { t + 12 };
             return bad(at, format!("group interval {interval}"));
         }
         let stride = match layout {
             Layout::Groups => interval,
-            Layout::Entries | Layout::Held => 1,
+            Layout::Entries | Layout::Held | Layout::Fixed => 1,
         };
-        let (rows, width) = (n.div_ceil(stride), start_width(layout, len));
+        // A fixed block has no table of starts.
+        let fixed = held.flags & held::FIXED != 0;
+        let rows = if fixed { 0 } else { n.div_ceil(stride) };
+        let width = start_width(layout, len);
         let slots_at = end - m.min(end);
         let Some(starts_at) = slots_at.checked_sub(rows * width).filter(|_| m <= end) else {
             return bad(t + 8, format!("{rows} starts and {m} slots in {end} bytes"));
         };
+        if fixed && n * held.width != starts_at {
+            let why = format!("{starts_at} bytes of entries for {n} of {} bytes", held.width);
+            return bad(starts_at, why);
+        }
         let s = Shape {
             payload_len: len,
             entries_end: starts_at,
@@ -454,6 +475,9 @@ impl<'a> DataBlock<'a> {
     /// [`Self::cell_at`], inlined where it runs once a row (a scan's step).
     #[inline(always)]
     fn decode(&self, at: usize, head: &'a [u8]) -> Result<BlockCell<'a>, Malformed> {
+        if self.is_fixed() {
+            return self.decode_fixed(at);
+        }
         let b = &self.b[..self.s.entries_end];
         let bad = |off: usize, why: &str| Malformed::new(off as u64, why.to_string());
         let first = *b.get(at).ok_or_else(|| bad(at, "entry past the block's entries"))?;
@@ -541,6 +565,9 @@ impl<'a> DataBlock<'a> {
     /// Where entry `i` (a multiple of `stride`) starts, within the entries.
     #[inline]
     fn start(&self, i: usize) -> Result<usize, Malformed> {
+        if self.is_fixed() {
+            return Ok(i * self.s.held.width);
+        }
         let (at, off) = self.start_entry(i);
         at.filter(|&a| a < self.s.entries_end).ok_or_else(|| {
             Malformed::new(off as u64, format!("entry {i} starts past the entries"))
@@ -558,6 +585,9 @@ impl<'a> DataBlock<'a> {
     pub fn entry(&self, i: usize) -> Result<BlockCell<'a>, Malformed> {
         if i >= self.s.n {
             return Err(Malformed::new(0, format!("entry {i} of a block of {}", self.s.n)));
+        }
+        if self.is_fixed() {
+            return self.fixed_entry(i);
         }
         let k = i % self.s.interval;
         if k != 0 && self.s.stride == 1 {
@@ -585,6 +615,9 @@ impl<'a> DataBlock<'a> {
         at: usize,
         head: &mut Option<HeadKey>,
     ) -> Result<BlockCell<'a>, Malformed> {
+        if self.is_fixed() {
+            return self.decode_fixed(at);
+        }
         // Most steps stay in the group of the step before: no division to find it.
         if let Some(h) = *head {
             if i > h.first && i < h.next {
@@ -642,6 +675,9 @@ impl<'a> DataBlock<'a> {
 
     /// The ordinal of the first entry whose key is at or above `key` (`len()` if none).
     pub fn lower_bound(&self, key: &[u8]) -> Result<usize, Malformed> {
+        if self.is_fixed() {
+            return self.fixed_lower_bound(key);
+        }
         // The last group whose head is at or below `key`.
         let (mut lo, mut hi) = (0, self.s.n.div_ceil(self.s.interval));
         while hi - lo > 1 {

@@ -15,15 +15,16 @@ use super::{checksum, read_u16, read_u32, read_u64, Malformed};
 pub const FOOTER_LEN: usize = 32;
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"SEGSTORE";
-/// The newest format version this build reads and writes: 7, data blocks
+/// The newest format version this build reads and writes: 8, data blocks
 /// (`data_block.rs`) that record every entry's start and hold once a key length, value
-/// length or timestamp all their entries share, whose summary is in the meta, and an
-/// index file holding only its footer; a block may follow fewer than
-/// `data_block::PAGE` zero bytes that start it on a page. Version 6 differs only in
-/// that its blocks hold nothing once; version 5 also in that its blocks follow each
-/// other with no gap; version 4 also in its blocks, which record their groups' starts
-/// (`data_block::Layout`).
-pub const FORMAT_VERSION: u16 = 7;
+/// length or timestamp all their entries share (and store entries that all take the
+/// same bytes without heads or starts, `data_block/fixed.rs`), whose summary is in the
+/// meta, and an index file holding only its footer; a block may follow fewer than
+/// `data_block::PAGE` zero bytes that start it on a page. Version 7 differs only in
+/// that its entries are never fixed; version 6 also in that its blocks hold nothing
+/// once; version 5 also in that its blocks follow each other with no gap; version 4
+/// also in its blocks, which record their groups' starts (`data_block::Layout`).
+pub const FORMAT_VERSION: u16 = 8;
 /// The last format of records and index blocks, which writers still write when
 /// `SegmentOptions::format_version` asks (the default is [`FORMAT_VERSION`]).
 pub const RECORD_FORMAT_VERSION: u16 = 3;

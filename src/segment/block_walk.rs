@@ -1,4 +1,4 @@
-//! Block scans (formats 4 to 7): [`super::SegmentIter`]'s two ends over data blocks. Each end holds
+//! Block scans (formats 4 to 8): [`super::SegmentIter`]'s two ends over data blocks. Each end holds
 //! the block it is in (checked whole when loaded: scans check every checksum), and a
 //! position (block, entry). The front walks entries in order; the back steps down one
 //! entry at a time. The ends meet as in format 3: the front stops before the cell the

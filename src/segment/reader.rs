@@ -204,7 +204,7 @@ pub struct SegmentReader {
     /// positional reads (`block_cache` module).
     data_cache: Option<DataCache>,
     /// The store's cache of decompressed blocks, for point reads of compressed blocks
-    /// (`unpacked_cache` module; formats 4 to 7).
+    /// (`unpacked_cache` module; formats 4 to 8).
     unpacked: Option<Unpacked>,
     /// Whether point reads check record checksums (`crc_check_chance`).
     record_check: RecordCheck,
@@ -328,7 +328,7 @@ impl SegmentReader {
         let paged = residency.point_lookup == super::PointLookup::Pages;
         let checked = (0..meta.summary.len()).map(|_| AtomicU32::new(0)).collect();
         let cached_index = match (&index, &opts.index_cache) {
-            // A block segment's summary (formats 4 to 7) lists data blocks: nothing to cache.
+            // A block segment's summary (formats 4 to 8) lists data blocks: nothing to cache.
             (Source::Standard(_), Some(budget)) if footer.version < 4 => {
                 CachedIndex::new(meta.summary.len(), budget)
             }

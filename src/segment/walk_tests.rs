@@ -2,7 +2,7 @@
 //! before ended and copies only a key's suffix when its buffer already holds the group's
 //! prefix. Both shortcuts must give what format 3's records give for the same cells,
 //! whatever mix of forward steps, backward steps and seeks reaches them: the same moves
-//! run on a format 3 segment and on blocked ones (formats 4 to 7, compressed or not,
+//! run on a format 3 segment and on blocked ones (formats 4 to 8, compressed or not,
 //! mapped or read positionally), and every answer is compared.
 
 use std::ops::Bound;
@@ -97,7 +97,7 @@ proptest! {
         ),
         lo in prop_oneof![Just(Bound::Unbounded), key().prop_map(Bound::Included), key().prop_map(Bound::Excluded)],
         moves in moves(),
-        version in 4u16..=7,
+        version in 4u16..=8,
         lz4 in any::<bool>(),
     ) {
         let cells: Vec<_> = cells.into_iter().map(|(k, (v, ts))| (k, v, ts)).collect();

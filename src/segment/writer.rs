@@ -42,12 +42,12 @@ pub struct SegmentWriter {
     index_off: u64,
     /// Format 3: the index block being built.
     block: IndexBlockBuilder,
-    /// Formats 4 to 7: the data block being built.
+    /// Formats 4 to 8: the data block being built.
     cells: BlockBuilder,
     /// The summary key of the block (index or data) being built: its first key, or
     /// from format 7 a data block's separator (`start_data_block`).
     block_first_key: Vec<u8>,
-    /// Formats 4 to 7: the data offset the data block being built must end by.
+    /// Formats 4 to 8: the data offset the data block being built must end by.
     block_end: u64,
     block_buf: Vec<u8>,
     rec_buf: Vec<u8>,
@@ -196,7 +196,7 @@ impl SegmentWriter {
         Ok(())
     }
 
-    /// Formats 4 to 7: start a data block whose first key is `key`, deciding where it
+    /// Formats 4 to 8: start a data block whose first key is `key`, deciding where it
     /// must end: `data_block_size` bytes on, and from format 6 (blocks stored as they
     /// are, of at least a page) at a page's end, after padding to the page if the gap
     /// is at most [`MAX_PAD`]. Its summary key is `key`, or from format 7 the shortest
@@ -245,7 +245,7 @@ impl SegmentWriter {
         Ok(())
     }
 
-    /// Formats 4 to 7: write the data block being built and enter it in the summary.
+    /// Formats 4 to 8: write the data block being built and enter it in the summary.
     fn flush_data_block(&mut self) -> Result<()> {
         if self.cells.is_empty() {
             return Ok(());

@@ -1,7 +1,7 @@
 //! Building data blocks: cells are staged, then encoded and packed (optionally LZ4)
 //! into a stored block (the layout is in the parent module's documentation).
 
-use super::held::{self, Held, Same};
+use super::held::{self, Held, Same, Shared};
 use super::{
     common_prefix, hash_slots, start_width, verify, zigzag, Compression, Layout, DEFAULT_INTERVAL,
     MAX_ENTRIES, MAX_RAW_LEN, SHARED_INLINE,
@@ -53,6 +53,10 @@ struct Tally {
     /// The keys' lengths, and the live cells' values'.
     keys: Same,
     vals: Same,
+    /// Every cell is live, without expiry.
+    plain: bool,
+    /// The first and last keys' common prefix.
+    lcp: usize,
 }
 
 impl Tally {
@@ -65,21 +69,34 @@ impl Tally {
         ts_bytes: 0,
         keys: Same::Unseen,
         vals: Same::Unseen,
+        plain: true,
+        lcp: 0,
     };
 
     /// The fields a block of `layout` holds once for these entries.
     fn held(&self, layout: Layout) -> Held {
-        held::choose(layout, self.keys, self.vals, self.base_ts == self.max_ts)
+        let shared = Shared {
+            keys: self.keys,
+            vals: self.vals,
+            min_ts: self.base_ts,
+            max_ts: self.max_ts,
+            plain: self.plain,
+            lcp: self.lcp,
+        };
+        held::choose(layout, &shared)
     }
 
-    /// The entries' bytes in a block of `layout`, and its trailer's.
-    fn entries(&self, layout: Layout) -> (usize, usize) {
-        let h = self.held(layout);
+    /// The bytes of these `n` entries in a block of `layout` holding `h`, and its
+    /// trailer's.
+    fn entries(&self, layout: Layout, h: &Held, n: usize) -> (usize, usize) {
+        if h.flags & held::FIXED != 0 {
+            return (n * h.width, trailer_len(layout, h));
+        }
         let mut bytes = self.fixed;
         bytes += if h.flags & held::KEY == 0 { self.klen } else { 0 };
         bytes += if h.flags & held::VAL == 0 { self.vlen } else { 0 };
         bytes += if h.flags & held::TS == 0 { self.ts_bytes } else { 0 };
-        (bytes, trailer_len(layout, h.flags))
+        (bytes, trailer_len(layout, h))
     }
 }
 
@@ -158,8 +175,10 @@ impl BlockBuilder {
             return 0;
         }
         let m = hash_slots(n);
-        let (entries, trailer) = tally.entries(self.layout);
+        let h = tally.held(self.layout);
+        let (entries, trailer) = tally.entries(self.layout, &h, n);
         let table = match self.layout {
+            _ if h.flags & held::FIXED != 0 => 0,
             Layout::Groups => 4 * n.div_ceil(self.interval),
             _ => n * start_width(self.layout, entries + 2 * n + m + trailer),
         };
@@ -179,6 +198,11 @@ impl BlockBuilder {
             ts_bytes,
             keys: t.keys.and(r.key.len()),
             vals: if r.tombstone { t.vals } else { t.vals.and(r.value.len()) },
+            plain: t.plain && !r.tombstone && r.expires == 0,
+            lcp: match self.cells.is_empty() {
+                true => r.key.len(),
+                false => t.lcp.min(common_prefix(self.key(0), r.key)),
+            },
         }
     }
 
@@ -276,6 +300,9 @@ impl BlockBuilder {
         let n = self.cells.len();
         let base_ts = self.tally.base_ts;
         let once = self.tally.held(self.layout);
+        if once.flags & held::FIXED != 0 {
+            return self.encode_fixed(&once, out);
+        }
         let mut starts = Vec::with_capacity(n);
         for i in 0..n {
             let c = self.cells[i];
@@ -309,25 +336,45 @@ impl BlockBuilder {
                     out.extend_from_slice(&s.to_le_bytes());
                 }
             }
-            Layout::Entries | Layout::Held => {
-                let trailer = trailer_len(self.layout, once.flags);
+            Layout::Entries | Layout::Held | Layout::Fixed => {
+                let trailer = trailer_len(self.layout, &once);
                 let w = start_width(self.layout, out.len() + 2 * n + m + trailer);
                 for s in starts {
                     out.extend_from_slice(&s.to_le_bytes()[..w]);
                 }
             }
         }
-        let hashes: Vec<u64> = self.cells.iter().map(|c| c.hash).collect();
-        let slots = verify::table(&hashes, m);
-        out.extend_from_slice(&slots);
-        if self.layout == Layout::Held {
-            once.put_trailer(base_ts, n, self.interval, out);
+        self.put_slots(m, out);
+        if self.layout.holds() {
+            once.put_trailer(self.key(0), base_ts, n, self.interval, out);
             return;
         }
         out.extend_from_slice(&base_ts.to_le_bytes());
         out.extend_from_slice(&(n as u16).to_le_bytes());
         out.extend_from_slice(&(m as u16).to_le_bytes());
         out.push(self.interval as u8);
+    }
+}
+
+impl BlockBuilder {
+    /// Append the hash table of the staged keys, `m` slots.
+    fn put_slots(&self, m: usize, out: &mut Vec<u8>) {
+        let hashes: Vec<u64> = self.cells.iter().map(|c| c.hash).collect();
+        out.extend_from_slice(&verify::table(&hashes, m));
+    }
+
+    /// [`Self::encode_payload`] of a block holding `once`, whose entries are fixed
+    /// (`fixed.rs`): each its key past the held prefix, its timestamp delta and its
+    /// value, then the hash slots and the trailer.
+    fn encode_fixed(&self, once: &Held, out: &mut Vec<u8>) {
+        let (n, base_ts) = (self.cells.len(), self.tally.base_ts);
+        for i in 0..n {
+            out.extend_from_slice(&self.key(i)[once.plen..]);
+            out.extend_from_slice(&(self.cells[i].ts - base_ts).to_le_bytes()[..once.tsw]);
+            out.extend_from_slice(self.value(i));
+        }
+        self.put_slots(hash_slots(n), out);
+        once.put_trailer(self.key(0), base_ts, n, self.interval, out);
     }
 }
 

@@ -18,7 +18,12 @@
 //! `TS`, no `ts` (every cell's is `base_ts`). A writer holds a field exactly when every
 //! entry shares it (the value length: when at least one cell is live and every live
 //! cell's value has it), so a block has one encoding, which `verify` checks.
+//!
+//! Format 8 adds `FIXED` (8): every entry takes the same bytes, so none has a head and
+//! the block has no table of starts (`fixed.rs`, which also lays out what the trailer
+//! then holds before `key_len`).
 
+use super::fixed;
 use super::{hash_slots, read_u16, read_u32, read_u64, Layout, Malformed, Trailer, MAX_VALUE_LEN};
 
 /// Every key has the length held.
@@ -27,6 +32,9 @@ pub const KEY: u8 = 1;
 pub const VAL: u8 = 2;
 /// Every cell's timestamp is the block's base timestamp.
 pub const TS: u8 = 4;
+/// Format 8: every entry is a live cell without expiry and takes the same bytes
+/// (`fixed.rs`); only with `KEY | VAL`.
+pub const FIXED: u8 = 8;
 
 /// What a block's trailer holds for all its entries: `flags` says which of the others
 /// are held.
@@ -38,10 +46,19 @@ pub struct Held {
     pub key_len: usize,
     /// Every live cell's value's length, with `VAL`.
     pub val_len: usize,
+    /// With `FIXED`: the keys' shared prefix, held once ([`fixed::prefix_len`]).
+    pub plen: usize,
+    /// With `FIXED`: where that prefix lies in the payload (0 in what a builder chooses).
+    pub prefix_at: usize,
+    /// With `FIXED`: bytes of each entry's timestamp delta (0 with `TS`).
+    pub tsw: usize,
+    /// With `FIXED`: bytes of each entry (its key past the prefix, its timestamp delta
+    /// and its value).
+    pub width: usize,
 }
 
 /// Bytes of format 7's trailer from `base_ts` on.
-const FIXED: usize = 8 + 1 + 1 + 1;
+const BASE: usize = 8 + 1 + 1 + 1;
 
 impl Held {
     /// Bytes of the lengths a block holding `flags` holds.
@@ -49,9 +66,11 @@ impl Held {
         (if flags & KEY != 0 { 2 } else { 0 }) + if flags & VAL != 0 { 4 } else { 0 }
     }
 
-    /// Bytes of the trailer of a block holding `flags`.
-    pub fn trailer_len(flags: u8) -> usize {
-        Self::lengths(flags) + FIXED
+    /// Bytes of the trailer of a block holding `flags`, with a held prefix of `plen`
+    /// bytes if `FIXED`.
+    pub fn trailer_len(flags: u8, plen: usize) -> usize {
+        let fixed = if flags & FIXED != 0 { fixed::TRAILER + plen } else { 0 };
+        Self::lengths(flags) + BASE + fixed
     }
 
     /// The held fields `flags` names, their lengths read from `b` at `at`.
@@ -76,8 +95,11 @@ impl Held {
     }
 
     /// Append the trailer of a block of `n` entries in groups of `interval` whose
-    /// smallest timestamp is `base_ts`.
-    pub fn put_trailer(&self, base_ts: u64, n: usize, interval: usize, out: &mut Vec<u8>) {
+    /// smallest timestamp is `base_ts` and whose first key is `first`.
+    pub fn put_trailer(&self, first: &[u8], base_ts: u64, n: usize, interval: usize, out: &mut Vec<u8>) {
+        if self.flags & FIXED != 0 {
+            fixed::put_trailer(self, first, out);
+        }
         if self.flags & KEY != 0 {
             out.extend_from_slice(&((self.key_len - 1) as u16).to_le_bytes());
         }
@@ -89,27 +111,34 @@ impl Held {
     }
 }
 
-/// Read format 7's trailer at the end of payload `b`.
-pub(super) fn trailer(b: &[u8]) -> Result<Trailer, Malformed> {
+/// Read the trailer of format 7 (`layout` [`Layout::Held`]) or 8 at the end of
+/// payload `b`.
+pub(super) fn trailer(b: &[u8], layout: Layout) -> Result<Trailer, Malformed> {
     let len = b.len();
     let flags = *b.last().unwrap_or(&0);
-    if flags & !(KEY | VAL | TS) != 0 {
+    let known = if layout == Layout::Fixed { KEY | VAL | TS | FIXED } else { KEY | VAL | TS };
+    if flags & !known != 0 {
         let why = format!("unknown held fields {flags:#04x}");
         return Err(Malformed::new(len.saturating_sub(1) as u64, why));
     }
-    let t = len.checked_sub(FIXED);
+    let t = len.checked_sub(BASE);
     let Some((t, at)) = t.and_then(|t| Some((t, t.checked_sub(Held::lengths(flags))?))) else {
         return Err(Malformed::new(0, format!("data block payload of {len} bytes")));
     };
     let n = b[t + 8] as usize;
+    let mut held = Held::lengths_at(b, at, flags)?;
+    let end = match flags & FIXED {
+        0 => at,
+        _ => fixed::trailer(b, at, &mut held)?,
+    };
     Ok(Trailer {
         base_ts: read_u64(b, t).unwrap_or(0),
         n,
         m: hash_slots(n),
         interval: b[t + 9] as usize,
-        held: Held::lengths_at(b, at, flags)?,
+        held,
         at: t,
-        end: at,
+        end,
     })
 }
 
@@ -146,14 +175,27 @@ impl Same {
     }
 }
 
-/// The held fields of a block of `layout` of these keys' and live values' lengths
-/// whose timestamps are all one (`one_ts`) or not: none before format 7. The one
-/// choice the builder makes and `verify` checks.
-pub fn choose(layout: Layout, keys: Same, vals: Same, one_ts: bool) -> Held {
+/// What a block's cells share, as far as its trailer may hold it: the keys' and the
+/// live values' lengths, the smallest and largest timestamps, whether every cell is
+/// live without expiry (`plain`), and the first and last keys' common prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shared {
+    pub keys: Same,
+    pub vals: Same,
+    pub min_ts: u64,
+    pub max_ts: u64,
+    pub plain: bool,
+    pub lcp: usize,
+}
+
+/// The held fields of a block of `layout` whose cells share `s`: none before format 7.
+/// The one choice the builder makes and `verify` checks.
+pub fn choose(layout: Layout, s: &Shared) -> Held {
     let mut h = Held::default();
-    if layout != Layout::Held {
+    if !layout.holds() {
         return h;
     }
+    let (keys, vals, one_ts) = (s.keys, s.vals, s.min_ts == s.max_ts);
     // Keys are never empty (a held length is written less one); a block of empty keys
     // is refused by its reader either way.
     if let Some(k) = keys.held().filter(|&k| k > 0) {
@@ -164,6 +206,9 @@ pub fn choose(layout: Layout, keys: Same, vals: Same, one_ts: bool) -> Held {
     }
     if one_ts {
         h.flags |= TS;
+    }
+    if layout == Layout::Fixed && s.plain && h.flags & (KEY | VAL) == KEY | VAL {
+        fixed::hold(&mut h, s);
     }
     h
 }

@@ -1,5 +1,7 @@
 use proptest::prelude::*;
 
+mod fixed;
+
 use super::held::{self, Held};
 use super::*;
 use crate::format::key_hash;
@@ -101,11 +103,29 @@ fn cells() -> impl Strategy<Value = Vec<Cell>> {
 
 /// [`cells`], many of them made to share what format 7 holds once: one key length,
 /// one live value length, one timestamp (any of the three), tombstones and expiries
-/// among them.
+/// among them, or none (so that format 8 may fix their entries).
 fn uniform_cells() -> impl Strategy<Value = Vec<Cell>> {
-    (cells(), 1usize..20, 0usize..30, any::<u64>(), 0u8..8).prop_map(|(cells, klen, vlen, ts, which)| {
+    sharing(0u8..16)
+}
+
+/// [`uniform_cells`] that format 8 fixes: one key length and one value length, all
+/// live without expiry, and maybe one timestamp.
+fn fixed_cells() -> impl Strategy<Value = Vec<Cell>> {
+    sharing(prop_oneof![Just(1 | 2 | 8), Just(1 | 2 | 4 | 8)])
+}
+
+/// [`cells`] made to share what `which` names: 1 one key length, 2 one live value
+/// length, 4 one timestamp, 8 no tombstones or expiries (and timestamps close).
+fn sharing(which: impl Strategy<Value = u8>) -> impl Strategy<Value = Vec<Cell>> {
+    let ts = prop_oneof![any::<u64>(), Just(u64::MAX - 300)];
+    (cells(), 1usize..20, 0usize..30, ts, which).prop_map(|(cells, klen, vlen, ts, which)| {
         let mut seen = std::collections::BTreeMap::new();
         for mut c in cells {
+            if which & 8 != 0 {
+                (c.tombstone, c.expires) = (false, 0);
+                // Timestamps within a few hundred of one another, or anywhere.
+                c.ts = if which & 1 != 0 { ts.saturating_add(c.ts % 300) } else { c.ts };
+            }
             if which & 1 != 0 {
                 c.key.resize(klen, b'z');
             }
@@ -122,11 +142,16 @@ fn uniform_cells() -> impl Strategy<Value = Vec<Cell>> {
 }
 
 fn any_cells() -> impl Strategy<Value = Vec<Cell>> {
-    prop_oneof![cells(), uniform_cells()]
+    prop_oneof![cells(), uniform_cells(), fixed_cells()]
 }
 
 fn any_layout() -> impl Strategy<Value = Layout> {
-    prop_oneof![Just(Layout::Held), Just(Layout::Entries), Just(Layout::Groups)]
+    prop_oneof![
+        Just(Layout::Fixed),
+        Just(Layout::Held),
+        Just(Layout::Entries),
+        Just(Layout::Groups)
+    ]
 }
 
 fn check_block(cells: &[Cell], stored: &[u8]) -> Result<(), TestCaseError> {
@@ -285,13 +310,13 @@ fn ycsb_cells_take_less_than_their_format_3_records() {
     assert!(per_cell > 116.0 - 8.0, "{per_cell:.1} bytes a cell");
     // Format 7 holds the key and value lengths once: two bytes a cell less, and four
     // a block more (its trailer of 17 bytes against 13).
-    let held = format_7_bytes_a_cell(&cells);
+    let held = bytes_a_cell(Layout::Held, &cells);
     assert!(held > per_cell - 2.0 && held < per_cell - 1.8, "{held:.2} against {per_cell:.2}");
 }
 
-/// Bytes a cell `cells` take in format 7 blocks cut at 4 KiB of keys and values.
-fn format_7_bytes_a_cell(cells: &[Cell]) -> f64 {
-    let (mut out, mut b) = (Vec::new(), BlockBuilder::new(DEFAULT_INTERVAL, Layout::Held));
+/// Bytes a cell `cells` take in blocks of `layout` cut at 4 KiB of keys and values.
+fn bytes_a_cell(layout: Layout, cells: &[Cell]) -> f64 {
+    let (mut out, mut b) = (Vec::new(), BlockBuilder::new(DEFAULT_INTERVAL, layout));
     for c in cells {
         b.add(&c.as_ref(), key_hash(&c.key));
         if b.staged_bytes() >= 4096 || !b.has_room() {
@@ -376,7 +401,7 @@ fn starts_widen_past_sixty_four_kib() {
             if layout == Layout::Held {
                 // Both keys are 16 bytes long: the key length is held.
                 assert_eq!(payload[payload.len() - 1], held::KEY);
-                table -= Held::trailer_len(held::KEY);
+                table -= Held::trailer_len(held::KEY, 0);
             } else {
                 table -= TRAILER;
             }

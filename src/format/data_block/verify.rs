@@ -1,7 +1,7 @@
 //! The whole check of a block payload: what reads check as they go, for every entry,
 //! and what no read needs (order, tiling, the group table, the hash table).
 
-use super::held::{self, Same};
+use super::held::{self, Held, Same, Shared};
 use super::{BlockCell, DataBlock, Malformed};
 use crate::format::{home_slot, key_hash};
 
@@ -10,7 +10,9 @@ impl<'a> DataBlock<'a> {
     /// starts names where its entries start, which tile the entries region exactly (so a
     /// block has one table), group heads share nothing and every other entry shares the
     /// longest prefix it can, keys strictly ascend, `base_ts` is the smallest timestamp,
-    /// format 7 holds exactly the fields every entry shares, and the hash table is the
+    /// format 7 holds exactly the fields every entry shares (format 8: its entries are
+    /// fixed exactly when they can be, with the prefix and timestamp width they call
+    /// for), and the hash table is the
     /// one the builder makes of these keys. `f` sees cells before the table is checked:
     /// a caller drops what it gathered when this fails.
     pub fn verify(&self, mut f: impl FnMut(&[u8], &BlockCell<'a>)) -> Result<(), Malformed> {
@@ -19,9 +21,10 @@ impl<'a> DataBlock<'a> {
         let mut head: &[u8] = &[];
         let (mut min_ts, mut max_ts) = (u64::MAX, 0);
         let (mut keys, mut vals) = (Same::Unseen, Same::Unseen);
+        let (fixed, mut plain, mut first) = (self.is_fixed(), true, Vec::new());
         let mut hashes = Vec::with_capacity(self.s.n);
         for i in 0..self.s.n {
-            if i % self.s.stride == 0 {
+            if i % self.s.stride == 0 && !fixed {
                 let (start, off) = self.start_entry(i);
                 if start != Some(at) {
                     let why = format!("the table says entry {i} starts at {start:?}; it is at {at}");
@@ -32,7 +35,9 @@ impl<'a> DataBlock<'a> {
                 head = &[];
             }
             let c = self.cell_at(at, head)?;
-            if i % self.s.interval == 0 {
+            if fixed {
+                // No group shares with its head: the block's prefix is checked below.
+            } else if i % self.s.interval == 0 {
                 head = c.suffix;
             } else if c.prefix.len() < head.len() && c.suffix.first() == head.get(c.prefix.len()) {
                 return Err(Malformed::new(at as u64, "entry shares less than its key does"));
@@ -45,6 +50,10 @@ impl<'a> DataBlock<'a> {
             keys = keys.and(key.len());
             if !c.tombstone {
                 vals = vals.and(c.value.len());
+            }
+            plain &= !c.tombstone && c.expires == 0;
+            if i == 0 {
+                first.clone_from(&key);
             }
             hashes.push(key_hash(&key));
             f(&key, &c);
@@ -59,8 +68,17 @@ impl<'a> DataBlock<'a> {
             let why = format!("base timestamp {} but the oldest cell's is {min_ts}", self.s.base_ts);
             return Err(Malformed::new(self.s.slots_at as u64 + self.s.m as u64, why));
         }
-        let shared = held::choose(self.s.layout, keys, vals, min_ts == max_ts);
-        if shared != self.s.held {
+        let cells = Shared {
+            keys,
+            vals,
+            min_ts,
+            max_ts,
+            plain,
+            lcp: super::common_prefix(&first, &prev),
+        };
+        let shared = held::choose(self.s.layout, &cells);
+        // Where a fixed block's prefix lies is the trailer's business, not the cells'.
+        if shared != (Held { prefix_at: 0, ..self.s.held }) {
             let why = format!("holds {:?} where its cells share {shared:?}", self.s.held);
             return Err(Malformed::new(self.s.payload_len as u64 - 1, why));
         }

@@ -1,4 +1,4 @@
-//! Formats 4 to 7: point reads through data blocks. The meta's summary lists the data blocks
+//! Formats 4 to 8: point reads through data blocks. The meta's summary lists the data blocks
 //! (first key, offset, length), so a point read costs the filter, a search of the
 //! summary in memory, and one block: its hash slot, its entry's group head, and the
 //! entry. The block's checksum is checked by a point read that checks records
@@ -24,7 +24,7 @@ thread_local! {
 }
 
 impl SegmentReader {
-    /// Whether the segment stores data blocks (formats 4 to 7) rather than records.
+    /// Whether the segment stores data blocks (formats 4 to 8) rather than records.
     #[inline]
     pub(crate) fn has_blocks(&self) -> bool {
         self.format >= 4
@@ -36,18 +36,18 @@ impl SegmentReader {
         Layout::of_version(self.format)
     }
 
-    /// Data blocks in the segment (formats 4 to 7).
+    /// Data blocks in the segment (formats 4 to 8).
     pub(in crate::segment) fn data_blocks(&self) -> usize {
         self.meta.summary.len()
     }
 
-    /// (offset, length) of data block `b` (formats 4 to 7).
+    /// (offset, length) of data block `b` (formats 4 to 8).
     pub(in crate::segment) fn summary_block(&self, b: usize) -> (u64, u32) {
         self.meta.summary.block(b)
     }
 
     /// The last data block whose summary key (its first key, or from format 7 a
-    /// separator) is at or below `key` (formats 4 to 7).
+    /// separator) is at or below `key` (formats 4 to 8).
     pub(in crate::segment) fn summary_block_for(&self, key: &[u8]) -> Option<usize> {
         self.meta.summary.block_for(key)
     }

@@ -127,7 +127,7 @@ impl SegmentReader {
 }
 
 impl SegmentReader {
-    /// [`Self::verify`] of a format 4 to 7 segment: every data block read from the file
+    /// [`Self::verify`] of a format 4 to 8 segment: every data block read from the file
     /// and checked whole (`DataBlock::verify`), its first key the summary's (from format
     /// 7 after the first block: the separator of it and the key before), keys ascending
     /// across blocks, every key in the filter, the statistics, and that the padding
