@@ -21,12 +21,13 @@ pub trait Kv: Sync {
 }
 
 /// The systems, in print order.
-pub const IDS: [&str; 15] = [
+pub const IDS: [&str; 16] = [
     "seg_auto",
     "seg_auto_pread",
     "seg_auto_v3",
     "seg_auto_v5",
     "seg_auto_v6",
+    "seg_auto_v7",
     "seg_auto_zstd",
     "seg_mmap",
     "seg_mmap_v5",
@@ -47,6 +48,7 @@ pub fn label(id: &str) -> &'static str {
         "seg_auto_v3" => "segstore auto, format 3*",
         "seg_auto_v5" => "segstore auto, format 5*",
         "seg_auto_v6" => "segstore auto, format 6*",
+        "seg_auto_v7" => "segstore auto, format 7*",
         "seg_auto_zstd" => "segstore auto, zstd*",
         "seg_mmap" => "segstore mmap",
         "seg_mmap_v5" => "segstore mmap, format 5*",
@@ -70,11 +72,12 @@ pub fn is_peer(id: &str) -> bool {
 
 /// Systems that run only when named: the other `disk_access_mode`s, `auto` without
 /// its data maps, and earlier segment formats.
-const ONLY_WHEN_NAMED: [&str; 8] = [
+const ONLY_WHEN_NAMED: [&str; 9] = [
     "seg_auto_pread",
     "seg_auto_v3",
     "seg_auto_v5",
     "seg_auto_v6",
+    "seg_auto_v7",
     "seg_auto_zstd",
     "seg_mmap_v5",
     "seg_mmap_index_only",
@@ -82,7 +85,7 @@ const ONLY_WHEN_NAMED: [&str; 8] = [
 ];
 
 /// The segment format system `id` writes, where it is not the store's default (or
-/// `SEGSTORE_FORMAT`'s): an id ending in `_v3` or `_v5` compares that format with the
+/// `SEGSTORE_FORMAT`'s): an id ending in `_v3` to `_v7` compares that format with the
 /// default side by side, rounds interleaved.
 fn format_of(id: &str) -> Option<u16> {
     id.rsplit_once("_v").and_then(|(_, v)| v.parse().ok())
@@ -146,6 +149,7 @@ pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
         | "seg_auto_v3"
         | "seg_auto_v5"
         | "seg_auto_v6"
+        | "seg_auto_v7"
         | "seg_auto_zstd"
         | "seg_mmap"
         | "seg_mmap_v5"
@@ -167,7 +171,7 @@ pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
     match id {
         "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto, cache)),
         "seg_auto_pread" => Box::new(Seg::open_with(dir, DiskAccessMode::Auto, cache, 0)),
-        "seg_auto_v3" | "seg_auto_v5" | "seg_auto_v6" | "seg_auto_zstd" => {
+        "seg_auto_v3" | "seg_auto_v5" | "seg_auto_v6" | "seg_auto_v7" | "seg_auto_zstd" => {
             Box::new(Seg::variant(dir, DiskAccessMode::Auto, id, cache))
         }
         "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap, cache)),

@@ -159,6 +159,13 @@ pub fn phases(ids: &[&str], phases: &[(Workload, usize)], results: &[Vec<Vec<Pha
              that hold once what all their cells share."
         );
     }
+    if ids.contains(&"seg_auto_v7") {
+        println!(
+            "* segstore auto, format 7: `segment.format_version = 7`, data blocks whose \
+             entries each keep a head byte and a start, beside the default's blocks that store \
+             live cells of one key and one value length without them."
+        );
+    }
     if ids.contains(&"seg_auto_pread") {
         println!(
             "* segstore auto, data by pread: `memory.auto_data_map_percent = 0`, so `auto` \
