@@ -654,13 +654,13 @@ impl<'a> DataBlock<'a> {
     #[inline]
     pub fn find(&self, key: &[u8], h: u64) -> Result<Option<(usize, BlockCell<'a>)>, Malformed> {
         let mut s = home_slot(h, self.s.m);
+        if self.is_fixed() {
+            return self.fixed_find(key, s);
+        }
         for _ in 0..self.s.m {
             match self.b[self.s.slots_at + s] as usize {
                 0 => return Ok(None),
-                o if o > self.s.n => {
-                    let at = (self.s.slots_at + s) as u64;
-                    return Err(Malformed::new(at, format!("slot names entry {o} of {}", self.s.n)));
-                }
+                o if o > self.s.n => return Err(self.bad_slot(s, o)),
                 o => {
                     let c = self.entry(o - 1)?;
                     if c.cmp_key(key) == Ordering::Equal {
@@ -671,6 +671,13 @@ impl<'a> DataBlock<'a> {
             s = if s + 1 == self.s.m { 0 } else { s + 1 };
         }
         Ok(None)
+    }
+
+    /// Hash slot `s` names entry `o` (counting from 1), past the block's entries.
+    #[cold]
+    fn bad_slot(&self, s: usize, o: usize) -> Malformed {
+        let at = (self.s.slots_at + s) as u64;
+        Malformed::new(at, format!("slot names entry {o} of {}", self.s.n))
     }
 
     /// The ordinal of the first entry whose key is at or above `key` (`len()` if none).

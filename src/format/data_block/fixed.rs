@@ -116,6 +116,36 @@ impl<'a> DataBlock<'a> {
         self.decode_fixed(i * self.s.held.width)
     }
 
+    /// [`DataBlock::find`] of a fixed block: a key of another length or prefix is in
+    /// none of its entries, and a probed entry's key is compared in place, so only the
+    /// entry found is decoded.
+    #[inline]
+    pub(super) fn fixed_find(
+        &self,
+        key: &[u8],
+        mut s: usize,
+    ) -> Result<Option<(usize, BlockCell<'a>)>, Malformed> {
+        let h = &self.s.held;
+        let prefix = &self.b[h.prefix_at..h.prefix_at + h.plen];
+        if key.len() != h.key_len || key[..h.plen] != *prefix {
+            return Ok(None);
+        }
+        let (rest, entries) = (&key[h.plen..], &self.b[..self.s.entries_end]);
+        for _ in 0..self.s.m {
+            let o = match self.b[self.s.slots_at + s] as usize {
+                0 => return Ok(None),
+                o if o > self.s.n => return Err(self.bad_slot(s, o)),
+                o => o - 1,
+            };
+            let at = o * h.width;
+            if entries.get(at..at + rest.len()) == Some(rest) {
+                return Ok(Some((o, self.decode_fixed(at)?)));
+            }
+            s = if s + 1 == self.s.m { 0 } else { s + 1 };
+        }
+        Ok(None)
+    }
+
     /// [`DataBlock::lower_bound`] of a fixed block: a binary search of its entries.
     pub(super) fn fixed_lower_bound(&self, key: &[u8]) -> Result<usize, Malformed> {
         let (mut lo, mut hi) = (0, self.s.n);
