@@ -63,15 +63,19 @@ use super::{checksum, read_u16, read_u32, read_u64, varint, Malformed, MAX_KEY_L
 use super::{home_slot, MAX_VALUE_LEN};
 
 mod build;
+mod cells;
 mod fixed;
 mod held;
 #[cfg(test)]
 mod tests;
+mod trailer;
 mod unpack;
 mod verify;
 mod zstd_block;
 
 pub use build::{pack, BlockBuilder};
+pub use cells::Cells;
+use trailer::{trailer, trailer_len, Trailer};
 pub use unpack::{unpack, unpack_with};
 use held::Held;
 
@@ -198,46 +202,6 @@ fn bad_field(at: usize, what: &'static str) -> Malformed {
 
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
-/// What a payload's trailer says.
-struct Trailer {
-    base_ts: u64,
-    n: usize,
-    m: usize,
-    interval: usize,
-    held: Held,
-    /// Where the fixed trailer (`base_ts` on) starts.
-    at: usize,
-    /// Where the block's index (its table of starts and hash slots) ends.
-    end: usize,
-}
-
-/// The trailer of a payload of formats 4 to 6: `base_ts` u64, `n` u16, `m` u16,
-/// `interval` u8.
-fn trailer(b: &[u8]) -> Result<Trailer, Malformed> {
-    let len = b.len();
-    let Some(t) = len.checked_sub(TRAILER) else {
-        return Err(Malformed::new(0, format!("data block payload of {len} bytes")));
-    };
-    Ok(Trailer {
-        base_ts: read_u64(b, t).unwrap_or(0),
-        n: read_u16(b, t + 8).unwrap_or(0) as usize,
-        m: read_u16(b, t + 10).unwrap_or(0) as usize,
-        interval: b[t + 12] as usize,
-        held: Held::default(),
-        at: t,
-        end: t,
-    })
-}
-
-/// Bytes of a payload's trailer in `layout`, holding `held` (and with it a prefix of
-/// `plen` bytes).
-fn trailer_len(layout: Layout, held: &Held) -> usize {
-    match layout {
-        Layout::Held | Layout::Fixed => Held::trailer_len(held.flags, held.plen),
-        _ => TRAILER,
-    }
 }
 
 /// A parsed block payload (from [`unpack`]). Parsing checks the trailer; entries are
@@ -721,63 +685,6 @@ impl<'a> DataBlock<'a> {
                 return Ok(i);
             }
             c = self.cell_at(c.end, head.suffix)?;
-        }
-    }
-
-    /// The entries from ordinal `i` on, in order.
-    pub fn cells_from(&self, i: usize) -> Cells<'a> {
-        Cells {
-            blk: *self,
-            next: i,
-            at: None,
-            head: &[],
-        }
-    }
-}
-
-/// The entries of a block in order, from some ordinal on ([`DataBlock::cells_from`]).
-#[derive(Debug, Clone)]
-pub struct Cells<'a> {
-    blk: DataBlock<'a>,
-    next: usize,
-    /// Where entry `next` starts, once known (within the current group).
-    at: Option<usize>,
-    /// The current group's first key.
-    head: &'a [u8],
-}
-
-impl<'a> Iterator for Cells<'a> {
-    type Item = Result<(usize, BlockCell<'a>), Malformed>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let i = self.next;
-        if i >= self.blk.s.n {
-            return None;
-        }
-        match self.step(i) {
-            Ok(c) => {
-                self.next = i + 1;
-                self.at = Some(c.end);
-                Some(Ok((i, c)))
-            }
-            Err(e) => {
-                self.next = self.blk.s.n;
-                Some(Err(e))
-            }
-        }
-    }
-}
-
-impl<'a> Cells<'a> {
-    fn step(&mut self, i: usize) -> Result<BlockCell<'a>, Malformed> {
-        let within = i % self.blk.s.interval;
-        match self.at {
-            Some(at) if within != 0 => self.blk.cell_at(at, self.head),
-            _ => {
-                let head = self.blk.head(i / self.blk.s.interval)?;
-                self.head = head.suffix;
-                self.blk.skip(head, within)
-            }
         }
     }
 }
