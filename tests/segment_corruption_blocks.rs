@@ -45,6 +45,9 @@ enum Shape {
     Zstd,
     /// Blocks of 4 KiB started on pages, most after zero bytes of padding (format 6).
     Paged,
+    /// Blocks of live cells of one key and one value length, whose entries format 8
+    /// stores fixed.
+    Fixed,
 }
 
 /// The segment of `shape`: many blocks, values that compress (runs of one letter)
@@ -54,17 +57,24 @@ fn pristine(shape: Shape) -> &'static Pristine {
     static LZ4: OnceLock<Pristine> = OnceLock::new();
     static PAGED: OnceLock<Pristine> = OnceLock::new();
     static ZSTD: OnceLock<Pristine> = OnceLock::new();
+    static FIXED: OnceLock<Pristine> = OnceLock::new();
     let (cell, scale) = match shape {
         Shape::Raw => (&RAW, 1),
         Shape::Lz4 => (&LZ4, 1),
         Shape::Zstd => (&ZSTD, 1),
         Shape::Paged => (&PAGED, 12),
+        Shape::Fixed => (&FIXED, 1),
     };
     cell.get_or_init(|| {
         let model: Model = (0..150u32)
             .map(|i| {
                 let k = format!("key{i:04}").into_bytes();
-                let c = if i % 9 == 4 {
+                let c = if shape == Shape::Fixed {
+                    Cell::live(
+                        format!("v{i:03}{}", "y".repeat(16)).as_bytes(),
+                        i as u64 * 777,
+                    )
+                } else if i % 9 == 4 {
                     Cell::tombstone(i as u64)
                 } else if i % 5 == 0 {
                     Cell::live(b"", i as u64)
@@ -83,6 +93,7 @@ fn pristine(shape: Shape) -> &'static Pristine {
             Shape::Lz4 => opts.compression = Compression::Lz4,
             Shape::Zstd => opts.compression = Compression::Zstd,
             Shape::Paged => opts.data_block_size = 4096,
+            Shape::Fixed => {}
         }
         write_segment(dir.path(), &seg_name(), &opts, &model);
         let files = COMPONENTS.map(|c| std::fs::read(component_path(dir.path(), c)).unwrap());
@@ -96,6 +107,12 @@ fn pristine(shape: Shape) -> &'static Pristine {
             })
             .count();
         assert_eq!(gaps > 0, shape == Shape::Paged, "padding only when paged");
+        for b in (0..meta.summary.len()).filter(|_| shape == Shape::Fixed) {
+            // The payload's last byte, before the compression byte and checksum.
+            let (off, len) = meta.summary.block(b);
+            let held = files[0][(off + u64::from(len)) as usize - 6];
+            assert_eq!(held & 8, 8, "block {b}: format 8 fixes its entries");
+        }
         assert_eq!(
             files[1].len(),
             FOOTER_LEN,
@@ -110,7 +127,8 @@ fn shape() -> impl Strategy<Value = Shape> {
         Just(Shape::Raw),
         Just(Shape::Lz4),
         Just(Shape::Zstd),
-        Just(Shape::Paged)
+        Just(Shape::Paged),
+        Just(Shape::Fixed)
     ]
 }
 
@@ -126,7 +144,13 @@ fn expect(comp: usize, must_detect: bool, open_fails: bool) -> Expect<'static> {
 
 #[test]
 fn pristine_segments_are_clean_in_every_mode() {
-    for c in [Shape::Raw, Shape::Lz4, Shape::Zstd, Shape::Paged] {
+    for c in [
+        Shape::Raw,
+        Shape::Lz4,
+        Shape::Zstd,
+        Shape::Paged,
+        Shape::Fixed,
+    ] {
         let p = pristine(c);
         for mode in DiskAccessMode::all() {
             let x = Expect {
