@@ -41,6 +41,10 @@ pub(crate) struct ExpiryContext<'a> {
     pub(crate) default_ttl: u64,
 }
 
+/// A batch's cells as a write logs and applies them ([`WriteBatch::cells`]): a put's one
+/// cell inline, not allocated.
+pub(crate) type Cells<'a> = smallvec::SmallVec<[RecordRef<'a>; 1]>;
+
 /// Batches of at most this many cells find a key's later operations by a linear look-back.
 const SMALL_BATCH: usize = 8;
 
@@ -286,7 +290,7 @@ impl WriteBatch {
     ///
     /// A put with a TTL (or, naming none, under the table's default TTL) expires at the
     /// expiry clock's reading (`x.now`, asked once, only if some cell expires) plus it.
-    pub(crate) fn cells(&self, ts: u64, x: &ExpiryContext<'_>) -> Vec<RecordRef<'_>> {
+    pub(crate) fn cells(&self, ts: u64, x: &ExpiryContext<'_>) -> Cells<'_> {
         let mut now = None;
         let mut expires = |e: Expiry, tombstone: bool| {
             let ttl = match e {
@@ -305,7 +309,7 @@ impl WriteBatch {
         // small batches (a put is a batch of one: no set to allocate), a set past that.
         let small = self.cells.len() <= SMALL_BATCH;
         let mut later: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
-        let mut out: Vec<RecordRef<'_>> = Vec::with_capacity(self.cells.len());
+        let mut out: Cells<'_> = Cells::with_capacity(self.cells.len());
         // Range deletes without a timestamp, by the number of cells given before each.
         let marks: Vec<usize> = self
             .ranges

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
+use smallvec::SmallVec;
 
 use super::Table;
 use crate::error::{Error, Result};
 use crate::format::ranges::RangeTombstone;
-use crate::format::record::RecordRef;
-use crate::table::batch::{ExpiryContext, WriteBatch};
+use crate::table::batch::{Cells, ExpiryContext, WriteBatch};
 use crate::table::commitlog::format::PartRef;
 use crate::table::memtable::RANGE_FRAGMENTS_FULL;
 use crate::table::tables::Context;
@@ -197,7 +197,7 @@ fn write_tables_inner(
             }
         };
         let (cells, ranges) = stamp(ctx, &parts, ts);
-        let records: Vec<PartRef<'_>> = parts
+        let records: Parts<PartRef<'_>> = parts
             .iter()
             .zip(&cells)
             .zip(&ranges)
@@ -237,13 +237,17 @@ fn write_tables_inner(
     }
 }
 
+/// What a write holds per part: a write of one table (a put, most batches) keeps it
+/// inline, so that a put allocates none of the lists it goes through.
+type Parts<T> = SmallVec<[T; 1]>;
+
 /// Each part's cells and range tombstones, timestamped from `ts` (and given their
 /// expiry: a TTL counts from the store's expiry clock, read only for a cell with one).
 fn stamp<'p>(
     ctx: &Context,
     parts: &[&'p Part<'p>],
     ts: u64,
-) -> (Vec<Vec<RecordRef<'p>>>, Vec<Vec<RangeTombstone>>) {
+) -> (Parts<Cells<'p>>, Parts<Vec<RangeTombstone>>) {
     let now = || ctx.clock.expiry_now();
     let cells = parts
         .iter()
@@ -265,7 +269,7 @@ type Part<'p> = (&'p Table, &'p WriteBatch);
 /// The parts of a write that hold something, in table name order (the order memtable
 /// locks are taken in), once every table is of `ctx`'s store, the store takes writes,
 /// every batch is valid and no table appears twice.
-fn ordered_parts<'p>(ctx: &Arc<Context>, parts: &'p [Part<'p>]) -> Result<Vec<&'p Part<'p>>> {
+fn ordered_parts<'p>(ctx: &Arc<Context>, parts: &'p [Part<'p>]) -> Result<Parts<&'p Part<'p>>> {
     let first = &parts[0].0.name;
     for (t, _) in parts {
         if !Arc::ptr_eq(&t.ctx, ctx) {
@@ -279,7 +283,7 @@ fn ordered_parts<'p>(ctx: &Arc<Context>, parts: &'p [Part<'p>]) -> Result<Vec<&'
     for (_, b) in parts {
         b.check()?;
     }
-    let mut parts: Vec<&Part<'p>> = parts.iter().filter(|(_, b)| !b.is_empty()).collect();
+    let mut parts: Parts<&Part<'p>> = parts.iter().filter(|(_, b)| !b.is_empty()).collect();
     parts.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     if let Some(w) = parts.windows(2).find(|w| w[0].0.name == w[1].0.name) {
         return Err(Error::InvalidArgument(format!(
@@ -333,8 +337,8 @@ fn hold_commit<'a>(
 /// first table with too many frozen memtables, whose flushes the write must wait for.
 fn lock_memtables<'p>(
     parts: &[&'p Part<'p>],
-) -> Result<std::result::Result<Vec<super::memset::MemRead<'p>>, &'p Table>> {
-    let mut guards = Vec::with_capacity(parts.len());
+) -> Result<std::result::Result<Parts<super::memset::MemRead<'p>>, &'p Table>> {
+    let mut guards = Parts::with_capacity(parts.len());
     for (t, _) in parts {
         let m = t.mem.read();
         if t.dropped.load(Ordering::Acquire) {
@@ -356,7 +360,7 @@ fn apply<'p>(
     ctx: &Context,
     parts: &[&'p Part<'p>],
     guards: &[super::memset::MemRead<'_>],
-    (cells, ranges): (&[Vec<RecordRef<'_>>], &[Vec<RangeTombstone>]),
+    (cells, ranges): (&[Cells<'_>], &[Vec<RangeTombstone>]),
     seq: u64,
 ) -> Vec<&'p Table> {
     let mut full = Vec::new();
