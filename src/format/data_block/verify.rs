@@ -12,9 +12,9 @@ impl<'a> DataBlock<'a> {
     /// longest prefix it can, keys strictly ascend, `base_ts` is the smallest timestamp,
     /// format 7 holds exactly the fields every entry shares (format 8: its entries are
     /// fixed exactly when they can be, with the prefix and timestamp width they call
-    /// for), and the hash table is the
-    /// one the builder makes of these keys. `f` sees cells before the table is checked:
-    /// a caller drops what it gathered when this fails.
+    /// for), and the hash table is the one the builder makes of these keys. `f` sees
+    /// cells before the table is checked: a caller drops what it gathered when this
+    /// fails.
     pub fn verify(&self, mut f: impl FnMut(&[u8], &BlockCell<'a>)) -> Result<(), Malformed> {
         let (mut key, mut prev) = (Vec::new(), Vec::new());
         let mut at = 0;
