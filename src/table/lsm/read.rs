@@ -312,11 +312,16 @@ impl Table {
         // Bit i: segment i may hold the key. Segments past the 64th are always searched.
         // A segment whose key range leaves the key out is ruled out before its filter
         // is touched: under leveled compaction that is all but one segment per level.
+        // So is one whose cells are all older than the memtables' cell of the key, which
+        // none of them could beat (the loop below skips it too): a get of a key
+        // rewritten since the last flush touches no segment's filter.
         let mut maybe = u64::MAX;
         let by_range = key_range_skip();
+        let newer = best.as_ref().map(|b| b.ts);
         for (i, s) in segments.iter().enumerate() {
             let st = s.stats();
-            if i < 64 && by_range && (key < &st.min_key[..] || key > &st.max_key[..]) {
+            let out = by_range && (key < &st.min_key[..] || key > &st.max_key[..]);
+            if i < 64 && (out || newer.is_some_and(|t| st.max_ts < t)) {
                 maybe &= !(1 << i);
             } else {
                 s.prefetch_filter(h);
