@@ -23,7 +23,8 @@
 //!   n           u16 LE   entries, 1 ..= MAX_ENTRIES
 //!   m           u16 LE   hash slots: n + n / 3 + 1
 //!   interval    u8       entries per group, >= 1
-//!   (format 7 ends otherwise, holding once what every entry shares: `held.rs`)
+//!   (format 7 ends otherwise, holding once what every entry shares: `held.rs`;
+//!   format 8 may store entries of one width with no heads and no starts: `fixed.rs`)
 //!
 //! entry (format 7 leaves out the fields its block holds):
 //!   head        u8       bit 0 tombstone, bit 1 expires, bits 2..8 the shared length
