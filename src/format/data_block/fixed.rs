@@ -40,9 +40,14 @@ pub fn ts_width(d: u64) -> usize {
 /// Make `h` (holding `KEY | VAL`) fixed for cells sharing `s`.
 pub(super) fn hold(h: &mut Held, s: &Shared) {
     h.flags |= FIXED;
-    h.plen = prefix_len(s.lcp, h.key_len);
-    h.tsw = ts_width(s.max_ts - s.min_ts);
-    h.width = h.key_len - h.plen + h.tsw + h.val_len;
+    set_shape(h, prefix_len(s.lcp, h.key_len), ts_width(s.max_ts - s.min_ts));
+}
+
+/// Give fixed `h` (its lengths known) a held prefix of `plen` bytes and timestamp
+/// deltas of `tsw`, and so its entries' width.
+fn set_shape(h: &mut Held, plen: usize, tsw: usize) {
+    (h.plen, h.tsw) = (plen, tsw);
+    h.width = h.key_len - plen + tsw + h.val_len;
 }
 
 /// Append the prefix, `plen` and `tsw` of fixed `h`, whose block's first key is `first`.
@@ -71,8 +76,8 @@ pub(super) fn trailer(b: &[u8], at: usize, h: &mut Held) -> Result<usize, Malfor
     let Some(prefix_at) = p.checked_sub(plen) else {
         return bad(p, format!("prefix of {plen} bytes in a payload of {}", b.len()));
     };
-    (h.plen, h.prefix_at, h.tsw) = (plen, prefix_at, tsw);
-    h.width = h.key_len - plen + tsw + h.val_len;
+    h.prefix_at = prefix_at;
+    set_shape(h, plen, tsw);
     Ok(prefix_at)
 }
 
@@ -81,6 +86,13 @@ impl<'a> DataBlock<'a> {
     #[inline(always)]
     pub(super) fn is_fixed(&self) -> bool {
         self.s.held.flags & FIXED != 0
+    }
+
+    /// The prefix every key of a fixed block shares, held in its trailer.
+    #[inline(always)]
+    fn fixed_prefix(&self) -> &'a [u8] {
+        let h = &self.s.held;
+        &self.b[h.prefix_at..h.prefix_at + h.plen]
     }
 
     /// The fixed entry starting at `at`.
@@ -99,7 +111,7 @@ impl<'a> DataBlock<'a> {
             return Err(Malformed::new(at as u64, "timestamp overflows".to_string()));
         };
         Ok(BlockCell {
-            prefix: &self.b[h.prefix_at..h.prefix_at + h.plen],
+            prefix: self.fixed_prefix(),
             suffix,
             value,
             ts,
@@ -126,8 +138,7 @@ impl<'a> DataBlock<'a> {
         mut s: usize,
     ) -> Result<Option<(usize, BlockCell<'a>)>, Malformed> {
         let h = &self.s.held;
-        let prefix = &self.b[h.prefix_at..h.prefix_at + h.plen];
-        if key.len() != h.key_len || key[..h.plen] != *prefix {
+        if key.len() != h.key_len || key[..h.plen] != *self.fixed_prefix() {
             return Ok(None);
         }
         let (rest, entries) = (&key[h.plen..], &self.b[..self.s.entries_end]);
