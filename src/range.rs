@@ -136,6 +136,17 @@ pub(crate) fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
+/// Set `b` to `Excluded(key)`, reusing its buffer.
+pub(crate) fn exclude(b: &mut Bound<Vec<u8>>, key: &[u8]) {
+    let mut v = match std::mem::replace(b, Bound::Unbounded) {
+        Bound::Included(v) | Bound::Excluded(v) => v,
+        Bound::Unbounded => Vec::new(),
+    };
+    v.clear();
+    v.extend_from_slice(key);
+    *b = Bound::Excluded(v);
+}
+
 /// Whether `key` is at or above the lower bound `lo`.
 #[inline]
 pub(crate) fn above(key: &[u8], lo: &Bound<Vec<u8>>) -> bool {

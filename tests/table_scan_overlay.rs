@@ -3,7 +3,7 @@
 //! only at the others' keys (`src/table/lsm/overlay.rs`), against a model, with every
 //! way a newer cell meets a segment cell (newer, older by explicit timestamp, a tombstone, an expired
 //! TTL), and scans that step back or seek after stepping forward (the overlay then
-//! turns into the general merge).
+//! turns into the general merge), over segments of records and of blocks.
 
 mod common;
 
@@ -67,9 +67,12 @@ fn build(
     seg: &BTreeMap<u8, u8>,
     ops: &[Op],
     flush_at: usize,
+    format: u16,
 ) -> (tempfile::TempDir, Store, Arc<Table>, Model) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Config::default()).unwrap();
+    let mut config = Config::default();
+    config.segment.format_version = format;
+    let store = Store::open(dir.path(), config).unwrap();
     store.set_expiry_clock(Some(1_000));
     let t = store.table("t").unwrap();
     let mut model = BTreeMap::new();
@@ -127,6 +130,9 @@ fn build(
     (dir, store, t, model)
 }
 
+/// The format the deterministic tests write (the default).
+const FORMAT: u16 = segstore::format::footer::FORMAT_VERSION;
+
 /// Run `steps` on a scan of `range` and on the model, comparing each answer.
 fn check(
     t: &Table,
@@ -183,8 +189,11 @@ proptest! {
         lo in proptest::option::of(0u8..42),
         hi in proptest::option::of(0u8..42),
         flush_at in 0usize..40,
+        // Segments of records (format 3: the overlay's capped steps take the record
+        // walk) or of blocks (the default).
+        format in prop_oneof![Just(3u16), Just(segstore::format::footer::FORMAT_VERSION)],
     ) {
-        let (_dir, store, t, model) = build(&seg, &ops, flush_at);
+        let (_dir, store, t, model) = build(&seg, &ops, flush_at, format);
         let range = (
             lo.map_or(Bound::Unbounded, |k| Bound::Included(key(k))),
             hi.map_or(Bound::Unbounded, |k| Bound::Excluded(key(k))),
@@ -215,7 +224,7 @@ fn a_forward_scan_meets_memtable_keys_between_segment_rows() {
         Op::PutOld(12, 7),
         Op::Expired(13),
     ];
-    let (_dir, _store, t, model) = build(&seg, &ops, usize::MAX);
+    let (_dir, _store, t, model) = build(&seg, &ops, usize::MAX, FORMAT);
     assert_eq!(t.stats().segments, 1);
     let steps = [Step::Next; 15]
         .into_iter()
@@ -238,7 +247,7 @@ fn a_forward_scan_meets_memtable_keys_between_segment_rows() {
     // The same with the updates in a second segment, under more in the memtable.
     let more = [Op::Put(20, 3), Op::Delete(21)];
     let all: Vec<Op> = ops.iter().cloned().chain(more).collect();
-    let (_dir, _store, t, model) = build(&seg, &all, ops.len());
+    let (_dir, _store, t, model) = build(&seg, &all, ops.len(), FORMAT);
     assert_eq!(t.stats().segments, 2);
     check(&t, &model, (Bound::Unbounded, Bound::Unbounded), &steps).unwrap();
     let got: Vec<_> = t

@@ -351,7 +351,28 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         }
         let r = match &mut self.blocks {
             Some(w) => w.next(&self.reader, &self.lo, &self.hi, f),
-            None => self.next_record(f),
+            None => self.next_record(None, f),
+        };
+        self.item(r)
+    }
+
+    /// Like [`SegmentIter::next_with`], but `None` at the first cell not below `cap`,
+    /// an upper bound at or below the iterator's own: the front stays on that cell, which
+    /// the next step yields if `cap` no longer holds it back. A table scan's overlay
+    /// lends the rows below the next key its memtables hold this way, the bound checked
+    /// where the walk checks its own (`table/lsm/overlay.rs`).
+    #[inline(always)]
+    pub(crate) fn next_below_with<T>(
+        &mut self,
+        cap: &Bound<Vec<u8>>,
+        f: impl FnOnce(RecordRef<'_>) -> T,
+    ) -> Option<Result<T>> {
+        if self.failed {
+            return None;
+        }
+        let r = match &mut self.blocks {
+            Some(w) => w.next(&self.reader, &self.lo, cap, f),
+            None => self.next_record(Some(cap), f),
         };
         self.item(r)
     }
@@ -370,7 +391,12 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         self.item(r)
     }
 
-    fn next_record<T>(&mut self, f: impl FnOnce(RecordRef<'_>) -> T) -> Result<Option<T>> {
+    /// The front's next cell below `cap` (the iterator's upper bound if `None`).
+    fn next_record<T>(
+        &mut self,
+        cap: Option<&Bound<Vec<u8>>>,
+        f: impl FnOnce(RecordRef<'_>) -> T,
+    ) -> Result<Option<T>> {
         let body = self.body;
         loop {
             let pos = self.find_front()?;
@@ -432,7 +458,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
                 continue;
             }
             // Past the upper bound: stay here (a seek may move the bound).
-            if !range::below(r.key, &self.hi) {
+            if !range::below(r.key, cap.unwrap_or(&self.hi)) {
                 return Ok(None);
             }
             self.pos = Some(pos + used as u64);

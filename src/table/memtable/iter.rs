@@ -152,17 +152,6 @@ impl Ahead {
     }
 }
 
-/// Set `b` to `Excluded(key)`, reusing its buffer.
-fn exclude(b: &mut Bound<Vec<u8>>, key: &[u8]) {
-    let mut v = match std::mem::replace(b, Bound::Unbounded) {
-        Bound::Included(v) | Bound::Excluded(v) => v,
-        Bound::Unbounded => Vec::new(),
-    };
-    v.clear();
-    v.extend_from_slice(key);
-    *b = Bound::Excluded(v);
-}
-
 impl OwnedMemtableIter {
     /// The memtable iterated.
     pub(crate) fn memtable(&self) -> &Arc<Memtable> {
@@ -252,7 +241,7 @@ impl OwnedMemtableIter {
         }
         match last {
             Some(l) => {
-                exclude(&mut self.next, l.key());
+                range::exclude(&mut self.next, l.key());
                 self.batch = (self.batch * 2).min(AHEAD_MAX);
                 true
             }
