@@ -26,7 +26,7 @@ fn the_readme_config_parses() {
     );
     assert_eq!(cfg.memory.lock_memory, LockMemory::Index);
     assert_eq!(cfg.memory.huge_pages, HugePages::Advise);
-    assert_eq!(cfg.table.memtable_flush_bytes, 64 << 20);
+    assert_eq!(cfg.table.memtable_flush_bytes, 16 << 20);
     assert_eq!(cfg.table.gc_grace_secs, 864_000);
     assert_eq!(cfg.memory.index_cache_mb, 128);
     assert_eq!(cfg.memory.block_cache_mb, 128);
