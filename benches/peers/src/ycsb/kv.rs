@@ -21,8 +21,9 @@ pub trait Kv: Sync {
 }
 
 /// The systems, in print order.
-pub const IDS: [&str; 16] = [
+pub const IDS: [&str; 17] = [
     "seg_auto",
+    "seg_auto_m64",
     "seg_auto_pread",
     "seg_auto_v3",
     "seg_auto_v5",
@@ -44,6 +45,7 @@ pub const IDS: [&str; 16] = [
 pub fn label(id: &str) -> &'static str {
     match id {
         "seg_auto" => "segstore auto (default)",
+        "seg_auto_m64" => "segstore auto, 64 MiB memtables*",
         "seg_auto_pread" => "segstore auto, data by pread*",
         "seg_auto_v3" => "segstore auto, format 3*",
         "seg_auto_v5" => "segstore auto, format 5*",
@@ -72,7 +74,8 @@ pub fn is_peer(id: &str) -> bool {
 
 /// Systems that run only when named: the other `disk_access_mode`s, `auto` without
 /// its data maps, and earlier segment formats.
-const ONLY_WHEN_NAMED: [&str; 9] = [
+const ONLY_WHEN_NAMED: [&str; 10] = [
+    "seg_auto_m64",
     "seg_auto_pread",
     "seg_auto_v3",
     "seg_auto_v5",
@@ -100,6 +103,12 @@ fn variant_options(opts: &mut segstore::SegmentOptions, id: &str) {
     if let Some(c) = compression_of(id) {
         opts.compression = c;
     }
+}
+
+/// The memtable flush size (MiB) of system `id`, where it is not the default: an id
+/// ending in `_m64` flushes at 64 MiB (RocksDB's write buffer), beside the default.
+fn memtable_mib_of(id: &str) -> Option<usize> {
+    id.rsplit_once("_m").and_then(|(_, v)| v.parse().ok())
 }
 
 /// The block compression system `id` writes, where it is not the store's default:
@@ -145,6 +154,7 @@ pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
     std::fs::create_dir_all(dir).unwrap();
     match id {
         "seg_auto"
+        | "seg_auto_m64"
         | "seg_auto_pread"
         | "seg_auto_v3"
         | "seg_auto_v5"
@@ -171,9 +181,8 @@ pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
     match id {
         "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto, cache)),
         "seg_auto_pread" => Box::new(Seg::open_with(dir, DiskAccessMode::Auto, cache, 0)),
-        "seg_auto_v3" | "seg_auto_v5" | "seg_auto_v6" | "seg_auto_v7" | "seg_auto_zstd" => {
-            Box::new(Seg::variant(dir, DiskAccessMode::Auto, id, cache))
-        }
+        "seg_auto_m64" | "seg_auto_v3" | "seg_auto_v5" | "seg_auto_v6" | "seg_auto_v7"
+        | "seg_auto_zstd" => Box::new(Seg::variant(dir, DiskAccessMode::Auto, id, cache)),
         "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap, cache)),
         "seg_mmap_v5" => Box::new(Seg::variant(dir, DiskAccessMode::Mmap, id, cache)),
         "seg_mmap_index_only" => Box::new(Seg::open(dir, DiskAccessMode::MmapIndexOnly, cache)),
@@ -239,6 +248,9 @@ impl Seg {
         let percent = segstore::MemoryOptions::default().auto_data_map_percent;
         let mut config = seg_config(mode, cache, percent);
         variant_options(&mut config.segment, id);
+        if let Some(mib) = memtable_mib_of(id) {
+            config.table.memtable_flush_bytes = mib << 20;
+        }
         Self::with_config(dir, config)
     }
 

@@ -166,6 +166,12 @@ pub fn phases(ids: &[&str], phases: &[(Workload, usize)], results: &[Vec<Vec<Pha
              live cells of one key and one value length without them."
         );
     }
+    if ids.contains(&"seg_auto_m64") {
+        println!(
+            "* segstore auto, 64 MiB memtables: `table.memtable_flush_bytes = 64 MiB` (the \
+             default before 16 MiB; RocksDB's write buffer size), beside the default."
+        );
+    }
     if ids.contains(&"seg_auto_pread") {
         println!(
             "* segstore auto, data by pread: `memory.auto_data_map_percent = 0`, so `auto` \
