@@ -19,10 +19,8 @@ pub struct TableConfig {
     /// Default 16 MiB (fjall's; RocksDB's write buffer is 64 MiB, this default until
     /// issue 19): a memtable's skiplist that stays within the last-level cache costs a
     /// put and a read fewer misses a level, and a table holds a quarter of the memory.
-    /// YCSB side by side (README "Measured"), 16 against 64 MiB: single puts at one
-    /// thread 337.2 / 276.3 against 220.5 / 211.5 K/s in two runs, the read workloads
-    /// level or ahead; more flushes and compactions run meanwhile, and A's and F's p99
-    /// at two threads rose in one run of the two.
+    /// The price is four times the flushes, and more compaction beside the foreground.
+    /// README "Measured", "16 MiB memtables": YCSB with both sizes side by side.
     pub memtable_flush_bytes: usize,
     /// Writers wait while this many frozen memtables await their flush (at least 1);
     /// a flush failing meanwhile refuses their writes with [`Error::FlushFailed`].
