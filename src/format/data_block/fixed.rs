@@ -105,9 +105,7 @@ impl<'a> DataBlock<'a> {
         };
         let (suffix, rest) = e.split_at(h.key_len - h.plen);
         let (delta, value) = rest.split_at(h.tsw);
-        let mut d = [0u8; 8];
-        d[..h.tsw].copy_from_slice(delta);
-        let Some(ts) = self.s.base_ts.checked_add(u64::from_le_bytes(d)) else {
+        let Some(ts) = self.s.base_ts.checked_add(le_delta(rest, delta)) else {
             return Err(Malformed::new(at as u64, "timestamp overflows".to_string()));
         };
         Ok(BlockCell {
@@ -157,16 +155,47 @@ impl<'a> DataBlock<'a> {
         Ok(None)
     }
 
-    /// [`DataBlock::lower_bound`] of a fixed block: a binary search of its entries.
+    /// [`DataBlock::lower_bound`] of a fixed block: a key that differs from the held
+    /// prefix within it lies below or above every entry at once; otherwise a binary
+    /// search compares the rest of the key with the probed entries' suffixes in place,
+    /// decoding none (a scan's seek into a segment that lacks its key).
     pub(super) fn fixed_lower_bound(&self, key: &[u8]) -> Result<usize, Malformed> {
+        let (h, prefix) = (&self.s.held, self.fixed_prefix());
+        let head = &key[..key.len().min(h.plen)];
+        match head.cmp(&prefix[..head.len()]) {
+            Ordering::Less => return Ok(0),
+            Ordering::Greater => return Ok(self.s.n),
+            // A key the prefix begins with, and no longer than it: below every entry.
+            Ordering::Equal if key.len() <= h.plen => return Ok(0),
+            Ordering::Equal => {}
+        }
+        let (rest, suffix_len) = (&key[h.plen..], h.key_len - h.plen);
+        let entries = &self.b[..self.s.entries_end];
         let (mut lo, mut hi) = (0, self.s.n);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            match self.fixed_entry(mid)?.cmp_key(key) {
+            let at = mid * h.width;
+            let Some(suffix) = entries.get(at..at + suffix_len) else {
+                return Err(Malformed::new(at as u64, "entry past the block's entries".to_string()));
+            };
+            match suffix.cmp(rest) {
                 Ordering::Less => lo = mid + 1,
                 _ => hi = mid,
             }
         }
         Ok(lo)
+    }
+}
+
+/// The timestamp delta of a fixed entry, its `delta` bytes (0 to 8, little-endian)
+/// starting `rest`: one unaligned load and a mask where eight bytes follow (a value
+/// of at least 8 - `tsw` bytes), not a copy of variable length (a call to `memcpy`
+/// for every entry decoded).
+#[inline(always)]
+fn le_delta(rest: &[u8], delta: &[u8]) -> u64 {
+    let w = delta.len();
+    match rest.first_chunk::<8>() {
+        Some(b) if w > 0 => u64::from_le_bytes(*b) & (u64::MAX >> (64 - 8 * w)),
+        _ => delta.iter().rev().fold(0, |d, &b| d << 8 | u64::from(b)),
     }
 }

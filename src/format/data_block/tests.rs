@@ -186,6 +186,26 @@ fn check_block_in(layout: Layout, cells: &[Cell], stored: &[u8]) -> Result<(), T
     }
     prop_assert_eq!(blk.lower_bound(&[]).unwrap(), 0);
     prop_assert_eq!(blk.lower_bound(&[0xff; 100]).unwrap(), cells.len());
+    // Keys the block lacks, around every key and within any prefix its keys share
+    // (format 8 holds that prefix once): each cut short, and each with one byte
+    // lowered or raised (then cut after it), land where the model puts them.
+    let at_or_above = |k: &[u8]| cells.partition_point(|x| x.key.as_slice() < k);
+    for c in cells {
+        for j in 0..c.key.len() {
+            let cut = &c.key[..j];
+            prop_assert_eq!(blk.lower_bound(cut).unwrap(), at_or_above(cut));
+            let mut k = c.key.clone();
+            if k[j] > 0 {
+                k[j] -= 1;
+                prop_assert_eq!(blk.lower_bound(&k).unwrap(), at_or_above(&k));
+            }
+            let mut k = c.key[..=j].to_vec();
+            if k[j] < 0xff {
+                k[j] += 1;
+                prop_assert_eq!(blk.lower_bound(&k).unwrap(), at_or_above(&k));
+            }
+        }
+    }
     Ok(())
 }
 
