@@ -104,8 +104,8 @@ impl<'a> DataBlock<'a> {
             return Err(Malformed::new(at as u64, "entry past the block's entries".to_string()));
         };
         let (suffix, rest) = e.split_at(h.key_len - h.plen);
-        let (delta, value) = rest.split_at(h.tsw);
-        let Some(ts) = self.s.base_ts.checked_add(le_delta(rest, delta)) else {
+        let value = &rest[h.tsw..];
+        let Some(ts) = self.s.base_ts.checked_add(le_delta(rest, h.tsw)) else {
             return Err(Malformed::new(at as u64, "timestamp overflows".to_string()));
         };
         Ok(BlockCell {
@@ -187,15 +187,14 @@ impl<'a> DataBlock<'a> {
     }
 }
 
-/// The timestamp delta of a fixed entry, its `delta` bytes (0 to 8, little-endian)
-/// starting `rest`: one unaligned load and a mask where eight bytes follow (a value
-/// of at least 8 - `tsw` bytes), not a copy of variable length (a call to `memcpy`
-/// for every entry decoded).
+/// The timestamp delta of a fixed entry: the first `w` bytes of `rest` (0 to 8,
+/// little-endian; the value follows them), read with one unaligned load and a mask
+/// where eight bytes are there (a value of at least 8 - `w` bytes), not a copy of
+/// variable length (a call to `memcpy` for every entry decoded).
 #[inline(always)]
-fn le_delta(rest: &[u8], delta: &[u8]) -> u64 {
-    let w = delta.len();
+fn le_delta(rest: &[u8], w: usize) -> u64 {
     match rest.first_chunk::<8>() {
         Some(b) if w > 0 => u64::from_le_bytes(*b) & (u64::MAX >> (64 - 8 * w)),
-        _ => delta.iter().rev().fold(0, |d, &b| d << 8 | u64::from(b)),
+        _ => rest[..w].iter().rev().fold(0, |d, &b| d << 8 | u64::from(b)),
     }
 }

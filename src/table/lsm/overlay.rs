@@ -61,6 +61,22 @@ enum Seg<T> {
     Shadowed,
 }
 
+/// Lend the row `key`, `value` to `f`, remembering `key` as the last yielded (where
+/// [`Overlay::into_merge`] places the general merge's front).
+#[inline(always)]
+fn yield_row<T>(
+    last: &mut Vec<u8>,
+    yielded: &mut bool,
+    key: &[u8],
+    value: &[u8],
+    f: impl FnOnce(&[u8], &[u8]) -> T,
+) -> T {
+    last.clear();
+    last.extend_from_slice(key);
+    *yielded = true;
+    f(key, value)
+}
+
 /// Which cell [`Overlay::resolve`] chose.
 enum Pick {
     Held,
@@ -163,10 +179,10 @@ impl Overlay {
             if cell.is_dead_at(self.snap.now) {
                 continue;
             }
-            self.last.clear();
-            self.last.extend_from_slice(&cell.key);
-            self.yielded = true;
-            return f.take().map(|f| Ok(f(&cell.key, &cell.value)));
+            let (last, yielded) = (&mut self.last, &mut self.yielded);
+            return f
+                .take()
+                .map(|f| Ok(yield_row(last, yielded, &cell.key, &cell.value, f)));
         }
     }
 
@@ -190,10 +206,7 @@ impl Overlay {
                 if is_dead(r.tombstone, r.expires, || now) {
                     return None;
                 }
-                last.clear();
-                last.extend_from_slice(r.key);
-                *yielded = true;
-                f.take().map(|f| f(r.key, r.value))
+                f.take().map(|f| yield_row(last, yielded, r.key, r.value, f))
             });
             match lent? {
                 Ok(Some(t)) => return Some(Ok(t)),
@@ -236,10 +249,7 @@ impl Overlay {
             let Some(f) = f.take() else {
                 return Seg::Dead;
             };
-            last.clear();
-            last.extend_from_slice(r.key);
-            *yielded = true;
-            Seg::Lent(f(r.key, r.value))
+            Seg::Lent(yield_row(last, yielded, r.key, r.value, f))
         })
     }
 
