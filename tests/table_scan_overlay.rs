@@ -192,7 +192,12 @@ proptest! {
         // Segments of records (format 3: the overlay's capped steps take the record
         // walk) or of blocks (the default).
         format in prop_oneof![Just(3u16), Just(segstore::format::footer::FORMAT_VERSION)],
+        // The first segment's keys kept within `span`: a segment whose key span
+        // misses a scan's range is left out of it (a leveled table's segments of one
+        // level), one whose span holds the scan's start is the overlay's base.
+        span in prop_oneof![Just((0u8, 40u8)), (0u8..40, 0u8..40)],
     ) {
+        let seg: BTreeMap<u8, u8> = seg.into_iter().filter(|(k, _)| (span.0..=span.1).contains(k)).collect();
         let (_dir, store, t, model) = build(&seg, &ops, flush_at, format);
         let range = (
             lo.map_or(Bound::Unbounded, |k| Bound::Included(key(k))),

@@ -38,6 +38,48 @@ pub struct View {
     pub segments: Vec<SegmentHandle>,
     /// Incremented on every replacement.
     pub generation: u64,
+    /// Keys within every segment's key span: from the largest smallest key to the
+    /// smallest largest key (`None` if that is empty, or if a segment is empty or holds
+    /// range tombstones). A scan whose start lies within it meets every segment, and
+    /// every segment holds its start (size-tiered segments span the table's keys), so
+    /// it need not compare its bounds with each segment's span
+    /// (`table/lsm/snap.rs`, `Meeting`).
+    common_span: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl View {
+    /// The view of `segments`, newest (highest id) first.
+    pub fn new(segments: Vec<SegmentHandle>, generation: u64) -> View {
+        let common_span = common_span(&segments);
+        View {
+            segments,
+            generation,
+            common_span,
+        }
+    }
+
+    /// The keys every segment's span holds ([`View`]'s `common_span`).
+    pub(crate) fn common_span(&self) -> Option<&(Vec<u8>, Vec<u8>)> {
+        self.common_span.as_ref()
+    }
+}
+
+/// From the largest smallest key to the smallest largest key of `segments`, if none is
+/// empty or holds range tombstones and that range is not empty.
+fn common_span(segments: &[SegmentHandle]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut span: Option<(&[u8], &[u8])> = None;
+    for h in segments {
+        let st = h.stats();
+        if st.entry_count == 0 || !h.range_tombstones().is_empty() {
+            return None;
+        }
+        let (lo, hi) = (&st.min_key[..], &st.max_key[..]);
+        span = Some(match span {
+            None => (lo, hi),
+            Some((a, b)) => (a.max(lo), b.min(hi)),
+        });
+    }
+    span.filter(|(a, b)| a <= b).map(|(a, b)| (a.to_vec(), b.to_vec()))
 }
 
 /// The current view (or, in tests, any value), replaced atomically.
@@ -117,10 +159,7 @@ impl ViewCell {
         let (segments, generation) = self.with(|old| (f(old), old.generation + 1));
         let mut segments = segments;
         segments.sort_by_key(|h| std::cmp::Reverse(h.name().id));
-        self.swap(View {
-            segments,
-            generation,
-        })
+        self.swap(View::new(segments, generation))
     }
 }
 

@@ -8,8 +8,9 @@
 //! holds a few of a scan's keys in its memtables and in the small segments their
 //! flushes leave (a YCSB E scan of 50 rows over a million keys meets one or two of
 //! 30,000 updates) and paid the full merge for every row. An [`Overlay`] lends the
-//! largest segment's rows as a table at rest does and merges only at the keys the
-//! others hold:
+//! largest segment's rows as a table at rest does (of those whose key span holds the
+//! scan's start: in a leveled table, the level's segment the scan begins in) and
+//! merges only at the keys the others hold:
 //!
 //! - the memtables' and the other segments' cells in the range are merged among
 //!   themselves (tombstones kept: they shadow the large segment's cells), one cell

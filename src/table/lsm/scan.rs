@@ -102,13 +102,14 @@ pub struct Scan {
 pub(crate) enum ScanSource {
     /// The merge of the memtables and segments.
     Merged(Merged),
-    /// A single segment and no memtable cell (a compacted table at rest): the segment's
-    /// own iterator, tombstones and cells expired at the `u64` (the scan's moment on the
+    /// A single segment and no memtable cell in the range (a compacted table at rest,
+    /// or a table with one segment whose key span meets the range): the segment's own
+    /// iterator, tombstones and cells expired at the `u64` (the scan's moment on the
     /// expiry clock) skipped; no merge, and `next_with` lends each row straight from the
     /// map.
     Segment(SegmentIter<SegmentHandle>, u64),
     /// No range tombstone anywhere, and more than one segment or memtables holding
-    /// some of the range: forward steps lend the largest segment's rows and merge only
+    /// some of the range: forward steps lend the base segment's rows and merge only
     /// at the keys the others hold; a step back or a seek turns it into `Merged`.
     Overlay(Box<Overlay>),
 }

@@ -10,8 +10,10 @@ use super::ScanSource;
 use super::Table;
 use crate::error::Result;
 use crate::format::key_hash;
-use crate::lifecycle::{SegmentSet, View};
-use crate::range::KeyBounds;
+use crate::lifecycle::{SegmentHandle, SegmentSet, View};
+use std::ops::Bound;
+
+use crate::range::{self, KeyBounds};
 use crate::segment::SegmentIter;
 use crate::table::memtable::{Memtable, OwnedMemtableIter, ReadAt, SharedCell};
 use crate::table::merge::{BoxedCursor, CopyMerge, MemtableCursor, MergeIter, TombstonePolicy};
@@ -146,43 +148,58 @@ impl TableSnap {
         keys.into_iter().map(|k| self.get(at, k.as_ref())).collect()
     }
 
-    /// The live rows in `bounds` for a read at `at`: the segment's own iterator when the
-    /// table is one segment and no memtable holds a key in `bounds`, else the merge.
+    /// The live rows in `bounds` for a read at `at`: the segment's own iterator when
+    /// one segment holds keys in `bounds` and no memtable does, else the merge.
     ///
     /// A memtable with no key in `bounds` now never holds a row of this read there:
     /// every write the read sees (numbered at or below `at`) was applied before the read
     /// was registered, and a key written later is numbered above `at` (as for an empty
     /// memtable, [`Table::snap`]). So the range probe decides for the scan's lifetime
     /// (its seeks stay within `bounds`), and a table whose memtables hold nothing in a
-    /// scan's range scans as one at rest (issue 19).
+    /// scan's range scans as one at rest (issue 19). Segments are left out by their key
+    /// spans alike ([`meets`]).
     pub(crate) fn scan(&self, at: u64, bounds: KeyBounds) -> ScanSource {
         let mems = self.mems_in(at, &bounds);
-        match &self.view.segments[..] {
-            [h] if mems.is_empty() && h.range_tombstones().is_empty() => {
-                sole_segment(h.clone(), bounds, self.now)
+        let segs = &self.view.segments;
+        let meeting = Meeting::of(&self.view, &bounds);
+        match meeting.sole() {
+            Some(i) if mems.is_empty() && segs[i].range_tombstones().is_empty() => {
+                return sole_segment(segs[i].clone(), bounds, self.now);
             }
-            // No range tombstone anywhere: lend the largest segment's rows, merge the
-            // memtables and the other segments among themselves, and resolve only at
-            // their keys (`overlay.rs`).
-            segs if !segs.is_empty()
-                && segs.iter().all(|h| h.range_tombstones().is_empty())
-                && mems.iter().all(|m| !m.memtable().has_ranges()) =>
-            {
-                self.overlay(mems, at, bounds)
-            }
-            _ => {
-                ScanSource::Merged(self.merge_of(mems, at, bounds, TombstonePolicy::Hide(self.now)))
-            }
+            _ => {}
         }
+        // No range tombstone anywhere: lend the largest segment's rows, merge the
+        // memtables and the other segments among themselves, and resolve only at their
+        // keys (`overlay.rs`).
+        if meeting.any()
+            && segs.iter().all(|h| h.range_tombstones().is_empty())
+            && mems.iter().all(|m| !m.memtable().has_ranges())
+        {
+            return self.overlay(mems, &meeting, at, bounds);
+        }
+        ScanSource::Merged(self.merge_of(mems, at, bounds, TombstonePolicy::Hide(self.now)))
     }
 
-    /// An [`Overlay`] of the largest segment under `mems` and the other segments.
-    fn overlay(&self, mems: Vec<OwnedMemtableIter>, at: u64, bounds: KeyBounds) -> ScanSource {
+    /// An [`Overlay`] under `mems` and the segments `meeting` keeps: its base is the
+    /// largest of those whose key span holds the scan's start (a leveled table's
+    /// segments of one level hold disjoint spans: the base is the one the scan begins
+    /// in), or the largest of them all when none does.
+    fn overlay(
+        &self,
+        mems: Vec<OwnedMemtableIter>,
+        meeting: &Meeting,
+        at: u64,
+        bounds: KeyBounds,
+    ) -> ScanSource {
         let segs = &self.view.segments;
         let base = (0..segs.len())
-            .max_by_key(|&i| segs[i].stats().entry_count)
+            .filter(|&i| meeting.keeps(i))
+            .max_by_key(|&i| {
+                let h = &segs[i];
+                (meeting.holds_start(h, &bounds.0), h.stats().entry_count)
+            })
             .unwrap_or(0);
-        let side = CopyMerge::new(self.cursors(mems, &bounds, Some(base), true));
+        let side = CopyMerge::new(self.cursors(mems, &bounds, meeting, Some(base), true));
         ScanSource::Overlay(Box::new(Overlay::new(
             segs[base].clone(),
             side,
@@ -234,7 +251,8 @@ impl TableSnap {
         // (`Table::scan_cells`): they check every block, as compaction does; live rows
         // (`Hide`) are the table's scans, which trust a checked mapped block as gets do.
         let trust = !matches!(policy, TombstonePolicy::Keep);
-        let sources = self.cursors(mems, &bounds, None, trust);
+        let meeting = Meeting::of(&self.view, &bounds);
+        let sources = self.cursors(mems, &bounds, &meeting, None, trust);
         match ranges {
             Some(r) => MergeIter::with_ranges(sources, policy, r),
             None => MergeIter::new(sources, policy),
@@ -242,12 +260,14 @@ impl TableSnap {
     }
 
     /// A cursor per memtable iterator of `mems` and one over `bounds` per segment of
-    /// the view but the one at index `except`; the segments' skip the checksum of a
-    /// checked mapped block if `trust` (`SegmentIter::trusting_checked_blocks`).
+    /// the view that `meeting` keeps but the one at index `except`; the segments' skip
+    /// the checksum of a checked mapped block if `trust`
+    /// (`SegmentIter::trusting_checked_blocks`).
     fn cursors(
         &self,
         mems: Vec<OwnedMemtableIter>,
         bounds: &KeyBounds,
+        meeting: &Meeting,
         except: Option<usize>,
         trust: bool,
     ) -> Vec<BoxedCursor<'static>> {
@@ -256,7 +276,7 @@ impl TableSnap {
             sources.push(Box::new(MemtableCursor(m)));
         }
         for (i, h) in self.view.segments.iter().enumerate() {
-            if Some(i) != except {
+            if Some(i) != except && meeting.keeps(i) {
                 let it = SegmentIter::with_bounds(h.clone(), bounds.0.clone(), bounds.1.clone());
                 let it = if trust { it.trusting_checked_blocks() } else { it };
                 sources.push(Box::new(it));
@@ -264,4 +284,88 @@ impl TableSnap {
         }
         sources
     }
+}
+
+/// The segments of a view a read of some bounds keeps: those that may hold a cell in
+/// them ([`meets`]). A bit per segment for the first 64; every segment past them is
+/// kept.
+pub(crate) struct Meeting {
+    bits: u64,
+    len: usize,
+    /// Every segment holds the read's start in its key span.
+    all_hold_start: bool,
+}
+
+impl Meeting {
+    pub(crate) fn of(view: &View, bounds: &KeyBounds) -> Meeting {
+        let segs = &view.segments;
+        let len = segs.len();
+        // A start within the keys every segment spans: each segment meets the bounds
+        // and holds the start, with two comparisons in all (a size-tiered table).
+        if let Some((a, b)) = view.common_span() {
+            let start_in = match &bounds.0 {
+                Bound::Unbounded => true,
+                Bound::Included(k) | Bound::Excluded(k) => a <= k && k < b,
+            };
+            if start_in && range::below(a, &bounds.1) {
+                let bits = if len >= 64 { u64::MAX } else { (1 << len) - 1 };
+                return Meeting {
+                    bits,
+                    len,
+                    all_hold_start: true,
+                };
+            }
+        }
+        let bits = segs
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, h)| meets(h, bounds))
+            .fold(0u64, |b, (i, _)| b | 1 << i);
+        Meeting {
+            bits,
+            len,
+            all_hold_start: false,
+        }
+    }
+
+    /// Whether segment `i` is kept.
+    pub(crate) fn keeps(&self, i: usize) -> bool {
+        i >= 64 || self.bits >> i & 1 == 1
+    }
+
+    /// Whether any segment is.
+    fn any(&self) -> bool {
+        self.bits != 0 || self.len > 64
+    }
+
+    /// The one segment kept, if exactly one is.
+    fn sole(&self) -> Option<usize> {
+        (self.len <= 64 && self.bits.count_ones() == 1).then(|| self.bits.trailing_zeros() as usize)
+    }
+
+    /// Whether segment `h`, kept, holds the start `lo` in its key span.
+    fn holds_start(&self, h: &SegmentHandle, lo: &Bound<Vec<u8>>) -> bool {
+        if self.all_hold_start {
+            return true;
+        }
+        let st = h.stats();
+        match lo {
+            Bound::Unbounded => true,
+            Bound::Included(k) | Bound::Excluded(k) => {
+                st.min_key.as_slice() <= k.as_slice() && k.as_slice() <= st.max_key.as_slice()
+            }
+        }
+    }
+}
+
+/// Whether segment `h` may hold a cell a read of `bounds` sees: its key span meets
+/// them, or it holds range tombstones (kept whatever the span of its keys: the general
+/// merge reads them from the view, but a segment holding them is never left out).
+fn meets(h: &SegmentHandle, bounds: &KeyBounds) -> bool {
+    if !h.range_tombstones().is_empty() {
+        return true;
+    }
+    let st = h.stats();
+    st.entry_count > 0 && range::above(&st.max_key, &bounds.0) && range::below(&st.min_key, &bounds.1)
 }
