@@ -21,9 +21,11 @@ pub trait Kv: Sync {
 }
 
 /// The systems, in print order.
-pub const IDS: [&str; 17] = [
+pub const IDS: [&str; 19] = [
     "seg_auto",
     "seg_auto_m64",
+    "seg_auto_t2",
+    "seg_auto_lev",
     "seg_auto_pread",
     "seg_auto_v3",
     "seg_auto_v5",
@@ -46,6 +48,8 @@ pub fn label(id: &str) -> &'static str {
     match id {
         "seg_auto" => "segstore auto (default)",
         "seg_auto_m64" => "segstore auto, 64 MiB memtables*",
+        "seg_auto_t2" => "segstore auto, tiers of 2*",
+        "seg_auto_lev" => "segstore auto, leveled*",
         "seg_auto_pread" => "segstore auto, data by pread*",
         "seg_auto_v3" => "segstore auto, format 3*",
         "seg_auto_v5" => "segstore auto, format 5*",
@@ -74,8 +78,10 @@ pub fn is_peer(id: &str) -> bool {
 
 /// Systems that run only when named: the other `disk_access_mode`s, `auto` without
 /// its data maps, and earlier segment formats.
-const ONLY_WHEN_NAMED: [&str; 10] = [
+const ONLY_WHEN_NAMED: [&str; 12] = [
     "seg_auto_m64",
+    "seg_auto_t2",
+    "seg_auto_lev",
     "seg_auto_pread",
     "seg_auto_v3",
     "seg_auto_v5",
@@ -109,6 +115,18 @@ fn variant_options(opts: &mut segstore::SegmentOptions, id: &str) {
 /// ending in `_m64` flushes at 64 MiB (RocksDB's write buffer), beside the default.
 fn memtable_mib_of(id: &str) -> Option<usize> {
     id.rsplit_once("_m").and_then(|(_, v)| v.parse().ok())
+}
+
+/// System `id`'s compaction where it is not the default: an id ending in `_t2` merges
+/// size tiers of two segments (`min_threshold = 2`) instead of four, one ending in
+/// `_lev` compacts leveled.
+fn compaction_of(c: &mut segstore::CompactionConfig, id: &str) {
+    if id.ends_with("_t2") {
+        c.min_threshold = 2;
+    }
+    if id.ends_with("_lev") {
+        c.strategy = segstore::CompactionStrategy::Leveled;
+    }
 }
 
 /// The block compression system `id` writes, where it is not the store's default:
@@ -155,6 +173,8 @@ pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
     match id {
         "seg_auto"
         | "seg_auto_m64"
+        | "seg_auto_t2"
+        | "seg_auto_lev"
         | "seg_auto_pread"
         | "seg_auto_v3"
         | "seg_auto_v5"
@@ -181,8 +201,10 @@ pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
     match id {
         "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto, cache)),
         "seg_auto_pread" => Box::new(Seg::open_with(dir, DiskAccessMode::Auto, cache, 0)),
-        "seg_auto_m64" | "seg_auto_v3" | "seg_auto_v5" | "seg_auto_v6" | "seg_auto_v7"
-        | "seg_auto_zstd" => Box::new(Seg::variant(dir, DiskAccessMode::Auto, id, cache)),
+        "seg_auto_m64" | "seg_auto_t2" | "seg_auto_lev" | "seg_auto_v3" | "seg_auto_v5"
+        | "seg_auto_v6" | "seg_auto_v7" | "seg_auto_zstd" => {
+            Box::new(Seg::variant(dir, DiskAccessMode::Auto, id, cache))
+        }
         "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap, cache)),
         "seg_mmap_v5" => Box::new(Seg::variant(dir, DiskAccessMode::Mmap, id, cache)),
         "seg_mmap_index_only" => Box::new(Seg::open(dir, DiskAccessMode::MmapIndexOnly, cache)),
@@ -251,6 +273,7 @@ impl Seg {
         if let Some(mib) = memtable_mib_of(id) {
             config.table.memtable_flush_bytes = mib << 20;
         }
+        compaction_of(&mut config.table.compaction, id);
         Self::with_config(dir, config)
     }
 
@@ -330,6 +353,20 @@ impl Kv for Seg {
             ts.memtable_keys,
             ts.frozen_memtables,
             ts.segments
+        );
+        // Which segments a scan meets: each one's level (0 for size-tiered) and keys.
+        let levels = t.segment_levels();
+        let shape: Vec<String> = segs
+            .iter()
+            .map(|s| {
+                let level = levels.iter().find(|(id, _)| *id == s.id).map_or(0, |l| l.1);
+                format!("L{level} {}K", s.entries / 1000)
+            })
+            .collect();
+        eprintln!(
+            "segstore {}: segments {}",
+            store.stats().modes.configured,
+            shape.join(", ")
         );
         if let Some(u) = store
             .stats()

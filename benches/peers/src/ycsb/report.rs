@@ -172,6 +172,19 @@ pub fn phases(ids: &[&str], phases: &[(Workload, usize)], results: &[Vec<Vec<Pha
              default before 16 MiB; RocksDB's write buffer size), beside the default."
         );
     }
+    if ids.contains(&"seg_auto_t2") {
+        println!(
+            "* segstore auto, tiers of 2: `table.compaction.min_threshold = 2`: size-tiered \
+             compaction merging two segments of a size instead of four (fewer segments a \
+             scan merges, each cell rewritten more often)."
+        );
+    }
+    if ids.contains(&"seg_auto_lev") {
+        println!(
+            "* segstore auto, leveled: `table.compaction.strategy = leveled` (RocksDB's and \
+             fjall's default policy) instead of size-tiered."
+        );
+    }
     if ids.contains(&"seg_auto_pread") {
         println!(
             "* segstore auto, data by pread: `memory.auto_data_map_percent = 0`, so `auto` \
