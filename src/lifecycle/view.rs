@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 
 use super::handle::SegmentHandle;
+use crate::format::key_prefix;
 
 /// Live segments, newest first.
 #[derive(Debug, Default)]
@@ -45,22 +46,67 @@ pub struct View {
     /// it need not compare its bounds with each segment's span
     /// (`table/lsm/snap.rs`, `Meeting`).
     common_span: Option<(Vec<u8>, Vec<u8>)>,
+    /// Each segment's key span as prefixes, and its newest timestamp, in one array: a
+    /// point read rules segments out without reaching into each one's stats.
+    spans: Vec<Span>,
+}
+
+/// A segment's smallest and largest keys' [`key_prefix`]es and its `max_ts`.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    lo: u64,
+    hi: u64,
+    max_ts: u64,
 }
 
 impl View {
     /// The view of `segments`, newest (highest id) first.
     pub fn new(segments: Vec<SegmentHandle>, generation: u64) -> View {
         let common_span = common_span(&segments);
+        let spans = segments
+            .iter()
+            .map(|h| {
+                let st = h.stats();
+                Span {
+                    lo: key_prefix(&st.min_key),
+                    hi: key_prefix(&st.max_key),
+                    max_ts: st.max_ts,
+                }
+            })
+            .collect();
         View {
             segments,
             generation,
             common_span,
+            spans,
         }
     }
 
     /// The keys every segment's span holds ([`View`]'s `common_span`).
     pub(crate) fn common_span(&self) -> Option<&(Vec<u8>, Vec<u8>)> {
         self.common_span.as_ref()
+    }
+
+    /// Whether `key` (whose [`key_prefix`] is `p`) lies outside segment `i`'s key span
+    /// (`min_key..=max_key`). The prefixes settle it unless `p` equals one of them
+    /// (prefixes are monotone: `key < min_key` implies `p <= lo`).
+    #[inline]
+    pub(crate) fn leaves_out(&self, i: usize, key: &[u8], p: u64) -> bool {
+        let s = &self.spans[i];
+        if p < s.lo || p > s.hi {
+            return true;
+        }
+        if p > s.lo && p < s.hi {
+            return false;
+        }
+        let st = self.segments[i].stats();
+        key < &st.min_key[..] || key > &st.max_key[..]
+    }
+
+    /// Segment `i`'s largest write timestamp (its stats' `max_ts`).
+    #[inline]
+    pub(crate) fn max_ts(&self, i: usize) -> u64 {
+        self.spans[i].max_ts
     }
 }
 

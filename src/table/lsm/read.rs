@@ -9,7 +9,7 @@ use super::ranges::{shadow, view_cover};
 use super::snap::{may_expire, TableSnap};
 use super::Table;
 use crate::error::Result;
-use crate::format::{key_hash, MAX_KEY_LEN};
+use crate::format::{key_hash, key_prefix, MAX_KEY_LEN};
 use crate::lifecycle::{SegmentHandle, View};
 use crate::segment::Entry;
 use crate::table::cell::{cmp_versions, is_dead};
@@ -315,13 +315,15 @@ impl Table {
         // So is one whose cells are all older than the memtables' cell of the key, which
         // none of them could beat (the loop below skips it too): a get of a key
         // rewritten since the last flush touches no segment's filter.
+        // The view holds every segment's span (as key prefixes) and `max_ts` in one
+        // array, so this loop reaches into no segment it rules out.
         let mut maybe = u64::MAX;
         let by_range = key_range_skip();
         let newer = best.as_ref().map(|b| b.ts);
+        let p = key_prefix(key);
         for (i, s) in segments.iter().enumerate() {
-            let st = s.stats();
-            let out = by_range && (key < &st.min_key[..] || key > &st.max_key[..]);
-            if i < 64 && (out || newer.is_some_and(|t| st.max_ts < t)) {
+            let out = by_range && view.leaves_out(i, key, p);
+            if i < 64 && (out || newer.is_some_and(|t| view.max_ts(i) < t)) {
                 maybe &= !(1 << i);
             } else {
                 s.prefetch_filter(h);
@@ -336,10 +338,10 @@ impl Table {
         let mut lead = Lead::default();
         for (i, s) in segments.iter().enumerate() {
             let best_ts = lead.cell.map(|c| c.0).or(best.as_ref().map(|b| b.ts));
-            if !may_hold(i) || best_ts.is_some_and(|t| s.stats().max_ts < t) {
+            if !may_hold(i) || best_ts.is_some_and(|t| view.max_ts(i) < t) {
                 continue;
             }
-            let mut later = segments.iter().enumerate().skip(i + 1);
+            let mut later = i + 1..segments.len();
             let done = s.get_hashed(key, h, |r| {
                 let so_far = match lead.cell {
                     Some((ts, tombstone, expires)) => Some((ts, tombstone, expires, &lead.buf[..])),
@@ -352,7 +354,7 @@ impl Table {
                         return None;
                     }
                 }
-                if later.all(|(j, o)| !may_hold(j) || o.stats().max_ts < r.ts) {
+                if later.all(|j| !may_hold(j) || view.max_ts(j) < r.ts) {
                     if let Some(f) = f.take() {
                         return Some(f(Some(Winner {
                             value: r.value,
