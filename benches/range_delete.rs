@@ -38,8 +38,7 @@ fn open(dir: &Path) -> Store {
 /// `keys` written in 4 segments (compaction off).
 fn fill(store: &Store, name: &str, keys: impl Iterator<Item = u64>) -> Arc<Table> {
     let mut cfg = segstore::TableConfig::default();
-    cfg.compaction.min_threshold = 1000;
-    cfg.compaction.max_threshold = 1000;
+    cfg.background_compaction = false;
     cfg.memtable_flush_bytes = 1 << 30;
     let t = store.table_with(name, cfg).unwrap();
     let keys: Vec<u64> = keys.collect();

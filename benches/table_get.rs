@@ -32,7 +32,9 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use segstore::lifecycle::SegmentHandle;
 use segstore::segment::SegmentIter;
-use segstore::{CommitLogSync, Config, DiskAccessMode, Store, Table, WriteBatch};
+use segstore::{
+    CommitLogSync, CompactionStrategy, Config, DiskAccessMode, Store, Table, WriteBatch,
+};
 
 const CELLS: usize = 1_000_000;
 const KEY: usize = 16;
@@ -95,6 +97,8 @@ fn config() -> Config {
     c.track_leaks = false;
     c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
     c.table.background_compaction = false;
+    // One segment after `compact()` (leveled would write 64 MiB segments).
+    c.table.compaction.strategy = CompactionStrategy::SizeTiered;
     c
 }
 

@@ -34,7 +34,9 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
 
-use segstore::{CommitLogSync, Config, DiskAccessMode, Store, Table, WriteBatch};
+use segstore::{
+    CommitLogSync, CompactionStrategy, Config, DiskAccessMode, Store, Table, WriteBatch,
+};
 
 const CELLS: usize = 1_000_000;
 const SEGMENTS: usize = 4;
@@ -96,6 +98,8 @@ fn config() -> Config {
     c.track_leaks = false;
     c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
     c.table.background_compaction = false;
+    // One segment after `compact()` (leveled would write 64 MiB segments).
+    c.table.compaction.strategy = CompactionStrategy::SizeTiered;
     // Room for the bench's frozen memtables: no write waits for a flush.
     c.table.max_frozen_memtables = MEMTABLES + 1;
     c

@@ -1,5 +1,5 @@
 //! segstore: an embeddable storage engine for a database written in Rust. Each table is
-//! an LSM tree (commit log, memtables, flush, size-tiered or leveled compaction) over
+//! an LSM tree (commit log, memtables, flush, leveled or size-tiered compaction) over
 //! immutable sorted segments, read through memory maps or positional reads
 //! (`disk_access_mode`), with every mapping counted and every deletion deferred until no
 //! mapping of the file is open; hard-link snapshots and Merkle-tree repair between

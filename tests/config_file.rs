@@ -1,7 +1,9 @@
 //! The configuration file shown in the README parses into `Config`, and a bad value is
 //! an error that names the setting and lists the valid values.
 
-use segstore::{CommitLogSync, Config, DeletePolicy, DiskAccessMode, HugePages, LockMemory};
+use segstore::{
+    CommitLogSync, CompactionStrategy, Config, DeletePolicy, DiskAccessMode, HugePages, LockMemory,
+};
 
 /// Extract the ```toml block under "## Configuration" from the README.
 fn readme_toml() -> String {
@@ -28,6 +30,7 @@ fn the_readme_config_parses() {
     assert_eq!(cfg.memory.huge_pages, HugePages::Advise);
     assert_eq!(cfg.table.memtable_flush_bytes, 16 << 20);
     assert_eq!(cfg.table.gc_grace_secs, 864_000);
+    assert_eq!(cfg.table.compaction.strategy, CompactionStrategy::Leveled);
     assert_eq!(cfg.memory.index_cache_mb, 128);
     assert_eq!(cfg.memory.block_cache_mb, 128);
     assert_eq!(cfg.memory.unpacked_cache_mb, 128);

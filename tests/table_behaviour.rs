@@ -12,8 +12,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use segstore::{
-    CommitLogConfig, CommitLogSync, CompactionConfig, Config, DeletePolicy, DiskAccessMode, Error,
-    FileRules, Store, TableConfig, WriteBatch,
+    CommitLogConfig, CommitLogSync, CompactionConfig, CompactionStrategy, Config, DeletePolicy,
+    DiskAccessMode, Error, FileRules, Store, TableConfig, WriteBatch,
 };
 
 fn cfg(rules: FileRules) -> Config {
@@ -100,6 +100,7 @@ fn minor_compaction_keeps_a_tombstone_that_shadows_a_segment_left_out() {
     c.table.gc_grace_secs = 0;
     c.table.background_compaction = true;
     c.table.compaction = CompactionConfig::default();
+    c.table.compaction.strategy = CompactionStrategy::SizeTiered;
     c.table.compaction.min_threshold = 4;
     c.table.compaction.max_threshold = 4;
     c.table.compaction.min_segment_size = 0;
@@ -250,6 +251,7 @@ fn concurrent_writers_and_readers_with_background_flush_and_compaction() {
     c.commitlog.segment_size = 4096;
     c.table = TableConfig::default();
     c.table.memtable_flush_bytes = 4096;
+    c.table.compaction.strategy = CompactionStrategy::SizeTiered;
     c.table.compaction.min_threshold = 4;
     c.table.compaction.max_threshold = 8;
     c.table.compaction.min_segment_size = 1 << 20;

@@ -27,7 +27,8 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use segstore::{
-    CommitLogConfig, CommitLogSync, Config, DiskAccessMode, FileRules, Store, Table, TableConfig,
+    CommitLogConfig, CommitLogSync, CompactionStrategy, Config, DiskAccessMode, FileRules, Store,
+    Table, TableConfig,
 };
 
 const WRITERS: usize = 2;
@@ -60,7 +61,8 @@ fn config(mode: DiskAccessMode, rules: FileRules) -> Config {
     c.table = TableConfig::default();
     c.table.memtable_flush_bytes = MEMTABLE_BYTES;
     c.table.max_frozen_memtables = 2;
-    // Every segment is "small": one tier, so compactions come often.
+    // Size-tiered, every segment "small": one tier, so compactions come often.
+    c.table.compaction.strategy = CompactionStrategy::SizeTiered;
     c.table.compaction.min_threshold = 2;
     c.table.compaction.max_threshold = 4;
     c.table.compaction.min_segment_size = 1 << 30;

@@ -22,7 +22,8 @@
 //! compactions (`gamma`'s filter sees no expired cell) run across it. Read views judge
 //! expiry at their creation, as the copied model does.
 //!
-//! `beta` is a leveled table (`Store::table_with`, tiny segments and levels): its
+//! `alpha` and `gamma` compact size-tiered. `beta` is a leveled table (the default
+//! policy; `Store::table_with`, tiny segments and levels): its
 //! background and major compactions follow `table::leveled`, and every check also
 //! checks its levels stay disjoint; the run asserts segments reached level 2.
 
@@ -92,6 +93,8 @@ pub fn cfg(mode: DiskAccessMode) -> Config {
     // tested on its own: tests/table_range_delete.rs, tests/table_behaviour.rs).
     c.table.gc_grace_secs = u64::MAX / 1_000_000;
     c.table.max_frozen_memtables = 2;
+    // Size-tiered here (alpha, gamma), leveled in `beta`: both policies run.
+    c.table.compaction.strategy = CompactionStrategy::SizeTiered;
     c.table.compaction.min_threshold = 3;
     c.table.compaction.max_threshold = 6;
     c.table.compaction.min_segment_size = 1 << 20;

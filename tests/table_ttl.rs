@@ -9,7 +9,9 @@
 
 use std::time::Duration;
 
-use segstore::{Batch, Config, Error, Store, Table, TableConfig, WriteBatch, MAX_TTL};
+use segstore::{
+    Batch, CompactionStrategy, Config, Error, Store, Table, TableConfig, WriteBatch, MAX_TTL,
+};
 
 /// The expiry clock's start in every test (microseconds since the epoch).
 const T0: u64 = 1_700_000_000_000_000;
@@ -182,6 +184,7 @@ fn an_expired_cell_is_not_purged_over_an_older_cell_outside_the_merge() {
     let mut cfg = TableConfig::default();
     cfg.gc_grace_secs = 0;
     cfg.background_compaction = false;
+    cfg.compaction.strategy = CompactionStrategy::SizeTiered;
     cfg.compaction.min_threshold = 2;
     cfg.compaction.min_segment_size = 1;
     let t = store.table_with("t", cfg).unwrap();

@@ -20,7 +20,7 @@ use common::Rng;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
-use segstore::{Batch, CommitLogSync, Config, Error, Store, Table};
+use segstore::{Batch, CommitLogSync, CompactionStrategy, Config, Error, Store, Table};
 
 const ACCOUNTS: u64 = 10;
 const INITIAL: u64 = 1_000;
@@ -30,6 +30,7 @@ fn config() -> Config {
     let mut c = Config::default();
     c.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
     c.table.memtable_flush_bytes = 4096;
+    c.table.compaction.strategy = CompactionStrategy::SizeTiered;
     c.table.compaction.min_threshold = 2;
     c.table.compaction.max_threshold = 4;
     c

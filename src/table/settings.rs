@@ -10,7 +10,8 @@
 //! `compaction_min_threshold`, `compaction_max_threshold`, `compaction_bucket_low` and
 //! `compaction_bucket_high` (the shortest decimal text that reads back to the same
 //! `f64`), `compaction_min_segment_size`; and, since leveled compaction (a manifest
-//! written before lacks them: they take their defaults), `compaction_strategy`
+//! written before lacks them: they take their defaults, except the strategy, which
+//! reads as `size_tiered`, the only policy then), `compaction_strategy`
 //! (`size_tiered` or `leveled`), `compaction_target_segment_size`,
 //! `compaction_l0_trigger`, `compaction_base_level_size`,
 //! `compaction_level_multiplier`, `compaction_write_bytes_per_sec`; since TTL,
@@ -98,7 +99,9 @@ pub fn decode(manifest: &Path, lines: &BTreeMap<String, String>) -> Result<Optio
     }
     let defaults = CompactionConfig::default();
     let default_text = [
-        defaults.strategy.as_str().to_string(),
+        // Size-tiered was the only policy when a manifest lacked the key (the default
+        // is leveled since): the table keeps the policy it was written under.
+        CompactionStrategy::SizeTiered.as_str().to_string(),
         defaults.target_segment_size.to_string(),
         defaults.l0_trigger.to_string(),
         defaults.base_level_size.to_string(),

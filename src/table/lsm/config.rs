@@ -25,7 +25,7 @@ pub struct TableConfig {
     /// Writers wait while this many frozen memtables await their flush (at least 1);
     /// a flush failing meanwhile refuses their writes with [`Error::FlushFailed`].
     pub max_frozen_memtables: usize,
-    /// Compaction: the policy (size-tiered or leveled), its settings, the rate limit.
+    /// Compaction: the policy (leveled, the default, or size-tiered), its settings, the rate limit.
     pub compaction: CompactionConfig,
     /// Tombstones younger than this many seconds are kept by compaction (Cassandra's
     /// `gc_grace_seconds`, default 10 days): repair must run more often than this. In a

@@ -24,8 +24,8 @@ pub trait Kv: Sync {
 pub const IDS: [&str; 19] = [
     "seg_auto",
     "seg_auto_m64",
+    "seg_auto_st",
     "seg_auto_t2",
-    "seg_auto_lev",
     "seg_auto_pread",
     "seg_auto_v3",
     "seg_auto_v5",
@@ -49,7 +49,7 @@ pub fn label(id: &str) -> &'static str {
         "seg_auto" => "segstore auto (default)",
         "seg_auto_m64" => "segstore auto, 64 MiB memtables*",
         "seg_auto_t2" => "segstore auto, tiers of 2*",
-        "seg_auto_lev" => "segstore auto, leveled*",
+        "seg_auto_st" => "segstore auto, size-tiered*",
         "seg_auto_pread" => "segstore auto, data by pread*",
         "seg_auto_v3" => "segstore auto, format 3*",
         "seg_auto_v5" => "segstore auto, format 5*",
@@ -80,8 +80,8 @@ pub fn is_peer(id: &str) -> bool {
 /// its data maps, and earlier segment formats.
 const ONLY_WHEN_NAMED: [&str; 12] = [
     "seg_auto_m64",
+    "seg_auto_st",
     "seg_auto_t2",
-    "seg_auto_lev",
     "seg_auto_pread",
     "seg_auto_v3",
     "seg_auto_v5",
@@ -117,15 +117,15 @@ fn memtable_mib_of(id: &str) -> Option<usize> {
     id.rsplit_once("_m").and_then(|(_, v)| v.parse().ok())
 }
 
-/// System `id`'s compaction where it is not the default: an id ending in `_t2` merges
-/// size tiers of two segments (`min_threshold = 2`) instead of four, one ending in
-/// `_lev` compacts leveled.
+/// System `id`'s compaction where it is not the default (leveled): an id ending in
+/// `_st` compacts size-tiered (the default until issue 19), one ending in `_t2`
+/// size-tiered with tiers of two segments (`min_threshold = 2`) instead of four.
 fn compaction_of(c: &mut segstore::CompactionConfig, id: &str) {
+    if id.ends_with("_st") || id.ends_with("_t2") {
+        c.strategy = segstore::CompactionStrategy::SizeTiered;
+    }
     if id.ends_with("_t2") {
         c.min_threshold = 2;
-    }
-    if id.ends_with("_lev") {
-        c.strategy = segstore::CompactionStrategy::Leveled;
     }
 }
 
@@ -174,7 +174,7 @@ pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
         "seg_auto"
         | "seg_auto_m64"
         | "seg_auto_t2"
-        | "seg_auto_lev"
+        | "seg_auto_st"
         | "seg_auto_pread"
         | "seg_auto_v3"
         | "seg_auto_v5"
@@ -201,7 +201,7 @@ pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
     match id {
         "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto, cache)),
         "seg_auto_pread" => Box::new(Seg::open_with(dir, DiskAccessMode::Auto, cache, 0)),
-        "seg_auto_m64" | "seg_auto_t2" | "seg_auto_lev" | "seg_auto_v3" | "seg_auto_v5"
+        "seg_auto_m64" | "seg_auto_t2" | "seg_auto_st" | "seg_auto_v3" | "seg_auto_v5"
         | "seg_auto_v6" | "seg_auto_v7" | "seg_auto_zstd" => {
             Box::new(Seg::variant(dir, DiskAccessMode::Auto, id, cache))
         }

@@ -174,15 +174,15 @@ pub fn phases(ids: &[&str], phases: &[(Workload, usize)], results: &[Vec<Vec<Pha
     }
     if ids.contains(&"seg_auto_t2") {
         println!(
-            "* segstore auto, tiers of 2: `table.compaction.min_threshold = 2`: size-tiered \
-             compaction merging two segments of a size instead of four (fewer segments a \
-             scan merges, each cell rewritten more often)."
+            "* segstore auto, tiers of 2: `table.compaction.strategy = size_tiered` with \
+             `min_threshold = 2`: size-tiered compaction merging two segments of a size \
+             instead of four (fewer segments a scan merges, each cell rewritten more often)."
         );
     }
-    if ids.contains(&"seg_auto_lev") {
+    if ids.contains(&"seg_auto_st") {
         println!(
-            "* segstore auto, leveled: `table.compaction.strategy = leveled` (RocksDB's and \
-             fjall's default policy) instead of size-tiered."
+            "* segstore auto, size-tiered: `table.compaction.strategy = size_tiered` (the \
+             default until issue 19) instead of leveled (the default, as in RocksDB and fjall)."
         );
     }
     if ids.contains(&"seg_auto_pread") {
