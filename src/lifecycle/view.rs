@@ -90,14 +90,18 @@ impl View {
     /// Whether `key` (whose [`key_prefix`] is `p`) lies outside segment `i`'s key span
     /// (`min_key..=max_key`). The prefixes settle it unless `p` equals one of them
     /// (prefixes are monotone: `key < min_key` implies `p <= lo`).
+    /// The spans are those of the segments [`View::new`] was given (a table's views
+    /// are read through an `Arc` and never change); a segment pushed onto the public
+    /// field later has none and is compared in place.
     #[inline]
     pub(crate) fn leaves_out(&self, i: usize, key: &[u8], p: u64) -> bool {
-        let s = &self.spans[i];
-        if p < s.lo || p > s.hi {
-            return true;
-        }
-        if p > s.lo && p < s.hi {
-            return false;
+        if let Some(s) = self.spans.get(i) {
+            if p < s.lo || p > s.hi {
+                return true;
+            }
+            if p > s.lo && p < s.hi {
+                return false;
+            }
         }
         let st = self.segments[i].stats();
         key < &st.min_key[..] || key > &st.max_key[..]
@@ -106,7 +110,10 @@ impl View {
     /// Segment `i`'s largest write timestamp (its stats' `max_ts`).
     #[inline]
     pub(crate) fn max_ts(&self, i: usize) -> u64 {
-        self.spans[i].max_ts
+        match self.spans.get(i) {
+            Some(s) => s.max_ts,
+            None => self.segments[i].stats().max_ts,
+        }
     }
 }
 
