@@ -77,7 +77,8 @@ pub fn is_peer(id: &str) -> bool {
 }
 
 /// Systems that run only when named: the other `disk_access_mode`s, `auto` without
-/// its data maps, and earlier segment formats.
+/// its data maps, earlier segment formats, other memtable sizes and compaction
+/// policies, and zstd.
 const ONLY_WHEN_NAMED: [&str; 12] = [
     "seg_auto_m64",
     "seg_auto_st",
