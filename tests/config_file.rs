@@ -18,6 +18,21 @@ fn readme_toml() -> String {
     section[start..end].to_string()
 }
 
+/// Leveled compaction is the default, whether the settings come from `default()` or
+/// from a file that leaves the strategy out.
+#[test]
+fn compaction_defaults_to_leveled() {
+    assert_eq!(
+        Config::default().table.compaction.strategy,
+        CompactionStrategy::Leveled
+    );
+    let empty: Config = toml::from_str("").unwrap();
+    assert_eq!(empty.table.compaction.strategy, CompactionStrategy::Leveled);
+    let other: Config = toml::from_str("[table.compaction]\nmin_threshold = 3\n").unwrap();
+    assert_eq!(other.table.compaction.strategy, CompactionStrategy::Leveled);
+    assert_eq!(other.table.compaction.min_threshold, 3);
+}
+
 #[test]
 fn the_readme_config_parses() {
     let cfg: Config = toml::from_str(&readme_toml()).unwrap();

@@ -113,7 +113,7 @@ impl Default for CompactionConfig {
             bucket_low: 0.5,
             bucket_high: 1.5,
             min_segment_size: 50 * 1024 * 1024,
-            strategy: CompactionStrategy::SizeTiered,
+            strategy: CompactionStrategy::default(),
             target_segment_size: 64 * 1024 * 1024,
             l0_trigger: 4,
             base_level_size: 256 * 1024 * 1024,
