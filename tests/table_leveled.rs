@@ -163,6 +163,8 @@ fn a_flush_does_not_wait_behind_a_long_compaction() {
     let s = Store::open(tmp.path(), c).unwrap();
     let mut own = TableConfig::default();
     own.memtable_flush_bytes = 4096;
+    // Size-tiered at two segments: a compaction after the second flush.
+    own.compaction.strategy = CompactionStrategy::SizeTiered;
     own.compaction.min_threshold = 2;
     let t = s.table_with("t", own).unwrap();
     let (entered, release) = blocking_filter(&t);
