@@ -9,7 +9,7 @@ use super::scan::{sole_segment, Merged};
 use super::ScanSource;
 use super::Table;
 use crate::error::Result;
-use crate::format::key_hash;
+use crate::format::{key_hash, key_prefix};
 use crate::lifecycle::{SegmentHandle, SegmentSet, View};
 use std::ops::Bound;
 
@@ -177,7 +177,8 @@ impl TableSnap {
         {
             return self.overlay(mems, &meeting, at, bounds);
         }
-        ScanSource::Merged(self.merge_of(mems, at, bounds, TombstonePolicy::Hide(self.now)))
+        let policy = TombstonePolicy::Hide(self.now);
+        ScanSource::Merged(self.merge_of(mems, &meeting, at, bounds, policy))
     }
 
     /// An [`Overlay`] under `mems` and the segments `meeting` keeps: its base is the
@@ -195,8 +196,8 @@ impl TableSnap {
         let base = (0..segs.len())
             .filter(|&i| meeting.keeps(i))
             .max_by_key(|&i| {
-                let h = &segs[i];
-                (meeting.holds_start(h, &bounds.0), h.stats().entry_count)
+                let holds = meeting.holds_start(&self.view, i, &bounds.0);
+                (holds, segs[i].stats().entry_count)
             })
             .unwrap_or(0);
         let side = CopyMerge::new(self.cursors(mems, &bounds, meeting, Some(base), true));
@@ -235,12 +236,15 @@ impl TableSnap {
     /// The merge of a cursor per memtable holding a key in `bounds` (read at `at`) and
     /// per segment over `bounds`.
     pub(crate) fn merged(&self, at: u64, bounds: KeyBounds, policy: TombstonePolicy) -> Merged {
-        self.merge_of(self.mems_in(at, &bounds), at, bounds, policy)
+        let meeting = Meeting::of(&self.view, &bounds);
+        self.merge_of(self.mems_in(at, &bounds), &meeting, at, bounds, policy)
     }
 
+    /// The merge of `mems` and the segments `meeting` keeps.
     fn merge_of(
         &self,
         mems: Vec<OwnedMemtableIter>,
+        meeting: &Meeting,
         at: u64,
         bounds: KeyBounds,
         policy: TombstonePolicy,
@@ -251,8 +255,7 @@ impl TableSnap {
         // (`Table::scan_cells`): they check every block, as compaction does; live rows
         // (`Hide`) are the table's scans, which trust a checked mapped block as gets do.
         let trust = !matches!(policy, TombstonePolicy::Keep);
-        let meeting = Meeting::of(&self.view, &bounds);
-        let sources = self.cursors(mems, &bounds, &meeting, None, trust);
+        let sources = self.cursors(mems, &bounds, meeting, None, trust);
         match ranges {
             Some(r) => MergeIter::with_ranges(sources, policy, r),
             None => MergeIter::new(sources, policy),
@@ -344,17 +347,12 @@ impl Meeting {
         (self.len <= 64 && self.bits.count_ones() == 1).then(|| self.bits.trailing_zeros() as usize)
     }
 
-    /// Whether segment `h`, kept, holds the start `lo` in its key span.
-    fn holds_start(&self, h: &SegmentHandle, lo: &Bound<Vec<u8>>) -> bool {
-        if self.all_hold_start {
-            return true;
-        }
-        let st = h.stats();
+    /// Whether segment `i` of `view`, kept, holds the start `lo` in its key span.
+    fn holds_start(&self, view: &View, i: usize, lo: &Bound<Vec<u8>>) -> bool {
         match lo {
+            _ if self.all_hold_start => true,
             Bound::Unbounded => true,
-            Bound::Included(k) | Bound::Excluded(k) => {
-                st.min_key.as_slice() <= k.as_slice() && k.as_slice() <= st.max_key.as_slice()
-            }
+            Bound::Included(k) | Bound::Excluded(k) => !view.leaves_out(i, k, key_prefix(k)),
         }
     }
 }
