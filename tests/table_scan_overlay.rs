@@ -1,6 +1,7 @@
-//! Scans of a table whose large segment lies under a smaller one and memtables that
-//! hold some of its keys: the overlay that lends the large segment's rows and merges
-//! only at the others' keys (`src/table/lsm/overlay.rs`), against a model, with every
+//! Scans of a table whose large segment (or chain of segments of disjoint key spans,
+//! read one after another) lies under a smaller one and memtables that hold some of
+//! its keys: the overlay that lends the large segment's rows and merges only at the
+//! others' keys (`src/table/lsm/overlay.rs`), against a model, with every
 //! way a newer cell meets a segment cell (newer, older by explicit timestamp, a tombstone, an expired
 //! TTL), and scans that step back or seek after stepping forward (the overlay then
 //! turns into the general merge), over segments of records and of blocks.
@@ -60,11 +61,12 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-/// A store whose table `t` holds `seg` (key -> value) in one segment, written at
-/// timestamp 1,000,000 and on, then `ops`: those before `flush_at` flushed into a
-/// second segment, the rest in its memtable; and the model of it.
+/// A store whose table `t` holds `pieces` (key -> value), each in a segment of its own
+/// (flushed in the order given; no compaction), written at timestamp 1,000,000 and on,
+/// then `ops`: those before `flush_at` flushed into one more segment, the rest in its
+/// memtable; and the model of it.
 fn build(
-    seg: &BTreeMap<u8, u8>,
+    pieces: &[BTreeMap<u8, u8>],
     ops: &[Op],
     flush_at: usize,
     format: u16,
@@ -72,6 +74,7 @@ fn build(
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::default();
     config.segment.format_version = format;
+    config.table.background_compaction = false;
     let store = Store::open(dir.path(), config).unwrap();
     store.set_expiry_clock(Some(1_000));
     let t = store.table("t").unwrap();
@@ -79,16 +82,18 @@ fn build(
     // Per key, the timestamp of an old put that holds it (`Some`), or `None` once a
     // segment cell or a clock-stamped write (newer than every old put) has it.
     let mut old: BTreeMap<u8, Option<u64>> = BTreeMap::new();
-    let mut b = WriteBatch::new();
-    for (&k, &v) in seg {
-        b.put_at(key(k), [v], 1_000_000 + u64::from(k));
-        model.insert(key(k), vec![v]);
-        old.insert(k, None);
+    for seg in pieces {
+        let mut b = WriteBatch::new();
+        for (&k, &v) in seg {
+            b.put_at(key(k), [v], 1_000_000 + u64::from(k));
+            model.insert(key(k), vec![v]);
+            old.insert(k, None);
+        }
+        if !seg.is_empty() {
+            t.write(&b).unwrap();
+        }
+        t.flush().unwrap();
     }
-    if !seg.is_empty() {
-        t.write(&b).unwrap();
-    }
-    t.flush().unwrap();
     for (i, o) in ops.iter().enumerate() {
         if i == flush_at {
             // The ops so far in a second, smaller segment; the rest in the memtable.
@@ -196,9 +201,20 @@ proptest! {
         // misses a scan's range is left out of it (a leveled table's segments of one
         // level), one whose span holds the scan's start is the overlay's base.
         span in prop_oneof![Just((0u8, 40u8)), (0u8..40, 0u8..40)],
+        // Those keys cut into segments of disjoint spans at these keys (a leveled
+        // level: a forward scan reads them as one chain, opening each as the one
+        // before runs out), flushed in key order or in reverse.
+        cuts in proptest::collection::vec(0u8..40, 0..4),
+        reverse in any::<bool>(),
     ) {
-        let seg: BTreeMap<u8, u8> = seg.into_iter().filter(|(k, _)| (span.0..=span.1).contains(k)).collect();
-        let (_dir, store, t, model) = build(&seg, &ops, flush_at, format);
+        let mut pieces = vec![BTreeMap::new(); cuts.len() + 1];
+        for (k, v) in seg.into_iter().filter(|(k, _)| (span.0..=span.1).contains(k)) {
+            pieces[cuts.iter().filter(|&&c| c <= k).count()].insert(k, v);
+        }
+        if reverse {
+            pieces.reverse();
+        }
+        let (_dir, store, t, model) = build(&pieces, &ops, flush_at, format);
         let range = (
             lo.map_or(Bound::Unbounded, |k| Bound::Included(key(k))),
             hi.map_or(Bound::Unbounded, |k| Bound::Excluded(key(k))),
@@ -229,7 +245,7 @@ fn a_forward_scan_meets_memtable_keys_between_segment_rows() {
         Op::PutOld(12, 7),
         Op::Expired(13),
     ];
-    let (_dir, _store, t, model) = build(&seg, &ops, usize::MAX, FORMAT);
+    let (_dir, _store, t, model) = build(std::slice::from_ref(&seg), &ops, usize::MAX, FORMAT);
     assert_eq!(t.stats().segments, 1);
     let steps = [Step::Next; 15]
         .into_iter()
@@ -252,7 +268,7 @@ fn a_forward_scan_meets_memtable_keys_between_segment_rows() {
     // The same with the updates in a second segment, under more in the memtable.
     let more = [Op::Put(20, 3), Op::Delete(21)];
     let all: Vec<Op> = ops.iter().cloned().chain(more).collect();
-    let (_dir, _store, t, model) = build(&seg, &all, ops.len(), FORMAT);
+    let (_dir, _store, t, model) = build(std::slice::from_ref(&seg), &all, ops.len(), FORMAT);
     assert_eq!(t.stats().segments, 2);
     check(&t, &model, (Bound::Unbounded, Bound::Unbounded), &steps).unwrap();
     let got: Vec<_> = t
@@ -267,4 +283,43 @@ fn a_forward_scan_meets_memtable_keys_between_segment_rows() {
         (key(22), vec![22]),
     ];
     assert_eq!(got, want);
+}
+
+/// A chain of segments of disjoint key spans, flushed out of key order, under a
+/// segment and a memtable holding updates in several of them: forward scans from every
+/// start, open-ended and bounded, run from one segment of the chain into the next and
+/// meet every update once.
+#[test]
+fn a_scan_runs_through_a_chain_of_disjoint_segments() {
+    let piece = |r: std::ops::Range<u8>| -> BTreeMap<u8, u8> { r.map(|k| (k, k)).collect() };
+    let pieces = [piece(20..30), piece(0..10), piece(30..40), piece(10..20)];
+    let ops = [
+        Op::Put(9, 1),
+        Op::Delete(10),
+        Op::PutOld(19, 2),
+        Op::Put(29, 3),
+        Op::Expired(30),
+        Op::Put(5, 4),
+        Op::Delete(21),
+        Op::Put(39, 5),
+    ];
+    let (_dir, _store, t, model) = build(&pieces, &ops, 4, FORMAT);
+    assert_eq!(t.stats().segments, 5);
+    let steps = [Step::Next; 45];
+    for lo in 0..41 {
+        let open = (Bound::Included(key(lo)), Bound::Unbounded);
+        check(&t, &model, open, &steps).unwrap();
+        let bounded = (Bound::Included(key(lo)), Bound::Excluded(key(lo + 15)));
+        check(&t, &model, bounded, &steps).unwrap();
+    }
+    // A step back after crossing into the chain's second segment.
+    let mut mixed = vec![Step::Next; 14];
+    mixed.extend([Step::Back, Step::Next, Step::Seek(25), Step::Next]);
+    check(
+        &t,
+        &model,
+        (Bound::Included(key(3)), Bound::Unbounded),
+        &mixed,
+    )
+    .unwrap();
 }

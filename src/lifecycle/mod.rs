@@ -34,6 +34,7 @@
 //! [`HandleSite`]). The deleter itself, manifests, the lock and the leak tracker are
 //! internals (public only with the `testing` feature).
 
+mod chains;
 testing_pub! { pub mod deleter; }
 testing_pub! { pub mod handle; }
 testing_pub! { pub mod ingest_journal; }

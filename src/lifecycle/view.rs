@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 
+use super::chains::Chains;
 use super::handle::SegmentHandle;
 use crate::format::key_prefix;
 
@@ -49,6 +50,8 @@ pub struct View {
     /// Each segment's key span as prefixes, and its newest timestamp, in one array: a
     /// point read rules segments out without reaching into each one's stats.
     spans: Vec<Span>,
+    /// Each segment's chain of disjoint key spans ([`Chains`]).
+    chains: Chains,
 }
 
 /// A segment's smallest and largest keys' [`key_prefix`]es and its `max_ts`.
@@ -74,11 +77,29 @@ impl View {
                 }
             })
             .collect();
+        let chains = Chains::of(&segments);
         View {
             segments,
             generation,
             common_span,
             spans,
+            chains,
+        }
+    }
+
+    /// The segment after segment `i` in its chain of disjoint key spans
+    /// ([`Chains::next`]): every key it holds is above every key `i` holds.
+    pub(crate) fn next_disjoint(&self, i: usize) -> Option<usize> {
+        self.chains.next(i)
+    }
+
+    /// The cells of the chain of disjoint key spans through segment `i`
+    /// ([`Chains`]): a leveled table's level holds most of its cells, one of its level 0
+    /// segments a few.
+    pub(crate) fn chain_cells(&self, i: usize) -> u64 {
+        match self.chains.weight(i) {
+            Some(w) => w,
+            None => self.segments[i].stats().entry_count,
         }
     }
 

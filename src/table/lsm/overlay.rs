@@ -10,7 +10,11 @@
 //! 30,000 updates) and paid the full merge for every row. An [`Overlay`] lends the
 //! largest segment's rows as a table at rest does (of those whose key span holds the
 //! scan's start: in a leveled table, the level's segment the scan begins in) and
-//! merges only at the keys the others hold:
+//! merges only at the keys the others hold. The segments after it in its chain of
+//! disjoint key spans (the rest of a leveled table's level) follow it as one sorted
+//! source, each opened when the one before runs out: a scan that ends within its
+//! first segment never seeks into the others (with an open end, a scan of a leveled
+//! level of `n` segments used to seek into every one right of its start).
 //!
 //! - the memtables' and the other segments' cells in the range are merged among
 //!   themselves (tombstones kept: they shadow the large segment's cells), one cell
@@ -88,6 +92,9 @@ enum Pick {
 /// A forward scan of one segment overlaid by memtables: see the module docs.
 pub(crate) struct Overlay {
     seg: SegmentIter<SegmentHandle>,
+    /// The segments whose rows follow `seg`'s, in key order (its chain of disjoint
+    /// spans), each opened when the one before runs out.
+    chain: std::vec::IntoIter<SegmentHandle>,
     /// The memtables' and the other segments' cells in the scan's range (tombstones
     /// kept).
     side: Side,
@@ -113,18 +120,20 @@ pub(crate) struct Overlay {
 }
 
 impl Overlay {
-    /// Over segment `seg` of `snap` and the merge `side` of everything else `snap`
-    /// holds in `bounds`, both over `bounds`.
+    /// Over segment `seg` of `snap` then the segments `chain` (`seg` and they hold
+    /// disjoint key spans, in key order), and the merge `side` of everything else
+    /// `snap` holds in `bounds`, all over `bounds`.
     pub(crate) fn new(
         seg: SegmentHandle,
+        chain: Vec<SegmentHandle>,
         side: Side,
         snap: TableSnap,
         at: u64,
         bounds: KeyBounds,
     ) -> Overlay {
         Overlay {
-            seg: SegmentIter::with_bounds(seg, bounds.0.clone(), bounds.1.clone())
-                .trusting_checked_blocks(),
+            seg: Self::walk(seg, &bounds),
+            chain: chain.into_iter(),
             side,
             held: Entry::default(),
             holding: false,
@@ -162,7 +171,14 @@ impl Overlay {
                     None => {}
                 }
                 match self.lend_below_side(&mut f) {
-                    None => self.seg_done = true,
+                    None => match self.chain.next() {
+                        // The chain's next segment: its rows follow the last one's.
+                        Some(h) => {
+                            self.seg = Self::walk(h, &self.bounds);
+                            continue;
+                        }
+                        None => self.seg_done = true,
+                    },
                     Some(Err(e)) => {
                         self.failed = true;
                         return Some(Err(e));
@@ -185,6 +201,11 @@ impl Overlay {
                 .take()
                 .map(|f| Ok(yield_row(last, yielded, &cell.key, &cell.value, f)));
         }
+    }
+
+    /// A walk of segment `h`'s rows in `bounds`, trusting its checked mapped blocks.
+    fn walk(h: SegmentHandle, bounds: &KeyBounds) -> SegmentIter<SegmentHandle> {
+        SegmentIter::with_bounds(h, bounds.0.clone(), bounds.1.clone()).trusting_checked_blocks()
     }
 
     /// The segment's next live row below the side's next key, lent to `f` (dead ones

@@ -181,10 +181,13 @@ impl TableSnap {
         ScanSource::Merged(self.merge_of(mems, &meeting, at, bounds, policy))
     }
 
-    /// An [`Overlay`] under `mems` and the segments `meeting` keeps: its base is the
-    /// largest of those whose key span holds the scan's start (a leveled table's
-    /// segments of one level hold disjoint spans: the base is the one the scan begins
-    /// in), or the largest of them all when none does.
+    /// An [`Overlay`] under `mems` and the segments `meeting` keeps: its base is, of
+    /// those whose key span holds the scan's start (or of them all when none does),
+    /// the one whose chain of disjoint spans holds the most cells ([`View::chain_cells`]:
+    /// a leveled table's deepest level, whose segment there the scan begins in, rather
+    /// than a level 0 segment larger than that one), followed by the kept segments of
+    /// its chain ([`View::next_disjoint`]), each opened only once the scan runs past
+    /// the one before.
     fn overlay(
         &self,
         mems: Vec<OwnedMemtableIter>,
@@ -197,12 +200,21 @@ impl TableSnap {
             .filter(|&i| meeting.keeps(i))
             .max_by_key(|&i| {
                 let holds = meeting.holds_start(&self.view, i, &bounds.0);
-                (holds, segs[i].stats().entry_count)
+                (holds, self.view.chain_cells(i))
             })
             .unwrap_or(0);
-        let side = CopyMerge::new(self.cursors(mems, &bounds, meeting, Some(base), true));
+        let mut chain = vec![base];
+        while let Some(next) = self.view.next_disjoint(chain[chain.len() - 1]) {
+            if !meeting.keeps(next) {
+                break; // past the scan's end, as every segment after it
+            }
+            chain.push(next);
+        }
+        let side = CopyMerge::new(self.cursors(mems, &bounds, meeting, &chain, true));
+        let rest = chain[1..].iter().map(|&i| segs[i].clone()).collect();
         ScanSource::Overlay(Box::new(Overlay::new(
             segs[base].clone(),
+            rest,
             side,
             self.clone(),
             at,
@@ -255,7 +267,7 @@ impl TableSnap {
         // (`Table::scan_cells`): they check every block, as compaction does; live rows
         // (`Hide`) are the table's scans, which trust a checked mapped block as gets do.
         let trust = !matches!(policy, TombstonePolicy::Keep);
-        let sources = self.cursors(mems, &bounds, meeting, None, trust);
+        let sources = self.cursors(mems, &bounds, meeting, &[], trust);
         match ranges {
             Some(r) => MergeIter::with_ranges(sources, policy, r),
             None => MergeIter::new(sources, policy),
@@ -263,7 +275,7 @@ impl TableSnap {
     }
 
     /// A cursor per memtable iterator of `mems` and one over `bounds` per segment of
-    /// the view that `meeting` keeps but the one at index `except`; the segments' skip
+    /// the view that `meeting` keeps but those at the indexes `except`; the segments' skip
     /// the checksum of a checked mapped block if `trust`
     /// (`SegmentIter::trusting_checked_blocks`).
     fn cursors(
@@ -271,7 +283,7 @@ impl TableSnap {
         mems: Vec<OwnedMemtableIter>,
         bounds: &KeyBounds,
         meeting: &Meeting,
-        except: Option<usize>,
+        except: &[usize],
         trust: bool,
     ) -> Vec<BoxedCursor<'static>> {
         let mut sources: Vec<BoxedCursor<'static>> = Vec::new();
@@ -279,7 +291,7 @@ impl TableSnap {
             sources.push(Box::new(MemtableCursor(m)));
         }
         for (i, h) in self.view.segments.iter().enumerate() {
-            if Some(i) != except && meeting.keeps(i) {
+            if meeting.keeps(i) && !except.contains(&i) {
                 let it = SegmentIter::with_bounds(h.clone(), bounds.0.clone(), bounds.1.clone());
                 let it = if trust { it.trusting_checked_blocks() } else { it };
                 sources.push(Box::new(it));
