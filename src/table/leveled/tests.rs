@@ -197,3 +197,30 @@ proptest! {
         }
     }
 }
+
+/// The rule for reads: nothing without level 0 or below the merge's bytes in seeks;
+/// at them, level 0 with the level 1 segments it overlaps (and not the others).
+#[test]
+fn scans_seeks_merge_level_0_once_they_cost_what_the_merge_does() {
+    let view = vec![
+        seg(1, 1, 0, 99, 4_000),
+        seg(2, 1, 100, 199, 4_000),
+        seg(3, 1, 200, 299, 4_000),
+        seg(4, 0, 50, 150, 1_000),
+    ];
+    // Level 0 and the two level 1 segments it overlaps: 9,000 bytes.
+    let seeks = 9_000u64.div_ceil(SCAN_SEEK_BYTES);
+    let roomy = LeveledParams {
+        base_level_size: 1 << 20,
+        ..PARAMS
+    };
+    assert_eq!(choose(&view, &roomy), None, "one level 0 segment, below the trigger");
+    assert_eq!(choose_for_reads(&view, 0), None);
+    assert_eq!(choose_for_reads(&view, seeks - 1), None);
+    let want = LeveledChoice {
+        ids: vec![1, 2, 4],
+        to_level: 1,
+    };
+    assert_eq!(choose_for_reads(&view, seeks), Some(want));
+    assert_eq!(choose_for_reads(&view[..3], u64::MAX), None, "no level 0");
+}

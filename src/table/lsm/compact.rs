@@ -168,16 +168,21 @@ impl Table {
             }
             CompactionStrategy::Leveled => {
                 let summaries = self.level_summaries(&view.segments);
-                match leveled::choose(&summaries, &config.compaction.leveled()) {
-                    None => return Ok(false),
-                    Some(c) => (
-                        c.ids,
-                        Placement {
-                            level: c.to_level,
-                            target: Some(config.compaction.target_segment_size),
-                        },
-                    ),
+                let seeks = self.scan_seeks.load(Ordering::Relaxed);
+                let choice = leveled::choose(&summaries, &config.compaction.leveled())
+                    .or_else(|| leveled::choose_for_reads(&summaries, seeks));
+                let Some(c) = choice else {
+                    return Ok(false);
+                };
+                if c.to_level == 1 {
+                    // Level 0 merges away: the seeks into it are paid for.
+                    self.scan_seeks.store(0, Ordering::Relaxed);
                 }
+                let placement = Placement {
+                    level: c.to_level,
+                    target: Some(config.compaction.target_segment_size),
+                };
+                (c.ids, placement)
             }
         };
         drop(view);
@@ -232,6 +237,8 @@ impl Table {
         drop(view);
         if ids.len() > 1 || (filtered && !ids.is_empty()) || purgeable {
             self.merge_segments(&ids, self.major_placement(&ids))?;
+            // No level 0 is left: the seeks scans made into it are paid for.
+            self.scan_seeks.store(0, Ordering::Relaxed);
         }
         // The worker skipped rounds while this ran; flushes meanwhile may want one.
         self.ctx.schedule_compaction(self);

@@ -93,6 +93,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex, RwLock};
 use serde::Serialize;
 
@@ -152,6 +153,10 @@ pub struct TableStats {
     /// Data bytes compactions wrote since open (with `flush_bytes`, the table's write
     /// amplification: everything written over what flushes wrote).
     pub compaction_bytes: u64,
+    /// Seeks scans made into segments beside their base chain (a leveled table's
+    /// level 0) since level 0 last merged: leveled compaction merges level 0 once these,
+    /// at [`crate::table::leveled::SCAN_SEEK_BYTES`] each, come to that merge's bytes.
+    pub scan_seeks: u64,
 }
 
 /// A test hook run with the table at a chosen point.
@@ -202,6 +207,10 @@ pub struct Table {
     pub(crate) compaction_queued: AtomicBool,
     /// A background round found the compaction lock held: its holder looks again.
     compaction_rerun: AtomicBool,
+    /// Segments scans have sought into beside their base chain (a leveled table's
+    /// level 0) since the last merge of level 0: what leveled compaction's rule for
+    /// reads weighs against that merge's bytes (`leveled::choose_for_reads`).
+    scan_seeks: CachePadded<AtomicU64>,
     /// Dropped ([`crate::Store::drop_table`]): writes are refused; read under the
     /// memtable read lock, so once a drop has taken the write lock no write is left.
     dropped: AtomicBool,
@@ -257,6 +266,7 @@ impl Table {
             flush_queued: AtomicBool::new(false),
             compaction_queued: AtomicBool::new(false),
             compaction_rerun: AtomicBool::new(false),
+            scan_seeks: CachePadded::new(AtomicU64::new(0)),
             dropped: AtomicBool::new(false),
             #[cfg(test)]
             cutoff_hook: Mutex::new(None),
@@ -350,6 +360,7 @@ impl Table {
             compactions: self.compactions.load(Ordering::Relaxed),
             flush_bytes: self.flush_bytes.load(Ordering::Relaxed),
             compaction_bytes: self.compaction_bytes.load(Ordering::Relaxed),
+            scan_seeks: self.scan_seeks.load(Ordering::Relaxed),
         }
     }
 }

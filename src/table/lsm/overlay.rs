@@ -95,6 +95,9 @@ pub(crate) struct Overlay {
     /// The segments whose rows follow `seg`'s, in key order (its chain of disjoint
     /// spans), each opened when the one before runs out.
     chain: std::vec::IntoIter<SegmentHandle>,
+    /// The segments the side seeks into (kept, outside the chain): what the scan
+    /// counts toward leveled compaction's rule for reads.
+    pub(crate) beside: usize,
     /// The memtables' and the other segments' cells in the scan's range (tombstones
     /// kept).
     side: Side,
@@ -134,6 +137,7 @@ impl Overlay {
         Overlay {
             seg: Self::walk(seg, &bounds),
             chain: chain.into_iter(),
+            beside: 0,
             side,
             held: Entry::default(),
             holding: false,

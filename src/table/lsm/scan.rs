@@ -48,10 +48,26 @@ impl Table {
             }
             let mut snap = TableSnap::of_view(&self.set, 0);
             snap.now = self.expiry_now_for(&[], &snap.view);
-            return Ok(Scan::new(snap.scan(u64::MAX, bounds), None));
+            return Ok(Scan::new(self.counted(snap.scan(u64::MAX, bounds)), None));
         }
         let (pin, snap) = self.capture();
-        Ok(Scan::new(snap.scan(pin.seq(), bounds), Some(pin)))
+        Ok(Scan::new(self.counted(snap.scan(pin.seq(), bounds)), Some(pin)))
+    }
+
+    /// `src`, its seeks beside its base chain counted toward leveled compaction's rule
+    /// for reads (`leveled::choose_for_reads`); the table's compaction is asked to look
+    /// each time the count passes a multiple of [`SEEKS_PER_LOOK`].
+    fn counted(&self, src: ScanSource) -> ScanSource {
+        if let ScanSource::Overlay(o) = &src {
+            let n = o.beside as u64;
+            if n > 0 {
+                let before = self.scan_seeks.fetch_add(n, Ordering::Relaxed);
+                if (before + n) / SEEKS_PER_LOOK != before / SEEKS_PER_LOOK {
+                    self.ctx.schedule_compaction(self);
+                }
+            }
+        }
+        src
     }
 
     /// Live keys that start with `prefix`, and their values, in key order: the range
@@ -82,6 +98,10 @@ impl Table {
 }
 
 pub(super) type Merged = MergeIter<BoxedCursor<'static>>;
+
+/// Scans' seeks beside their base chain between two requests for a compaction round
+/// ([`Table::counted`]): a round is cheap to ask for, but not after every scan.
+const SEEKS_PER_LOOK: u64 = 4096;
 
 /// A range scan over a table: live (key, value) pairs in key order, from either end.
 ///

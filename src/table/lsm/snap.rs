@@ -216,14 +216,9 @@ impl TableSnap {
         }
         let side = CopyMerge::new(self.cursors(mems, &bounds, meeting, &chain, true));
         let rest = chain[1..].iter().map(|&i| segs[i].clone()).collect();
-        ScanSource::Overlay(Box::new(Overlay::new(
-            segs[base].clone(),
-            rest,
-            side,
-            self.clone(),
-            at,
-            bounds,
-        )))
+        let mut overlay = Overlay::new(segs[base].clone(), rest, side, self.clone(), at, bounds);
+        overlay.beside = meeting.count() - chain.len();
+        ScanSource::Overlay(Box::new(overlay))
     }
 
     /// An iterator over `bounds` read at `at` per memtable holding a key there or a
@@ -351,6 +346,11 @@ impl Meeting {
     /// Whether segment `i` is kept.
     pub(crate) fn keeps(&self, i: usize) -> bool {
         i >= 64 || self.bits >> i & 1 == 1
+    }
+
+    /// How many segments are.
+    fn count(&self) -> usize {
+        self.bits.count_ones() as usize + self.len.saturating_sub(64)
     }
 
     /// Whether any segment is.
