@@ -8,9 +8,10 @@
 //! holds a few of a scan's keys in its memtables and in the small segments their
 //! flushes leave (a YCSB E scan of 50 rows over a million keys meets one or two of
 //! 30,000 updates) and paid the full merge for every row. An [`Overlay`] lends the
-//! largest segment's rows as a table at rest does (of those whose key span holds the
-//! scan's start: in a leveled table, the level's segment the scan begins in) and
-//! merges only at the keys the others hold. The segments after it in its chain of
+//! rows of one segment as a table at rest does (of those whose key span holds the
+//! scan's start, the one whose chain of disjoint spans holds the most cells: in a
+//! leveled table, the deepest level's segment the scan begins in) and merges only at
+//! the keys the others hold. The segments after it in its chain of
 //! disjoint key spans (the rest of a leveled table's level) follow it as one sorted
 //! source, each opened when the one before runs out: a scan that ends within its
 //! first segment never seeks into the others (with an open end, a scan of a leveled

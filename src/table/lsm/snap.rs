@@ -217,7 +217,7 @@ impl TableSnap {
         let side = CopyMerge::new(self.cursors(mems, &bounds, meeting, &chain, true));
         let rest = chain[1..].iter().map(|&i| segs[i].clone()).collect();
         let mut overlay = Overlay::new(segs[base].clone(), rest, side, self.clone(), at, bounds);
-        overlay.beside = meeting.count() - chain.len();
+        overlay.beside = meeting.count().saturating_sub(chain.len());
         ScanSource::Overlay(Box::new(overlay))
     }
 
