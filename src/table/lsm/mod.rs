@@ -155,7 +155,7 @@ pub struct TableStats {
     pub compaction_bytes: u64,
     /// Seeks scans made into segments beside their base chain (a leveled table's
     /// level 0) since level 0 last merged: leveled compaction merges level 0 once these,
-    /// at [`crate::table::leveled::SCAN_SEEK_BYTES`] each, come to that merge's bytes.
+    /// at 256 bytes each (`leveled::SCAN_SEEK_BYTES`), come to that merge's bytes.
     pub scan_seeks: u64,
 }
 
