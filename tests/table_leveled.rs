@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -265,6 +266,44 @@ fn a_close_abandons_a_rate_limited_compaction() {
     );
 }
 
+/// A leveled table of 2,000 keys in level 1 (level 1 holds it whole) under one level
+/// 0 segment updating every tenth key of the first half; and its model.
+fn level_0_over_level_1(s: &Store) -> (Arc<segstore::Table>, BTreeMap<Vec<u8>, Vec<u8>>) {
+    let mut tc = leveled();
+    tc.compaction.l0_trigger = 4;
+    tc.compaction.base_level_size = 1 << 20;
+    let t = s.table_with("t", tc).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..2_000 {
+        t.put(key(i), value(i, 0)).unwrap();
+        model.insert(key(i), value(i, 0));
+        if i == 999 {
+            t.flush().unwrap(); // two segments, so the major compaction merges them
+        }
+    }
+    t.compact().unwrap();
+    for i in (0..1_000).step_by(10) {
+        t.put(key(i), value(i, 1)).unwrap();
+        model.insert(key(i), value(i, 1));
+    }
+    t.flush().unwrap();
+    let levels = t.segment_levels();
+    assert_eq!(levels.iter().filter(|l| l.1 == 0).count(), 1, "{levels:?}");
+    (t, model)
+}
+
+/// The bytes of level 0's merge into level 1 in `t` (newest segment first: the
+/// level 0 one): it and the level 1 segments its span overlaps.
+fn level_0_merge_bytes(t: &segstore::Table) -> u64 {
+    let view = t.segments().view();
+    let l0_max = &view.segments[0].stats().max_key;
+    view.segments
+        .iter()
+        .filter(|h| h.stats().min_key <= *l0_max)
+        .map(|h| h.stats().data_len)
+        .sum()
+}
+
 /// Leveled compaction's rule for reads: scans that seek into level 0 (beside level 1's
 /// chain) merge it into level 1 below `l0_trigger`, once their seeks, at
 /// `SCAN_SEEK_BYTES` each, come to the merge's bytes, and not one seek sooner; scans
@@ -274,45 +313,14 @@ fn scans_seeking_into_level_0_merge_it_once_they_have_paid_for_the_merge() {
     use segstore::table::leveled::SCAN_SEEK_BYTES;
     let tmp = tempfile::tempdir().unwrap();
     let s = Store::open(tmp.path(), config()).unwrap();
-    let mut tc = leveled();
-    tc.compaction.l0_trigger = 4;
-    // Level 1 holds the whole table: a major compaction writes it there.
-    tc.compaction.base_level_size = 1 << 20;
-    let t = s.table_with("t", tc).unwrap();
-    let mut model = std::collections::BTreeMap::new();
-    for i in 0..2_000 {
-        t.put(key(i), value(i, 0)).unwrap();
-        model.insert(key(i), value(i, 0));
-        if i == 999 {
-            t.flush().unwrap(); // two segments, so the major compaction merges them
-        }
-    }
-    t.compact().unwrap();
-    // Every tenth key of the first half updated, in one level 0 segment.
-    for i in (0..1_000).step_by(10) {
-        t.put(key(i), value(i, 1)).unwrap();
-        model.insert(key(i), value(i, 1));
-    }
-    t.flush().unwrap();
-    let levels = t.segment_levels();
-    assert_eq!(levels.iter().filter(|l| l.1 == 0).count(), 1, "{levels:?}");
+    let (t, model) = level_0_over_level_1(&s);
     assert_eq!(
         t.compact_pending().unwrap(),
         0,
         "one level 0 segment: below the trigger"
     );
-    // The merge reads level 0 and the level 1 segments its span overlaps.
-    let view = t.segments().view();
-    let l0_max = &view.segments[0].stats().max_key;
-    let bytes: u64 = view
-        .segments
-        .iter()
-        .filter(|h| h.stats().min_key <= *l0_max)
-        .map(|h| h.stats().data_len)
-        .sum();
-    drop(view);
-    let seeks = bytes.div_ceil(SCAN_SEEK_BYTES);
-    let scan = |from: u32| -> Vec<(Vec<u8>, Vec<u8>)> {
+    let seeks = level_0_merge_bytes(&t).div_ceil(SCAN_SEEK_BYTES);
+    let scan = |from: u32| {
         let got: Vec<_> = t
             .scan(key(from)..)
             .unwrap()
@@ -325,7 +333,6 @@ fn scans_seeking_into_level_0_merge_it_once_they_have_paid_for_the_merge() {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         assert_eq!(got, want, "scan from {from}");
-        got
     };
     // Scans of the second half: level 0 ends below them; they count nothing.
     for n in 0..seeks {
