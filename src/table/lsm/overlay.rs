@@ -47,7 +47,7 @@ use crate::lifecycle::SegmentHandle;
 use crate::range::KeyBounds;
 use crate::segment::{Entry, SegmentIter};
 use crate::table::cell::{cmp_versions, entry_version, is_dead, version};
-use crate::table::merge::{BoxedCursor, CopyMerge, TombstonePolicy};
+use crate::table::merge::{stock, BoxedCursor, CopyMerge, TombstonePolicy};
 
 /// The memtables' and the other segments' cells, merged among themselves into buffers
 /// they reuse.
@@ -140,7 +140,7 @@ impl Overlay {
             chain: chain.into_iter(),
             beside: 0,
             side,
-            held: Entry::default(),
+            held: stock::take(),
             holding: false,
             seg_done: false,
             cap: Bound::Unbounded,
@@ -317,13 +317,21 @@ impl Overlay {
 
     /// The general merge over the same picture and range, its front after the last key
     /// this yielded: for a step back or a seek.
-    pub(crate) fn into_merge(self) -> Merged {
+    pub(crate) fn into_merge(mut self) -> Merged {
+        let bounds = std::mem::replace(&mut self.bounds, (Bound::Unbounded, Bound::Unbounded));
         let mut m = self
             .snap
-            .merged(self.at, self.bounds, TombstonePolicy::Hide(self.snap.now));
+            .merged(self.at, bounds, TombstonePolicy::Hide(self.snap.now));
         if self.yielded {
             m.seek_after(&self.last);
         }
         m
+    }
+}
+
+impl Drop for Overlay {
+    /// The held cell's buffer goes back to the thread's stock, as the side's do.
+    fn drop(&mut self) {
+        stock::give(std::mem::take(&mut self.held));
     }
 }

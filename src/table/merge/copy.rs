@@ -18,7 +18,7 @@
 
 use std::mem;
 
-use super::Cursor;
+use super::{stock, Cursor};
 use crate::error::{Error, Result};
 use crate::segment::Entry;
 use crate::table::cell::{cmp_versions, entry_version};
@@ -56,8 +56,8 @@ impl<I: Cursor> CopyMerge<I> {
             .into_iter()
             .map(|it| Src {
                 it,
-                cell: Entry::default(),
-                spare: Entry::default(),
+                cell: stock::take(),
+                spare: stock::take(),
                 full: false,
                 given: false,
                 done: false,
@@ -144,6 +144,16 @@ impl<I: Cursor> CopyMerge<I> {
                 s.given = true;
                 Ok(())
             }
+        }
+    }
+}
+
+impl<I> Drop for CopyMerge<I> {
+    /// The sources' buffers go back to the thread's stock ([`stock`]), for the next scan.
+    fn drop(&mut self) {
+        for s in &mut self.srcs {
+            stock::give(mem::take(&mut s.cell));
+            stock::give(mem::take(&mut s.spare));
         }
     }
 }

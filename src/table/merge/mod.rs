@@ -601,6 +601,7 @@ impl<I: DoubleEndedIterator<Item = Result<Entry>>> DoubleEndedIterator for Merge
 }
 
 mod copy;
+pub(crate) mod stock;
 pub(crate) use copy::CopyMerge;
 
 #[cfg(test)]
