@@ -159,6 +159,9 @@ impl Overlay {
         if self.failed {
             return None;
         }
+        if self.side.is_empty() {
+            return self.next_alone(f);
+        }
         let mut f = Some(f);
         loop {
             if let Err(e) = self.side.settle() {
@@ -205,6 +208,37 @@ impl Overlay {
             return f
                 .take()
                 .map(|f| Ok(yield_row(last, yielded, &cell.key, &cell.value, f)));
+        }
+    }
+
+    /// [`Overlay::next_with`] with nothing beside the chain (a leveled table at rest: a
+    /// scan with an open end meets every level 1 segment past its start, and no
+    /// memtable holds a key of its range): each live row lent straight from the chain's
+    /// segments, with no side to settle or compare against. (At rest over two level 1
+    /// segments, 1..100-row scans took 1.1 to 1.3 times a single segment's time through
+    /// the side's steps.)
+    fn next_alone<T>(&mut self, f: impl FnOnce(&[u8], &[u8]) -> T) -> Option<Result<T>> {
+        let mut f = Some(f);
+        loop {
+            let (now, last, yielded) = (self.snap.now, &mut self.last, &mut self.yielded);
+            let lent = self.seg.next_with(|r| {
+                if is_dead(r.tombstone, r.expires, || now) {
+                    return None;
+                }
+                f.take().map(|f| yield_row(last, yielded, r.key, r.value, f))
+            });
+            match lent {
+                Some(Ok(Some(t))) => return Some(Ok(t)),
+                Some(Ok(None)) => {} // dead: the next row
+                Some(Err(e)) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+                None => {
+                    let h = self.chain.next()?;
+                    self.seg = Self::walk(h, &self.bounds);
+                }
+            }
         }
     }
 

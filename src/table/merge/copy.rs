@@ -98,6 +98,12 @@ impl<I: Cursor> CopyMerge<I> {
         Ok(())
     }
 
+    /// Whether it merges no source at all (it never yields a cell).
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.srcs.is_empty()
+    }
+
     /// The winner [`CopyMerge::settle`] found; `None` once every source is done (or
     /// before the first `settle`, and after an error).
     #[inline]
