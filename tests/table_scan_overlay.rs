@@ -285,6 +285,18 @@ fn a_forward_scan_meets_memtable_keys_between_segment_rows() {
     assert_eq!(got, want);
 }
 
+/// Forward scans of `t` from every key of 0..41, open-ended and bounded to 15 keys,
+/// each against the model.
+fn scan_from_every_start(t: &Table, model: &Model) {
+    let steps = [Step::Next; 45];
+    for lo in 0..41 {
+        let open = (Bound::Included(key(lo)), Bound::Unbounded);
+        check(t, model, open, &steps).unwrap();
+        let bounded = (Bound::Included(key(lo)), Bound::Excluded(key(lo + 15)));
+        check(t, model, bounded, &steps).unwrap();
+    }
+}
+
 /// A chain of segments alone (no memtable cell, no segment beside it: a leveled table
 /// at rest), flushed out of key order, with a tombstone and an expired cell in each
 /// segment: forward scans from every start, open-ended and bounded, lend each
@@ -316,13 +328,7 @@ fn a_chain_alone_is_read_segment_after_segment() {
     }
     store.set_expiry_clock(Some(u64::MAX / 2));
     assert_eq!(t.stats().segments, 4);
-    let steps = [Step::Next; 45];
-    for lo in 0..41 {
-        let open = (Bound::Included(key(lo)), Bound::Unbounded);
-        check(&t, &model, open, &steps).unwrap();
-        let bounded = (Bound::Included(key(lo)), Bound::Excluded(key(lo + 15)));
-        check(&t, &model, bounded, &steps).unwrap();
-    }
+    scan_from_every_start(&t, &model);
     let mut mixed = vec![Step::Next; 12];
     mixed.extend([
         Step::Back,
@@ -361,13 +367,7 @@ fn a_scan_runs_through_a_chain_of_disjoint_segments() {
     ];
     let (_dir, _store, t, model) = build(&pieces, &ops, 4, FORMAT);
     assert_eq!(t.stats().segments, 5);
-    let steps = [Step::Next; 45];
-    for lo in 0..41 {
-        let open = (Bound::Included(key(lo)), Bound::Unbounded);
-        check(&t, &model, open, &steps).unwrap();
-        let bounded = (Bound::Included(key(lo)), Bound::Excluded(key(lo + 15)));
-        check(&t, &model, bounded, &steps).unwrap();
-    }
+    scan_from_every_start(&t, &model);
     // A step back after crossing into the chain's second segment.
     let mut mixed = vec![Step::Next; 14];
     mixed.extend([Step::Back, Step::Next, Step::Seek(25), Step::Next]);
