@@ -61,6 +61,19 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
+/// A new store writing segment `format`, with no background compaction and its expiry
+/// clock at 1,000, and its table `t`.
+fn open_table(format: u16) -> (tempfile::TempDir, Store, Arc<Table>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.segment.format_version = format;
+    config.table.background_compaction = false;
+    let store = Store::open(dir.path(), config).unwrap();
+    store.set_expiry_clock(Some(1_000));
+    let t = store.table("t").unwrap();
+    (dir, store, t)
+}
+
 /// A store whose table `t` holds `pieces` (key -> value), each in a segment of its own
 /// (flushed in the order given; no compaction), written at timestamp 1,000,000 and on,
 /// then `ops`: those before `flush_at` flushed into one more segment, the rest in its
@@ -71,13 +84,7 @@ fn build(
     flush_at: usize,
     format: u16,
 ) -> (tempfile::TempDir, Store, Arc<Table>, Model) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.segment.format_version = format;
-    config.table.background_compaction = false;
-    let store = Store::open(dir.path(), config).unwrap();
-    store.set_expiry_clock(Some(1_000));
-    let t = store.table("t").unwrap();
+    let (dir, store, t) = open_table(format);
     let mut model = BTreeMap::new();
     // Per key, the timestamp of an old put that holds it (`Some`), or `None` once a
     // segment cell or a clock-stamped write (newer than every old put) has it.
@@ -305,13 +312,7 @@ fn scan_from_every_start(t: &Table, model: &Model) {
 /// beside the chain (`scan_seeks` stays 0), so every step ran with an empty side.
 #[test]
 fn a_chain_alone_is_read_segment_after_segment() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.segment.format_version = FORMAT;
-    config.table.background_compaction = false;
-    let store = Store::open(dir.path(), config).unwrap();
-    store.set_expiry_clock(Some(1_000));
-    let t = store.table("t").unwrap();
+    let (_dir, store, t) = open_table(FORMAT);
     let mut model = BTreeMap::new();
     for lo in [20u8, 0, 30, 10] {
         for k in lo..lo + 10 {
