@@ -76,6 +76,7 @@ mod zstd_block;
 
 pub use build::{pack, BlockBuilder};
 pub use cells::Cells;
+pub use fixed::{FixedRow, FixedSteps};
 use trailer::{trailer, trailer_len, Trailer};
 pub use unpack::{unpack, unpack_with};
 use held::Held;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::reader::blocks::{blame, slot_hint, unpack};
 use super::reader::{SegmentReader, Source};
 use crate::error::{Error, Result};
-use crate::format::data_block::{BlockCell, DataBlock, HeadKey, Shape};
+use crate::format::data_block::{BlockCell, DataBlock, FixedSteps, HeadKey, Shape};
 use crate::format::record::RecordRef;
 use crate::format::{key_hash, Malformed};
 use crate::range;
@@ -24,6 +24,30 @@ const PREFETCH_AHEAD: usize = 256;
 
 /// [`BlockWalk::kept`] when the key buffer is known to share nothing.
 const NOTHING_KEPT: (usize, usize) = (usize::MAX, 0);
+
+/// `key[at..]` becomes `tail`: in place where the lengths match (every step in a fixed
+/// block after its first), a tail of 8 to 16 bytes with two overlapping word copies
+/// rather than a call to `memcpy`.
+#[inline(always)]
+fn replace_tail(key: &mut Vec<u8>, at: usize, tail: &[u8]) {
+    let n = tail.len();
+    match key.get_mut(at..) {
+        Some(dst) if dst.len() == n && (8..=16).contains(&n) => {
+            dst[..8].copy_from_slice(&tail[..8]);
+            dst[n - 8..].copy_from_slice(&tail[n - 8..]);
+        }
+        Some(dst) if dst.len() == n => dst.copy_from_slice(tail),
+        _ => {
+            key.truncate(at);
+            key.extend_from_slice(tail);
+        }
+    }
+}
+
+/// What [`Loaded`] keeps of a block's parsed trailer `s`.
+fn shaped(s: Shape) -> (Option<Shape>, Option<FixedSteps>) {
+    (Some(s), s.fixed_steps())
+}
 
 /// One end's current block: its payload in the map (a raw block of mapped data) or in
 /// `buf`.
@@ -41,6 +65,8 @@ struct Loaded {
     len: usize,
     /// Its parsed trailer, so a step does not parse it again.
     shape: Option<Shape>,
+    /// What a step needs of a fixed block's shape (`None`: not fixed).
+    fixed: Option<FixedSteps>,
     /// Stored uncompressed (payload offsets are block offsets).
     raw: bool,
     /// Where the head key of the group a forward step is in lies in this block.
@@ -56,6 +82,7 @@ impl Loaded {
         }
         self.block = None;
         self.shape = None;
+        self.fixed = None;
         self.head.set(None);
         self.cached = None;
         if trust {
@@ -80,7 +107,7 @@ impl Loaded {
                     r.mark_block_checked(b, slot_hint(&blk));
                 }
                 self.len = blk.len();
-                self.shape = Some(blk.shape());
+                (self.shape, self.fixed) = shaped(blk.shape());
                 self.raw = raw;
                 raw.then_some((off as usize, payload.len()))
             }
@@ -91,7 +118,7 @@ impl Loaded {
                 let blk = DataBlock::parse(payload, r.block_layout())
                     .map_err(|m| corrupt(blame(m, raw)))?;
                 self.len = blk.len();
-                self.shape = Some(blk.shape());
+                (self.shape, self.fixed) = shaped(blk.shape());
                 self.raw = raw;
                 if raw {
                     // Keep the payload in `buf` (a compressed one is there already).
@@ -114,7 +141,7 @@ impl Loaded {
             blame(m, false).at(off).into_error(r.data.path())
         })?;
         self.len = blk.len();
-        self.shape = Some(blk.shape());
+        (self.shape, self.fixed) = shaped(blk.shape());
         self.raw = false;
         self.mapped = None;
         self.cached = Some(p);
@@ -351,6 +378,12 @@ impl BlockWalk {
         if self.skip_equal || l.block != Some(p.0) || p.1 >= l.len || p >= self.end {
             return None;
         }
+        if l.fixed.is_some() {
+            if let Some(got) = self.step_fixed(r, p, at, hi, f) {
+                return Some(got);
+            }
+        }
+        let l = &self.front_blk;
         let blk = DataBlock::with_shape(l.payload(r), l.shape?)?;
         let mut head = l.head.get();
         let c = match blk.cell_following(p.1, at, &mut head) {
@@ -375,6 +408,52 @@ impl BlockWalk {
         self.front_at = Some(c.end);
         l.prefetch_ahead(r, c.end);
         Some(Ok(f.take().map(|f| f(c.with_key(&self.key)))))
+    }
+
+    /// [`Self::step`] in a fixed block: the entry decoded from the payload and `at`
+    /// alone ([`FixedSteps::row`]), the key's suffix written over the last one's.
+    /// `None`, nothing changed, where the entry does not decode: the general step then
+    /// reports the damage.
+    #[inline(always)]
+    fn step_fixed<T, F: FnOnce(RecordRef<'_>) -> T>(
+        &mut self,
+        r: &SegmentReader,
+        (b, i): Pos,
+        at: usize,
+        hi: &Bound<Vec<u8>>,
+        f: &mut Option<F>,
+    ) -> Option<Result<Option<T>>> {
+        let l = &self.front_blk;
+        let fx = l.fixed.as_ref()?;
+        let payload = l.payload(r);
+        let row = fx.row(payload, at)?;
+        let plen = fx.plen();
+        // As `step` keeps a fixed block's key (which has no group heads: `kept.0` is
+        // `usize::MAX`): after a step in this block the key holds its prefix.
+        if self.kept.0 == usize::MAX && plen <= self.kept.1 {
+            replace_tail(&mut self.key, plen, row.suffix);
+        } else {
+            let prefix = fx.prefix(payload)?;
+            self.key.clear();
+            self.key.extend_from_slice(prefix);
+            self.key.extend_from_slice(row.suffix);
+        }
+        self.kept = (usize::MAX, plen);
+        if !range::below(&self.key, hi) {
+            // Past the upper bound: stay here (a seek may move the bound).
+            return Some(Ok(None));
+        }
+        self.front = Some((b, i + 1));
+        self.front_at = Some(row.end);
+        l.prefetch_ahead(r, row.end);
+        let rec = RecordRef {
+            key: &self.key,
+            value: row.value,
+            ts: row.ts,
+            tombstone: false,
+            expires: 0,
+        };
+        Some(Ok(f.take().map(|f| f(rec))))
     }
 
     /// [`Self::next`] from wherever the front is: found from `lo` after creation or a

@@ -20,7 +20,7 @@
 //! when its cells allow it (`held::choose`), so a block still has one encoding.
 
 use super::held::{Held, Shared, FIXED, KEY, TS, VAL};
-use super::{BlockCell, DataBlock, Malformed};
+use super::{BlockCell, DataBlock, Malformed, Shape};
 use std::cmp::Ordering;
 
 /// Bytes the trailer of a fixed block holds beside the prefix: `plen` and `tsw`.
@@ -184,6 +184,86 @@ impl<'a> DataBlock<'a> {
             }
         }
         Ok(lo)
+    }
+}
+
+/// What a forward walk over a fixed block needs at each step, taken from its [`Shape`]
+/// once when the walk enters the block: a step then decodes its entry from the payload
+/// and `at` alone, where [`DataBlock::cell_following`] would have the whole shape (some
+/// 160 bytes) copied into a [`DataBlock`] for every row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedSteps {
+    payload_len: usize,
+    entries_end: usize,
+    width: usize,
+    suffix_len: usize,
+    plen: usize,
+    prefix_at: usize,
+    tsw: usize,
+    base_ts: u64,
+}
+
+/// One fixed entry, borrowed from its payload ([`FixedSteps::row`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedRow<'a> {
+    /// The key past the block's held prefix.
+    pub suffix: &'a [u8],
+    /// Write timestamp.
+    pub ts: u64,
+    /// The value.
+    pub value: &'a [u8],
+    /// Where the next entry starts.
+    pub end: usize,
+}
+
+impl Shape {
+    /// The steps of a fixed block (`None` for any other).
+    pub fn fixed_steps(&self) -> Option<FixedSteps> {
+        let h = &self.held;
+        (h.flags & FIXED != 0).then_some(FixedSteps {
+            payload_len: self.payload_len,
+            entries_end: self.entries_end,
+            width: h.width,
+            suffix_len: h.key_len - h.plen,
+            plen: h.plen,
+            prefix_at: h.prefix_at,
+            tsw: h.tsw,
+            base_ts: self.base_ts,
+        })
+    }
+}
+
+impl FixedSteps {
+    /// Bytes of the prefix every key of the block shares.
+    #[inline(always)]
+    pub fn plen(&self) -> usize {
+        self.plen
+    }
+
+    /// That prefix, in the block's payload `b`.
+    #[inline(always)]
+    pub fn prefix<'a>(&self, b: &'a [u8]) -> Option<&'a [u8]> {
+        b.get(self.prefix_at..self.prefix_at + self.plen)
+    }
+
+    /// The entry starting at `at` in payload `b`, as [`DataBlock::decode_fixed`] reads
+    /// it: `None` for a payload of another length, an entry past the entries or a
+    /// timestamp that overflows, which the caller leaves to that general decode to
+    /// report.
+    #[inline(always)]
+    pub fn row<'a>(&self, b: &'a [u8], at: usize) -> Option<FixedRow<'a>> {
+        if b.len() != self.payload_len {
+            return None;
+        }
+        let end = at.checked_add(self.width).filter(|&e| e <= self.entries_end)?;
+        let (suffix, rest) = b.get(at..end)?.split_at_checked(self.suffix_len)?;
+        let ts = self.base_ts.checked_add(le_delta(rest, self.tsw))?;
+        Some(FixedRow {
+            suffix,
+            ts,
+            value: rest.get(self.tsw..)?,
+            end,
+        })
     }
 }
 
