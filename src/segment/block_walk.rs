@@ -470,12 +470,16 @@ impl BlockWalk {
         loop {
             let p = self.find_front(r, lo)?;
             let p = self.normalize(r, p)?;
+            // Where the entry starts is known only for the position it was found for,
+            // also when the ends have met here: a later step, once a seek back has
+            // moved the back end away, must not decode the next block's first entry
+            // at the offset where the last block's entries ended.
+            if self.front != Some(p) {
+                self.front_at = None;
+            }
             if p >= self.end || p.0 >= r.data_blocks() {
                 self.front = Some(p);
                 return Ok(None);
-            }
-            if self.front != Some(p) {
-                self.front_at = None;
             }
             let skip = std::mem::take(&mut self.skip_equal);
             let at = self.front_at;

@@ -83,6 +83,56 @@ fn run(r: &SegmentReader, lo: &Bound<Vec<u8>>, moves: &[Move], trust: bool) -> V
     out
 }
 
+/// What `moves` answer on `cells` written as format 3 records, and as format
+/// `version`'s small blocks (LZ4-packed where that pays, with `lz4`) read mapped and
+/// positionally, trusting checked blocks and not: the same.
+fn blocks_agree_with_records(
+    cells: &[(Vec<u8>, Vec<u8>, u64)],
+    version: u16,
+    lz4: bool,
+    lo: &Bound<Vec<u8>>,
+    moves: &[Move],
+) -> Result<(), TestCaseError> {
+    let records = SegmentOptions {
+        format_version: 3,
+        ..SegmentOptions::default()
+    };
+    let (d3, n3) = written(cells, &records);
+    let blocked = SegmentOptions {
+        format_version: version,
+        // Small blocks: many of them, and groups cut by both ends of a block.
+        data_block_size: 512,
+        compression: if lz4 {
+            Compression::Lz4
+        } else {
+            Compression::None
+        },
+        ..SegmentOptions::default()
+    };
+    let (d, n) = written(cells, &blocked);
+    let want = {
+        let r = SegmentReader::open(d3.path(), &n3, DiskAccessMode::Mmap.resolve()).unwrap();
+        run(&r, lo, moves, false)
+    };
+    for mode in [DiskAccessMode::Mmap, DiskAccessMode::Standard] {
+        let r = SegmentReader::open(d.path(), &n, mode.resolve()).unwrap();
+        // The second pass trusts the blocks the first one checked.
+        for trust in [false, true] {
+            let got = run(&r, lo, moves, trust);
+            prop_assert_eq!(
+                &got,
+                &want,
+                "format {} {:?} trust {} lz4 {}",
+                version,
+                mode,
+                trust,
+                lz4
+            );
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
         std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(48)
@@ -101,28 +151,7 @@ proptest! {
         lz4 in any::<bool>(),
     ) {
         let cells: Vec<_> = cells.into_iter().map(|(k, (v, ts))| (k, v, ts)).collect();
-        let records = SegmentOptions { format_version: 3, ..SegmentOptions::default() };
-        let (d3, n3) = written(&cells, &records);
-        let blocked = SegmentOptions {
-            format_version: version,
-            // Small blocks: many of them, and groups cut by both ends of a block.
-            data_block_size: 512,
-            compression: if lz4 { Compression::Lz4 } else { Compression::None },
-            ..SegmentOptions::default()
-        };
-        let (d, n) = written(&cells, &blocked);
-        let want = {
-            let r = SegmentReader::open(d3.path(), &n3, DiskAccessMode::Mmap.resolve()).unwrap();
-            run(&r, &lo, &moves, false)
-        };
-        for mode in [DiskAccessMode::Mmap, DiskAccessMode::Standard] {
-            let r = SegmentReader::open(d.path(), &n, mode.resolve()).unwrap();
-            // The second pass trusts the blocks the first one checked.
-            for trust in [false, true] {
-                let got = run(&r, &lo, &moves, trust);
-                prop_assert_eq!(&got, &want, "format {} {:?} trust {}", version, mode, trust);
-            }
-        }
+        blocks_agree_with_records(&cells, version, lz4, &lo, &moves)?;
     }
 }
 
@@ -162,26 +191,46 @@ proptest! {
             Bound::Excluded(k) => Bound::Excluded(cut(&k)),
             Bound::Unbounded => Bound::Unbounded,
         };
-        let records = SegmentOptions { format_version: 3, ..SegmentOptions::default() };
-        let (d3, n3) = written(&cells, &records);
-        let fixed = SegmentOptions {
-            format_version: 8,
+        // Values of one byte repeated: with `lz4` the blocks are packed, read from a buffer.
+        blocks_agree_with_records(&cells, 8, lz4, &lo, &moves)?;
+    }
+}
+
+/// The front meets the back end at a block's first entry (the back yielded the rest),
+/// then a seek back moves the back end away: the front's next step yields that entry.
+/// It used to decode it at the offset where the block before ended, which the front
+/// kept from its last step: a wrong row, or a block called corrupt.
+#[test]
+fn a_front_that_met_the_back_at_a_block_start_steps_on_after_a_seek_back() {
+    let cells: Vec<_> = (0..120u64)
+        .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 8], 5))
+        .collect();
+    let last = &cells[cells.len() - 1].0;
+    // Format 7's entries follow group heads; format 8 stores these cells fixed.
+    for version in [7u16, 8] {
+        let opts = SegmentOptions {
+            format_version: version,
             data_block_size: 512,
-            // Values of one byte repeated: LZ4 packs these blocks, read from a buffer.
-            compression: if lz4 { Compression::Lz4 } else { Compression::None },
             ..SegmentOptions::default()
         };
-        let (d, n) = written(&cells, &fixed);
-        let want = {
-            let r = SegmentReader::open(d3.path(), &n3, DiskAccessMode::Mmap.resolve()).unwrap();
-            run(&r, &lo, &moves, false)
-        };
-        for mode in [DiskAccessMode::Mmap, DiskAccessMode::Standard] {
-            let r = SegmentReader::open(d.path(), &n, mode.resolve()).unwrap();
-            for trust in [false, true] {
-                let got = run(&r, &lo, &moves, trust);
-                prop_assert_eq!(&got, &want, "{:?} trust {} lz4 {}", mode, trust, lz4);
+        let (d, n) = written(&cells, &opts);
+        let r = SegmentReader::open(d.path(), &n, DiskAccessMode::Mmap.resolve()).unwrap();
+        for m in 1..cells.len() {
+            let mut it = SegmentIter::with_bounds(&r, Bound::Unbounded, Bound::Unbounded);
+            for _ in m..cells.len() {
+                it.next_back().unwrap().unwrap();
             }
+            for _ in 0..m {
+                it.next().unwrap().unwrap();
+            }
+            assert!(it.next().is_none(), "format {version}: the ends met at {m}");
+            it.seek_back(last);
+            let e = it.next().unwrap().unwrap();
+            assert_eq!(
+                (&e.key, &e.value),
+                (&cells[m].0, &cells[m].1),
+                "format {version}, met at {m}"
+            );
         }
     }
 }
