@@ -378,10 +378,8 @@ impl BlockWalk {
         if self.skip_equal || l.block != Some(p.0) || p.1 >= l.len || p >= self.end {
             return None;
         }
-        if l.fixed.is_some() {
-            if let Some(got) = self.step_fixed(r, p, at, hi, f) {
-                return Some(got);
-            }
+        if let Some(got) = self.step_fixed(r, p, at, hi, f) {
+            return Some(got);
         }
         let l = &self.front_blk;
         let blk = DataBlock::with_shape(l.payload(r), l.shape?)?;
@@ -412,8 +410,8 @@ impl BlockWalk {
 
     /// [`Self::step`] in a fixed block: the entry decoded from the payload and `at`
     /// alone ([`FixedSteps::row`]), the key's suffix written over the last one's.
-    /// `None`, nothing changed, where the entry does not decode: the general step then
-    /// reports the damage.
+    /// `None`, nothing changed, in a block that is not fixed or where the entry does
+    /// not decode: the general step then takes it (and reports the damage).
     #[inline(always)]
     fn step_fixed<T, F: FnOnce(RecordRef<'_>) -> T>(
         &mut self,

@@ -103,9 +103,8 @@ impl<'a> DataBlock<'a> {
         let Some(e) = self.b[..self.s.entries_end].get(at..end) else {
             return Err(Malformed::new(at as u64, "entry past the block's entries".to_string()));
         };
-        let (suffix, rest) = e.split_at(h.key_len - h.plen);
-        let value = &rest[h.tsw..];
-        let Some(ts) = self.s.base_ts.checked_add(le_delta(rest, h.tsw)) else {
+        let Some((suffix, ts, value)) = split_fixed(e, h.key_len - h.plen, h.tsw, self.s.base_ts)
+        else {
             return Err(Malformed::new(at as u64, "timestamp overflows".to_string()));
         };
         Ok(BlockCell {
@@ -220,7 +219,7 @@ impl Shape {
     /// The steps of a fixed block (`None` for any other).
     pub fn fixed_steps(&self) -> Option<FixedSteps> {
         let h = &self.held;
-        (h.flags & FIXED != 0).then_some(FixedSteps {
+        (h.flags & FIXED != 0).then(|| FixedSteps {
             payload_len: self.payload_len,
             entries_end: self.entries_end,
             width: h.width,
@@ -256,15 +255,31 @@ impl FixedSteps {
             return None;
         }
         let end = at.checked_add(self.width).filter(|&e| e <= self.entries_end)?;
-        let (suffix, rest) = b.get(at..end)?.split_at_checked(self.suffix_len)?;
-        let ts = self.base_ts.checked_add(le_delta(rest, self.tsw))?;
+        let e = b.get(at..end)?;
+        let (suffix, ts, value) = split_fixed(e, self.suffix_len, self.tsw, self.base_ts)?;
         Some(FixedRow {
             suffix,
             ts,
-            value: rest.get(self.tsw..)?,
+            value,
             end,
         })
     }
+}
+
+/// Fixed entry `e` (its whole width) split into the key's suffix (`suffix_len`
+/// bytes), its timestamp (`base_ts` plus a delta of `tsw` bytes) and its value; `None`
+/// where the timestamp overflows (or `e` is too short, which a block's shape rules out).
+#[inline(always)]
+fn split_fixed(
+    e: &[u8],
+    suffix_len: usize,
+    tsw: usize,
+    base_ts: u64,
+) -> Option<(&[u8], u64, &[u8])> {
+    let (suffix, rest) = e.split_at_checked(suffix_len)?;
+    let value = rest.get(tsw..)?;
+    let ts = base_ts.checked_add(le_delta(rest, tsw))?;
+    Some((suffix, ts, value))
 }
 
 /// The timestamp delta of a fixed entry: the first `w` bytes of `rest` (0 to 8,
