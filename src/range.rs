@@ -10,6 +10,7 @@
 //! Also the byte-string helpers of iteration: [`prefix_range`] (the range of keys that
 //! start with a prefix) and bound arithmetic shared by the memtable and segment cursors.
 
+use crate::format::key_order;
 use std::ops::{Bound, Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
 
 /// An owned range of byte keys: (start, end) bounds.
@@ -151,8 +152,8 @@ pub(crate) fn exclude(b: &mut Bound<Vec<u8>>, key: &[u8]) {
 #[inline]
 pub(crate) fn above(key: &[u8], lo: &Bound<Vec<u8>>) -> bool {
     match lo {
-        Bound::Included(l) => key >= l.as_slice(),
-        Bound::Excluded(l) => key > l.as_slice(),
+        Bound::Included(l) => key_order(key, l).is_ge(),
+        Bound::Excluded(l) => key_order(key, l).is_gt(),
         Bound::Unbounded => true,
     }
 }
@@ -161,8 +162,8 @@ pub(crate) fn above(key: &[u8], lo: &Bound<Vec<u8>>) -> bool {
 #[inline(always)]
 pub(crate) fn below(key: &[u8], hi: &Bound<Vec<u8>>) -> bool {
     match hi {
-        Bound::Included(h) => key <= h.as_slice(),
-        Bound::Excluded(h) => key < h.as_slice(),
+        Bound::Included(h) => key_order(key, h).is_le(),
+        Bound::Excluded(h) => key_order(key, h).is_lt(),
         Bound::Unbounded => true,
     }
 }

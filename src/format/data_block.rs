@@ -292,9 +292,9 @@ impl<'a> BlockCell<'a> {
     #[inline]
     pub fn cmp_key(&self, key: &[u8]) -> Ordering {
         let p = self.prefix.len().min(key.len());
-        match self.prefix[..p].cmp(&key[..p]) {
+        match super::key_order(&self.prefix[..p], &key[..p]) {
             Ordering::Equal if p < self.prefix.len() => Ordering::Greater,
-            Ordering::Equal => self.suffix.cmp(&key[p..]),
+            Ordering::Equal => super::key_order(self.suffix, &key[p..]),
             o => o,
         }
     }

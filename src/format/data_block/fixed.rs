@@ -21,6 +21,7 @@
 
 use super::held::{Held, Shared, FIXED, KEY, TS, VAL};
 use super::{BlockCell, DataBlock, Malformed, Shape};
+use crate::format::key_order;
 use std::cmp::Ordering;
 
 /// Bytes the trailer of a fixed block holds beside the prefix: `plen` and `tsw`.
@@ -161,7 +162,7 @@ impl<'a> DataBlock<'a> {
     pub(super) fn fixed_lower_bound(&self, key: &[u8]) -> Result<usize, Malformed> {
         let (h, prefix) = (&self.s.held, self.fixed_prefix());
         let head = &key[..key.len().min(h.plen)];
-        match head.cmp(&prefix[..head.len()]) {
+        match key_order(head, &prefix[..head.len()]) {
             Ordering::Less => return Ok(0),
             Ordering::Greater => return Ok(self.s.n),
             // A key the prefix begins with, and no longer than it: below every entry.
@@ -177,7 +178,7 @@ impl<'a> DataBlock<'a> {
             let Some(suffix) = entries.get(at..at + suffix_len) else {
                 return Err(Malformed::new(at as u64, "entry past the block's entries".to_string()));
             };
-            match suffix.cmp(rest) {
+            match key_order(suffix, rest) {
                 Ordering::Less => lo = mid + 1,
                 _ => hi = mid,
             }

@@ -43,6 +43,7 @@ use std::ops::Bound;
 use super::scan::Merged;
 use super::snap::TableSnap;
 use crate::error::Result;
+use crate::format::key_order;
 use crate::lifecycle::SegmentHandle;
 use crate::range::KeyBounds;
 use crate::segment::{Entry, SegmentIter};
@@ -290,7 +291,7 @@ impl Overlay {
         let (held, holding) = (&mut self.held, &mut self.holding);
         self.seg.next_with(|r| {
             if let Some(m) = side {
-                match r.key.cmp(&m.key) {
+                match key_order(r.key, &m.key) {
                     std::cmp::Ordering::Less => {}
                     std::cmp::Ordering::Equal
                         if cmp_versions(entry_version(m), version(&r)).is_gt() =>
@@ -325,7 +326,7 @@ impl Overlay {
             return Some(Pick::Side);
         }
         let s = &self.held;
-        match s.key.cmp(&m.key) {
+        match key_order(&s.key, &m.key) {
             std::cmp::Ordering::Less => {
                 self.holding = false;
                 Some(Pick::Held)

@@ -20,6 +20,7 @@ use std::mem;
 
 use super::{stock, Cursor};
 use crate::error::{Error, Result};
+use crate::format::key_order;
 use crate::segment::Entry;
 use crate::table::cell::{cmp_versions, entry_version};
 
@@ -119,7 +120,10 @@ impl<I: Cursor> CopyMerge<I> {
             return false;
         };
         for i in 0..self.srcs.len() {
-            if i == w || (self.srcs[i].full && self.srcs[i].cell.key == self.srcs[w].cell.key) {
+            if i == w
+                || (self.srcs[i].full
+                    && key_order(&self.srcs[i].cell.key, &self.srcs[w].cell.key).is_eq())
+            {
                 self.srcs[i].full = false;
             }
         }
@@ -168,7 +172,7 @@ impl<I> Drop for CopyMerge<I> {
 /// version.
 #[inline]
 fn wins(a: &Entry, b: &Entry) -> bool {
-    match a.key.cmp(&b.key) {
+    match key_order(&a.key, &b.key) {
         std::cmp::Ordering::Less => true,
         std::cmp::Ordering::Greater => false,
         std::cmp::Ordering::Equal => cmp_versions(entry_version(a), entry_version(b)).is_gt(),

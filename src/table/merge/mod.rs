@@ -40,6 +40,7 @@ use std::collections::BinaryHeap;
 use std::ops::{Bound, Deref};
 
 use crate::error::{Error, Result};
+use crate::format::key_order;
 use crate::format::ranges::RangeTombstones;
 use crate::range;
 use crate::segment::{Entry, SegmentIter, SegmentReader};
@@ -164,10 +165,7 @@ impl PartialOrd for Head {
 }
 impl Ord for Head {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.entry
-            .key
-            .cmp(&other.entry.key)
-            .then(self.src.cmp(&other.src))
+        key_order(&self.entry.key, &other.entry.key).then(self.src.cmp(&other.src))
     }
 }
 
