@@ -107,8 +107,8 @@ pub fn key_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     }
 }
 
-/// [`key_order`] past a first word in common, or of a key shorter than 8 bytes. Keys
-/// longer than 64 bytes in common go to `memcmp`, faster over long equal runs.
+/// [`key_order`] where the first words are equal or a key is shorter than 8 bytes. Two
+/// keys both longer than 64 bytes go to `memcmp`, faster over long equal runs.
 #[inline(never)]
 fn key_order_rest(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     if a.len().min(b.len()) > 64 {
