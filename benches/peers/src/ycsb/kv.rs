@@ -21,8 +21,9 @@ pub trait Kv: Sync {
 }
 
 /// The systems, in print order.
-pub const IDS: [&str; 19] = [
+pub const IDS: [&str; 20] = [
     "seg_auto",
+    "seg_auto_nocrc",
     "seg_auto_m64",
     "seg_auto_st",
     "seg_auto_t2",
@@ -47,6 +48,7 @@ pub const IDS: [&str; 19] = [
 pub fn label(id: &str) -> &'static str {
     match id {
         "seg_auto" => "segstore auto (default)",
+        "seg_auto_nocrc" => "segstore auto, crc_chance=0*",
         "seg_auto_m64" => "segstore auto, 64 MiB memtables*",
         "seg_auto_t2" => "segstore auto, tiers of 2*",
         "seg_auto_st" => "segstore auto, size-tiered*",
@@ -78,8 +80,9 @@ pub fn is_peer(id: &str) -> bool {
 
 /// Systems that run only when named: the other `disk_access_mode`s, `auto` without
 /// its data maps, earlier segment formats, other memtable sizes and compaction
-/// policies, and zstd.
-const ONLY_WHEN_NAMED: [&str; 12] = [
+/// policies, zstd, and gets that check no checksum.
+const ONLY_WHEN_NAMED: [&str; 13] = [
+    "seg_auto_nocrc",
     "seg_auto_m64",
     "seg_auto_st",
     "seg_auto_t2",
@@ -173,6 +176,7 @@ pub fn load(id: &str, dir: &Path, sorted: &[u64]) {
     std::fs::create_dir_all(dir).unwrap();
     match id {
         "seg_auto"
+        | "seg_auto_nocrc"
         | "seg_auto_m64"
         | "seg_auto_t2"
         | "seg_auto_st"
@@ -203,7 +207,7 @@ pub fn open(id: &str, dir: &Path, cache: usize) -> Box<dyn Kv> {
         "seg_auto" => Box::new(Seg::open(dir, DiskAccessMode::Auto, cache)),
         "seg_auto_pread" => Box::new(Seg::open_with(dir, DiskAccessMode::Auto, cache, 0)),
         "seg_auto_m64" | "seg_auto_t2" | "seg_auto_st" | "seg_auto_v3" | "seg_auto_v5"
-        | "seg_auto_v6" | "seg_auto_v7" | "seg_auto_zstd" => {
+        | "seg_auto_v6" | "seg_auto_v7" | "seg_auto_zstd" | "seg_auto_nocrc" => {
             Box::new(Seg::variant(dir, DiskAccessMode::Auto, id, cache))
         }
         "seg_mmap" => Box::new(Seg::open(dir, DiskAccessMode::Mmap, cache)),
@@ -275,6 +279,11 @@ impl Seg {
             config.table.memtable_flush_bytes = mib << 20;
         }
         compaction_of(&mut config.table.compaction, id);
+        // `_nocrc`: gets check no checksum (`crc_check_chance: 0`, as LMDB has none),
+        // so a get's first read of a mapped block does not sum the whole block.
+        if id.ends_with("_nocrc") {
+            config.crc_check_chance = 0.0;
+        }
         Self::with_config(dir, config)
     }
 

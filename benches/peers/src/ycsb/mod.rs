@@ -43,7 +43,7 @@ const USAGE: &str =
     "usage: segstore-peers --ycsb [--quick] [--keys N | --ten-million] [--rounds R] \
 [--ops N] [--dir DIR] [--only ID[,ID]] [--phases A,B,C,D,E,F,P] [--cap-mib MIB] [--cap-secs S] \
 [--no-rounds] [--values random|json]\n\
-systems: seg_auto seg_auto_m64 seg_auto_st seg_auto_t2 seg_auto_pread seg_auto_v3 seg_auto_v5 seg_auto_v6 seg_auto_v7 seg_auto_zstd seg_mmap seg_mmap_v5 seg_mmap_index_only seg_standard lmdb rocksdb fjall \
+systems: seg_auto seg_auto_nocrc seg_auto_m64 seg_auto_st seg_auto_t2 seg_auto_pread seg_auto_v3 seg_auto_v5 seg_auto_v6 seg_auto_v7 seg_auto_zstd seg_mmap seg_mmap_v5 seg_mmap_index_only seg_standard lmdb rocksdb fjall \
 fjall_buffered redb";
 
 fn parse(args: impl Iterator<Item = String>) -> Args {
