@@ -98,7 +98,9 @@ pub fn cmp_keys(a: &[u8], a_prefix: u64, b: &[u8]) -> std::cmp::Ordering {
 /// 8 bytes at a time. Slices' `cmp` calls `memcmp` through the PLT, some 30
 /// instructions and a few branches for a 16-byte key; the hot comparisons of a scan (a
 /// step's bound, a block's binary search, the merge's heads) are of short keys, most of
-/// them decided in their first 8 bytes, which this compares inline.
+/// them decided in their first 8 bytes, which this compares inline. ([`cmp_keys`] is
+/// the same order where the caller holds one key's prefix already: an index block's
+/// binary search.)
 #[inline(always)]
 pub fn key_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     match (a.first_chunk::<8>(), b.first_chunk::<8>()) {
