@@ -152,6 +152,29 @@ impl SegmentReader {
         }
     }
 
+    /// Start loading what a seek to `key` reads first in mapped data blocks (formats 4
+    /// to 8; a no-op otherwise): the filter's line, the end of the block the summary
+    /// names for `key` ([`Self::prefetch_block`]) and the lines where a binary search of
+    /// its entries starts. A table's scan calls it for every segment it will seek into
+    /// before the first of those seeks, so their misses overlap instead of following
+    /// one another.
+    pub(crate) fn prefetch_seek(&self, key: &[u8]) {
+        if !self.has_blocks() || !matches!(self.data, Source::Mapped(_)) {
+            return;
+        }
+        let Some(b) = self.summary_block_for(key) else {
+            return;
+        };
+        let h = key_hash(key);
+        self.prefetch_filter(h);
+        self.prefetch_block(b, h);
+        let (off, len) = self.summary_block(b);
+        let len = u64::from(len);
+        for at in [len / 2, len / 4, len / 4 * 3] {
+            self.data.prefetch(off + at);
+        }
+    }
+
     /// Run `f` over data block `b`, its checksum checked if `check`; errors name the
     /// data file at the bad bytes (at the block's start where it is compressed).
     pub(in crate::segment) fn with_data_block<R>(

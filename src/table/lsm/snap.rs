@@ -163,9 +163,10 @@ impl TableSnap {
     /// scan's range scans as one at rest (issue 19). Segments are left out by their key
     /// spans alike ([`meets`]).
     pub(crate) fn scan(&self, at: u64, bounds: KeyBounds) -> ScanSource {
-        let mems = self.mems_in(at, &bounds);
         let segs = &self.view.segments;
         let meeting = Meeting::of(&self.view, &bounds);
+        self.prefetch_seeks(&meeting, &bounds.0);
+        let mems = self.mems_in(at, &bounds);
         match meeting.sole() {
             Some(i) if mems.is_empty() && segs[i].range_tombstones().is_empty() => {
                 return sole_segment(segs[i].clone(), bounds, self.now);
@@ -183,6 +184,25 @@ impl TableSnap {
         }
         let policy = TombstonePolicy::Hide(self.now);
         ScanSource::Merged(self.merge_of(mems, &meeting, at, bounds, policy))
+    }
+
+    /// Start loading, in every segment `meeting` keeps whose key span holds the start
+    /// `lo`, what the scan's seek there reads first, when it seeks into more than one
+    /// source (a segment or a memtable): those misses then overlap one another and the
+    /// memtables' searches, where each seek used to wait for its own.
+    fn prefetch_seeks(&self, meeting: &Meeting, lo: &Bound<Vec<u8>>) {
+        let (Bound::Included(k) | Bound::Excluded(k)) = lo else {
+            return;
+        };
+        let p = key_prefix(k);
+        let seeks = |i: &usize| meeting.keeps(*i) && !self.view.leaves_out(*i, k, p);
+        let n = self.view.segments.len();
+        if self.mems.is_empty() && (0..n).filter(seeks).nth(1).is_none() {
+            return; // one seek: nothing to overlap
+        }
+        for i in (0..n).filter(seeks) {
+            self.view.segments[i].prefetch_seek(k);
+        }
     }
 
     /// An [`Overlay`] under `mems` and the segments `meeting` keeps: its base is, of
