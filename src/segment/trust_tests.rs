@@ -84,3 +84,40 @@ fn only_the_tables_reads_trust_a_checked_mapped_block() {
     assert!(matches!(err, Some(Error::Corrupt { .. })), "{err:?}");
     assert!(matches!(r.verify(), Err(Error::Corrupt { .. })));
 }
+
+#[test]
+fn checking_mapped_blocks_marks_the_sound_ones_and_stops_at_damage() {
+    let (dir, name) = damaged();
+    let r = SegmentReader::open(dir.path(), &name, DiskAccessMode::Mmap.resolve()).unwrap();
+    let n = r.data_blocks();
+    // Block 0 is damaged: the check fails there, naming the data file at its offset,
+    // and marks nothing.
+    let e = r.check_mapped_blocks().expect_err("block 0 is damaged");
+    assert!(
+        matches!(&e, Error::Corrupt { offset, .. } if *offset == r.summary_block(0).0),
+        "{e}"
+    );
+    assert!((0..n).all(|b| !r.block_checked(b)));
+    // Past the two damaged blocks (as if a read had passed them before their bytes
+    // went bad), every other block passes and is marked, and a second call has
+    // nothing left to check.
+    r.mark_block_checked(0, 1);
+    r.mark_block_checked(1, 1);
+    assert_eq!(r.check_mapped_blocks().unwrap(), n - 2);
+    assert!((0..n).all(|b| r.block_checked(b)));
+    assert_eq!(r.check_mapped_blocks().unwrap(), 0);
+    // Gets read the marked blocks on trust.
+    assert!(r.get(&key(150)).unwrap().is_some());
+}
+
+#[test]
+fn checking_blocks_read_with_pread_leaves_them_to_their_reads() {
+    let (dir, name) = damaged();
+    let r = SegmentReader::open(dir.path(), &name, DiskAccessMode::Standard.resolve()).unwrap();
+    assert_eq!(r.check_mapped_blocks().unwrap(), 0);
+    assert!((0..r.data_blocks()).all(|b| !r.block_checked(b)));
+    let e = r
+        .get(&key(0))
+        .expect_err("a read with pread checks the block");
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+}

@@ -175,6 +175,58 @@ impl SegmentReader {
         }
     }
 
+    /// How many of the segment's data blocks a read has checked, and how many it has.
+    #[cfg(test)]
+    pub(crate) fn blocks_checked(&self) -> (usize, usize) {
+        let n = self.data_blocks();
+        ((0..n).filter(|&b| self.block_checked(b)).count(), n)
+    }
+
+    /// Whether every page of the mapped data is in the page cache (`mincore`; false
+    /// where that cannot be asked): a compaction checks its outputs' blocks only then,
+    /// so the check never reads from disk what no read asked for.
+    pub(crate) fn data_in_page_cache(&self) -> bool {
+        let Source::Mapped(m) = &self.data else {
+            return false;
+        };
+        let region = m.whole_region();
+        let pages = region.len().div_ceil(crate::io::sys::page_size());
+        matches!(crate::io::sys::resident_pages(region), Ok(n) if n == pages)
+    }
+
+    /// Check the checksum of every mapped data block stored raw that no read has
+    /// checked yet, and remember each as checked, as its first read would (formats 4
+    /// to 8; compressed blocks, and data read with `pread`, are left to their reads).
+    /// Returns how many blocks it checked. A flush calls it on the segment it has just
+    /// written, and a compaction on its outputs whose pages are all still in the page
+    /// cache: the table's first scans and gets of the new segment then skip the
+    /// whole-block checksum each would pay on first touch (4 KiB summed where a scan
+    /// reads a few rows), and damage from the write path shows at the flush or
+    /// compaction instead of at some later read.
+    pub(crate) fn check_mapped_blocks(&self) -> Result<usize> {
+        let Some(data) = self.mapped_data().filter(|_| self.has_blocks()) else {
+            return Ok(0);
+        };
+        let mut buf = Vec::new();
+        let mut checked = 0;
+        for b in 0..self.data_blocks() {
+            let (off, len) = self.summary_block(b);
+            let stored = usize::try_from(off)
+                .ok()
+                .and_then(|o| data.get(o..o.checked_add(len as usize)?))
+                .ok_or_else(|| Error::corrupt(self.data.path(), off, "data block past the data"))?;
+            if self.block_checked(b) || !is_raw(stored) {
+                continue;
+            }
+            let corrupt = |m: Malformed| m.at(off).into_error(self.data.path());
+            let (payload, _) = unpack(stored, &mut buf, true).map_err(corrupt)?;
+            let blk = DataBlock::parse(payload, self.block_layout()).map_err(corrupt)?;
+            self.mark_block_checked(b, slot_hint(&blk));
+            checked += 1;
+        }
+        Ok(checked)
+    }
+
     /// Run `f` over data block `b`, its checksum checked if `check`; errors name the
     /// data file at the bad bytes (at the block's start where it is compressed).
     pub(in crate::segment) fn with_data_block<R>(

@@ -354,6 +354,7 @@ impl Table {
         drop(others);
         drop(view);
         self.set.replace_at_level(ids, &new, placement.level)?;
+        self.check_written(&new, true);
         self.compactions.fetch_add(1, Ordering::Relaxed);
         let written: u64 = self
             .set

@@ -10,6 +10,7 @@ use parking_lot::MutexGuard;
 
 use super::{Memtables, Table};
 use crate::error::{Error, Result};
+use crate::segment::SegmentName;
 use crate::table::memtable::{Memtable, RANGE_FRAGMENTS_FULL};
 
 impl Table {
@@ -81,6 +82,7 @@ impl Table {
             let Some(mt) = self.mem.read().frozen.first().cloned() else {
                 break;
             };
+            let mut flushed = None;
             if !mt.is_empty() {
                 // Visibility invariant 3: no segment holds a cell readers may not see.
                 if let Some((_, max)) = mt.seq_range() {
@@ -106,6 +108,7 @@ impl Table {
                 added += 1;
                 self.flush_bytes.fetch_add(stats.data_len, Ordering::Relaxed);
                 tracing::debug!(segment = %name, cells = stats.entry_count, "memtable flushed");
+                flushed = Some(name);
             }
             {
                 let mut m = self.mem.write();
@@ -122,9 +125,38 @@ impl Table {
             }
             self.flushes.fetch_add(1, Ordering::Relaxed);
             self.flush_ended(None);
+            // After the flush is done and told: a writer waiting for room does not wait
+            // for the check too.
+            if let Some(name) = flushed {
+                self.check_written(std::slice::from_ref(&name), false);
+            }
         }
         self.flush_ended(None);
         Ok(added)
+    }
+
+    /// Check the blocks of the segments `names`, just written and installed, while
+    /// their pages are in the page cache
+    /// ([`crate::segment::SegmentReader::check_mapped_blocks`]), so the first reads of
+    /// each block do not: a flush's segment always (a memtable's worth, just written),
+    /// a compaction's only if every page of it still is (`resident_only`). A block that
+    /// fails is left unchecked: the read that meets it reports the damage, as before.
+    pub(super) fn check_written(&self, names: &[SegmentName], resident_only: bool) {
+        let written: Vec<_> = self.set.with_view(|v| {
+            v.segments
+                .iter()
+                .filter(|s| names.contains(s.name()))
+                .cloned()
+                .collect()
+        });
+        for h in written {
+            if resident_only && !h.data_in_page_cache() {
+                continue;
+            }
+            if let Err(e) = h.check_mapped_blocks() {
+                tracing::error!(segment = %h.name(), error = %e, "a segment just written failed its check");
+            }
+        }
     }
 
     /// Freeze the active memtable without flushing it: it stays readable as a frozen
