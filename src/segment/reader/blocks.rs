@@ -175,6 +175,17 @@ impl SegmentReader {
         }
     }
 
+    /// Start loading the block a get of `key` (`h = key_hash(key)`) would read: its end
+    /// and its home slot ([`Self::prefetch_block`]), in mapped data of formats 4 to 8.
+    pub(crate) fn prefetch_get(&self, key: &[u8], h: u64) {
+        if !self.has_blocks() {
+            return;
+        }
+        if let Some(b) = self.summary_block_for(key) {
+            self.prefetch_block(b, h);
+        }
+    }
+
     /// How many of the segment's data blocks a read has checked, and how many it has.
     #[cfg(test)]
     pub(crate) fn blocks_checked(&self) -> (usize, usize) {

@@ -326,7 +326,10 @@ impl Table {
             if i < 64 && (out || newer.is_some_and(|t| view.max_ts(i) < t)) {
                 maybe &= !(1 << i);
             } else {
+                // The block the key would be in, beside the filter's line: the segment
+                // holding the key then waits for neither after the filters answer.
                 s.prefetch_filter(h);
+                s.prefetch_get(key, h);
             }
         }
         for (i, s) in segments.iter().enumerate().take(64) {
