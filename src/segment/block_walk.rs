@@ -95,10 +95,7 @@ impl Loaded {
         let corrupt = |m: Malformed| m.at(off).into_error(path);
         let mapped = match &r.data {
             Source::Mapped(m) => {
-                let s = usize::try_from(off)
-                    .ok()
-                    .and_then(|o| m.as_slice().get(o..o.checked_add(len as usize)?))
-                    .ok_or_else(|| Error::corrupt(path, off, "data block past the data"))?;
+                let s = r.stored_block(m.as_slice(), b)?;
                 let check = !(trust && r.block_checked(b));
                 let (payload, raw) = unpack(s, &mut self.buf, check).map_err(corrupt)?;
                 let blk = DataBlock::parse(payload, r.block_layout())

@@ -178,7 +178,8 @@ impl SegmentReader {
     /// Start loading the block a get of `key` (`h = key_hash(key)`) would read: its end
     /// and its home slot ([`Self::prefetch_block`]), in mapped data of formats 4 to 8.
     pub(crate) fn prefetch_get(&self, key: &[u8], h: u64) {
-        if !self.has_blocks() {
+        // Data read with `pread` has nothing to prefetch: no summary search for it.
+        if !self.has_blocks() || !matches!(self.data, Source::Mapped(_)) {
             return;
         }
         if let Some(b) = self.summary_block_for(key) {
@@ -205,6 +206,20 @@ impl SegmentReader {
         matches!(crate::io::sys::resident_pages(region), Ok(n) if n == pages)
     }
 
+    /// Data block `b` as stored (payload, compression byte, checksum) in the map
+    /// `data` of this segment's data file.
+    pub(in crate::segment) fn stored_block<'a>(
+        &self,
+        data: &'a [u8],
+        b: usize,
+    ) -> Result<&'a [u8]> {
+        let (off, len) = self.summary_block(b);
+        usize::try_from(off)
+            .ok()
+            .and_then(|o| data.get(o..o.checked_add(len as usize)?))
+            .ok_or_else(|| Error::corrupt(self.data.path(), off, "data block past the data"))
+    }
+
     /// Check the checksum of every mapped data block stored raw that no read has
     /// checked yet, and remember each as checked, as its first read would (formats 4
     /// to 8; compressed blocks, and data read with `pread`, are left to their reads).
@@ -221,14 +236,11 @@ impl SegmentReader {
         let mut buf = Vec::new();
         let mut checked = 0;
         for b in 0..self.data_blocks() {
-            let (off, len) = self.summary_block(b);
-            let stored = usize::try_from(off)
-                .ok()
-                .and_then(|o| data.get(o..o.checked_add(len as usize)?))
-                .ok_or_else(|| Error::corrupt(self.data.path(), off, "data block past the data"))?;
+            let stored = self.stored_block(data, b)?;
             if self.block_checked(b) || !is_raw(stored) {
                 continue;
             }
+            let off = self.summary_block(b).0;
             let corrupt = |m: Malformed| m.at(off).into_error(self.data.path());
             let (payload, _) = unpack(stored, &mut buf, true).map_err(corrupt)?;
             let blk = DataBlock::parse(payload, self.block_layout()).map_err(corrupt)?;
