@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crossbeam_epoch as epoch;
 use crossbeam_skiplist::base::RefRange;
 
-use super::{Key, Memtable, Node, SharedCell};
+use super::{key, Key, Memtable, Node, SharedCell};
 use crate::io::prefetch::prefetch_read;
 use crate::range::{self, KeyRange};
 use crate::segment::{Entry, RecordRef};
@@ -209,7 +209,13 @@ impl OwnedMemtableIter {
     fn read_ahead(&mut self) -> bool {
         let map = &self.memtable.map;
         let guard = &epoch::pin();
-        let Some(mut e) = map.lower_bound(range::as_ref(&self.next), guard) else {
+        let from = range::as_ref(&self.next);
+        // A probe compares with `key_order` inline (`key.rs`).
+        let found = match key::probe_bound(from) {
+            Some(p) => map.lower_bound(p.as_ref(), guard),
+            None => map.lower_bound(from, guard),
+        };
+        let Some(mut e) = found else {
             return false;
         };
         let mut last = None;
@@ -293,7 +299,12 @@ impl DoubleEndedIterator for OwnedMemtableIter {
         loop {
             let found = {
                 let guard = &epoch::pin();
-                let e = self.memtable.map.upper_bound(range::as_ref(&self.back), guard);
+                let map = &self.memtable.map;
+                let to = range::as_ref(&self.back);
+                let e = match key::probe_bound(to) {
+                    Some(p) => map.upper_bound(p.as_ref(), guard),
+                    None => map.upper_bound(to, guard),
+                };
                 match e {
                     Some(e) if range::above(e.key(), &self.next) => {
                         let entry = e.value().read().at(self.at).map(|c| c.entry(e.key()));

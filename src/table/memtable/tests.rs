@@ -45,6 +45,44 @@ fn newest_wins_and_ties_are_deterministic() {
     assert_eq!(m.get(b"nope"), None);
 }
 
+/// Keys of 0 to 40 bytes over a small alphabet (long shared prefixes), on both sides of
+/// the inline limit: searches probe short keys as `Key`s ordered by `key_order` and long
+/// ones as slices (`key.rs`), and both must find what a `BTreeMap` of the bytes holds.
+fn mixed_key() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(0xff)], 0..40)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #[test]
+    fn keys_of_any_length_are_found_ranged_and_walked_back_in_byte_order(
+        keys in proptest::collection::btree_set(mixed_key(), 0..120),
+        probes in proptest::collection::vec(mixed_key(), 1..20),
+    ) {
+        let m = Arc::new(Memtable::new());
+        for k in keys.iter().rev() {
+            put(&m, k, k, 1);
+        }
+        for k in keys.iter().chain(&probes) {
+            let got = m.get(k).map(|e| e.value);
+            prop_assert_eq!(got.as_ref(), keys.get(k), "get of {:?}", k);
+        }
+        for w in probes.windows(2) {
+            let (lo, hi) = (w[0].as_slice().min(&w[1]), w[0].as_slice().max(&w[1]));
+            let (lo, hi) = (&lo.to_vec(), &hi.to_vec());
+            let want: Vec<&Vec<u8>> = keys
+                .range::<Vec<u8>, _>((Bound::Excluded(lo), Bound::Included(hi)))
+                .collect();
+            let bounds = (Bound::Excluded(lo.clone()), Bound::Included(hi.clone()));
+            let fwd: Vec<Vec<u8>> = m.range_owned(bounds.clone()).map(|e| e.key).collect();
+            prop_assert_eq!(fwd.iter().collect::<Vec<_>>(), want.clone());
+            let mut back: Vec<Vec<u8>> = m.range_owned(bounds).rev().map(|e| e.key).collect();
+            back.reverse();
+            prop_assert_eq!(back.iter().collect::<Vec<_>>(), want);
+        }
+    }
+}
+
 #[test]
 fn ranges_are_in_key_order_and_bounded() {
     let m = Arc::new(Memtable::new());
