@@ -53,7 +53,10 @@ fn mixed_key() -> impl Strategy<Value = Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    // 64 cases in CI; `PROPTEST_CASES` runs them deep.
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64)
+    ))]
     #[test]
     fn keys_of_any_length_are_found_ranged_and_walked_back_in_byte_order(
         keys in proptest::collection::btree_set(mixed_key(), 0..120),
