@@ -119,3 +119,16 @@ pub use table::{
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// Helpers the unit tests share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    /// Cases for a property test: `PROPTEST_CASES` when set (to run it deep), else
+    /// `default` (what CI runs).
+    pub(crate) fn proptest_cases(default: u32) -> u32 {
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(default)
+    }
+}

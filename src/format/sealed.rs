@@ -472,12 +472,8 @@ mod tests {
 
     fn config() -> ProptestConfig {
         // Cheap cases: 256 by default; `PROPTEST_CASES` overrides.
-        let cases = std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(256);
         ProptestConfig {
-            cases,
+            cases: crate::test_support::proptest_cases(256),
             failure_persistence: None,
             ..ProptestConfig::default()
         }

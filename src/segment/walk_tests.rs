@@ -135,7 +135,7 @@ fn blocks_agree_with_records(
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(48)
+        crate::test_support::proptest_cases(48)
     ))]
 
     #[test]
@@ -162,7 +162,7 @@ fn fixed_key(len: usize) -> impl Strategy<Value = Vec<u8>> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(32)
+        crate::test_support::proptest_cases(32)
     ))]
 
     /// Format 8 stores a block of live cells of one key length and one value length

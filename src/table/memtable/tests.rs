@@ -54,9 +54,7 @@ fn mixed_key() -> impl Strategy<Value = Vec<u8>> {
 
 proptest! {
     // 64 cases in CI; `PROPTEST_CASES` runs them deep.
-    #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64)
-    ))]
+    #![proptest_config(ProptestConfig::with_cases(crate::test_support::proptest_cases(64)))]
     #[test]
     fn keys_of_any_length_are_found_ranged_and_walked_back_in_byte_order(
         keys in proptest::collection::btree_set(mixed_key(), 0..120),
@@ -71,8 +69,7 @@ proptest! {
             prop_assert_eq!(got.as_ref(), keys.get(k), "get of {:?}", k);
         }
         for w in probes.windows(2) {
-            let (lo, hi) = (w[0].as_slice().min(&w[1]), w[0].as_slice().max(&w[1]));
-            let (lo, hi) = (&lo.to_vec(), &hi.to_vec());
+            let (lo, hi) = if w[0] <= w[1] { (&w[0], &w[1]) } else { (&w[1], &w[0]) };
             let want: Vec<&Vec<u8>> = keys
                 .range::<Vec<u8>, _>((Bound::Excluded(lo), Bound::Included(hi)))
                 .collect();
