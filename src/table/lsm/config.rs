@@ -13,8 +13,9 @@ use crate::table::compaction::CompactionConfig;
 pub struct TableConfig {
     /// Freeze and flush the active memtable once it holds this many bytes
     /// (`Memtable::approx_bytes`: keys, values and a per-cell overhead). Its point
-    /// index adds up to 64 bytes per key read or written again while the key is in the
-    /// memtable, outside this count (`TableStats::memtable_index_bytes`).
+    /// index, a table of 24-byte slots made with the memtable for the keys the one
+    /// before it held (at most one slot per 128 bytes of this), is outside this count
+    /// (`TableStats::memtable_index_bytes`).
     ///
     /// Default 16 MiB (fjall's; RocksDB's write buffer is 64 MiB, this default until
     /// issue 19): a memtable's skiplist that stays within the last-level cache costs a

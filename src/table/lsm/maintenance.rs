@@ -64,10 +64,11 @@ impl Table {
 
     /// Freeze the active memtable if it holds anything (the caller holds the write lock).
     /// The new active memtable's key filter is sized for `flush_bytes`, the table's
-    /// flush size now (it may have changed since the last one was made).
+    /// flush size now (it may have changed since the last one was made), and its point
+    /// index for the keys the frozen one holds.
     pub(crate) fn freeze_locked(m: &mut Memtables, flush_bytes: usize) {
         if !m.active.is_empty() {
-            let next = Arc::new(Memtable::for_flush_bytes(flush_bytes));
+            let next = Arc::new(Memtable::after(&m.active, flush_bytes));
             let old = std::mem::replace(&mut m.active, next);
             m.frozen.push(old);
         }

@@ -135,8 +135,10 @@ pub struct TableStats {
     pub memtable_keys: usize,
     /// Bytes charged to the active memtable.
     pub memtable_bytes: usize,
-    /// Bytes of the active memtable's point index (64 per key read or written again
-    /// while there), on top of `memtable_bytes` and outside the flush threshold.
+    /// Bytes of the active memtable's point index (a table sized when the memtable is
+    /// made, for the keys the one before it held: 24 KiB to 3 MiB at a 16 MiB
+    /// `memtable_flush_bytes`), on top of `memtable_bytes` and outside the flush
+    /// threshold.
     pub memtable_index_bytes: usize,
     /// Frozen memtables waiting for their flush.
     pub frozen_memtables: usize,

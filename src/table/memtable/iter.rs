@@ -75,7 +75,7 @@ impl Iterator for MemtableIter<'_> {
     fn next(&mut self) -> Option<Entry> {
         let guard = &epoch::pin();
         let e = self.inner.next(guard)?;
-        let entry = e.value().read().head.entry(e.key());
+        let entry = e.value().versions.read().head.entry(e.key());
         e.release(guard);
         Some(entry)
     }
@@ -233,7 +233,7 @@ impl OwnedMemtableIter {
             if let Some(n) = &step {
                 prefetch_read(std::slice::from_ref(&**n.value()), 0);
             }
-            if let Some(c) = e.value().read().at(self.at) {
+            if let Some(c) = e.value().versions.read().at(self.at) {
                 self.ahead.push_back(Ahead {
                     key: Key::from_slice(e.key()),
                     cell: c.shared(),
@@ -307,7 +307,7 @@ impl DoubleEndedIterator for OwnedMemtableIter {
                 };
                 match e {
                     Some(e) if range::above(e.key(), &self.next) => {
-                        let entry = e.value().read().at(self.at).map(|c| c.entry(e.key()));
+                        let entry = e.value().versions.read().at(self.at).map(|c| c.entry(e.key()));
                         Some((e.key().to_vec(), entry))
                     }
                     _ => None,

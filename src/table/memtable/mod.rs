@@ -44,15 +44,17 @@
 //! 4. Once a key is present it stays present, and a read of it returns a cell at least
 //!    as new as any read of it that finished earlier: a key being overwritten is never
 //!    missing, and never goes back to an older cell.
-//! 5. Every node is linked into the skiplist first, and entered into the point index
-//!    (a hash map by key, to the same `Arc`'d node) by the first point read or
-//!    overwrite that finds it there; neither ever removes one. So the index holds a
-//!    subset of the skiplist's keys, each with the skiplist's node: a point read or an
-//!    overwrite that finds the key in the index has its one node, and one that does not
-//!    searches the skiplist as before (and indexes what it finds). A key read or
-//!    written again is found in a hash lookup instead of a skiplist search of O(log n)
-//!    cache misses (with 200,000 keys in the memtable: 1,172 ns a get before the index,
-//!    against 549 ns for a get from a segment).
+//! 5. Every node is linked into the skiplist first, then entered into the point index
+//!    (a table by key hash, sized once, of the same `Arc`'d nodes: `index.rs`) by the
+//!    insert that linked it; neither ever removes one. So the index holds a subset of
+//!    the skiplist's keys, each with the skiplist's node: a point read or an overwrite
+//!    that finds the key in the index has its one node, and one that does not searches
+//!    the skiplist (and offers what it finds to the index again). A key's point reads
+//!    are a hash lookup instead of a skiplist search of O(log n) cache misses (with
+//!    200,000 keys in the memtable: 1,172 ns a get before the index, against 549 ns for
+//!    a get from a segment). Keys are left out only where their window of slots is full
+//!    (about 1% of them in a full memtable) or a racing insert of the same tag is in
+//!    flight.
 //!
 //! # Layout
 //! - `mod.rs`: [`Memtable`] (inserts, applying commit log records, point reads through
@@ -60,6 +62,7 @@
 //! - `versions.rs`: a key's versions and the insert that keeps invariant 1.
 //! - `filter.rs`: the key filter point reads test before searching the skiplist (a key's
 //!   bits are set before its node is created: no false negative).
+//! - `index.rs`: the point index, a table of nodes by key hash that inserts enter.
 //! - `iter.rs`: [`MemtableIter`] and [`OwnedMemtableIter`] (double-ended, seekable; its
 //!   front reads cells ahead in batches, one skiplist search each).
 //! - `key.rs`: [`Key`], inline up to 24 bytes and ordered by `format::key_order`, and
@@ -80,14 +83,17 @@ use crate::segment::Entry;
 use crate::table::visibility::Visibility;
 
 mod filter;
+mod index;
 mod iter;
 mod key;
 mod ranges;
-#[cfg(test)]
+// Not in the `loom` build, whose index hands out clones (`index.rs`).
+#[cfg(all(test, not(segstore_loom)))]
 mod tests;
 mod versions;
 
 use filter::KeyFilter;
+use index::PointIndex;
 pub(crate) use key::Key;
 pub use filter::BITS_PER_KEY as FILTER_BITS_PER_KEY;
 pub use iter::{MemtableIter, OwnedMemtableIter};
@@ -122,32 +128,37 @@ pub struct SharedCell {
 /// quadratic time (about a millisecond per delete at this size).
 pub const RANGE_FRAGMENTS_FULL: usize = 2048;
 
-/// A key's versions, shared by its skiplist node and its entry in the point index.
-type Node = Arc<RwLock<Versions>>;
+/// A key's versions, shared by its skiplist node and its slot in the point index.
+type Node = Arc<NodeData>;
 
-/// Bytes counted once per key entered into the point index (invariant 5): the entry's
-/// allocation (its key and the node's pointer, 48 bytes from the allocator) and its
-/// slot. Counted in [`Memtable::index_bytes`], not in [`Memtable::approx_bytes`]: the
-/// flush threshold keeps counting cells, as before the index. (Counting the index there
-/// too flushed YCSB's memtables sooner, and the extra small segments made E's scans 15%
-/// to 19% slower.)
-pub const INDEX_OVERHEAD: usize = 64;
+/// What a key's node holds: its versions, and its key, which the point index compares
+/// (the skiplist holds the key too, in its own node).
+#[derive(Debug)]
+pub(super) struct NodeData {
+    key: Key,
+    versions: RwLock<Versions>,
+}
+
+impl index::Keyed for NodeData {
+    #[inline]
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+}
 
 /// A concurrent sorted memtable. See the module docs.
 #[derive(Debug)]
 pub struct Memtable {
     /// Nodes are never removed; versions change in place (invariant 4).
     map: SkipList<Key, Node>,
-    /// The point index: the same nodes by key, in a hash map (invariant 5). Entries are
-    /// never removed either.
-    index: papaya::HashMap<Key, Node>,
+    /// The point index: the same nodes by key hash (invariant 5, `index.rs`). Entries
+    /// are never removed either.
+    index: PointIndex<NodeData>,
     /// Every key of `map`, set before its node is created (`filter.rs`).
     filter: KeyFilter,
     /// Range tombstones, numbered (`ranges.rs`).
     ranges: ranges::MemRanges,
     bytes: AtomicUsize,
-    /// [`INDEX_OVERHEAD`] per key in the point index.
-    index_bytes: AtomicUsize,
     min_seq: AtomicU64,
     max_seq: AtomicU64,
     min_ts: AtomicU64,
@@ -172,17 +183,23 @@ impl Memtable {
     /// An empty memtable whose key filter is sized for a flush at `flush_bytes`
     /// ([`crate::table::TableConfig::memtable_flush_bytes`]).
     pub fn for_flush_bytes(flush_bytes: usize) -> Memtable {
-        Memtable::with_filter(KeyFilter::for_flush_bytes(flush_bytes))
+        Memtable::with_index(flush_bytes, index::MIN_SLOTS)
     }
 
-    fn with_filter(filter: KeyFilter) -> Memtable {
+    /// An empty memtable to follow `last` (frozen now), flushed at `flush_bytes`: its
+    /// point index sized for as many keys as `last` held (`index::slots_after`).
+    pub(crate) fn after(last: &Memtable, flush_bytes: usize) -> Memtable {
+        let slots = index::slots_after(last.len(), last.index.slots(), flush_bytes);
+        Memtable::with_index(flush_bytes, slots)
+    }
+
+    fn with_index(flush_bytes: usize, slots: usize) -> Memtable {
         Memtable {
             map: SkipList::new(epoch::default_collector().clone()),
-            index: papaya::HashMap::new(),
-            filter,
+            index: PointIndex::with_slots(slots),
+            filter: KeyFilter::for_flush_bytes(flush_bytes),
             ranges: ranges::MemRanges::default(),
             bytes: AtomicUsize::new(0),
-            index_bytes: AtomicUsize::new(0),
             min_seq: AtomicU64::new(u64::MAX),
             max_seq: AtomicU64::new(0),
             min_ts: AtomicU64::new(u64::MAX),
@@ -218,11 +235,13 @@ impl Memtable {
         }
         // An overwrite finds the node without allocating the key again, through the
         // point index. A key the filter rules out has no node (its bits are set before
-        // its node is linked): a new key is searched for once, by the insert.
+        // its node is linked): a new key is searched for once, by the insert, and
+        // entered into the index, whose slot starts loading here.
         let h = key_hash(c.key);
-        let write = |n: &RwLock<Versions>| n.write().insert(seq, c, floor, visibility);
+        self.index.prefetch(h);
+        let write = |n: &NodeData| n.versions.write().insert(seq, c, floor, visibility);
         let found = match self.filter.may_contain(h) {
-            true => self.with_node(c.key, write),
+            true => self.with_node(c.key, h, write),
             false => None,
         };
         let stored = match found {
@@ -234,15 +253,21 @@ impl Memtable {
                 self.filter.insert(h);
                 let guard = &epoch::pin();
                 let node = || {
-                    Arc::new(RwLock::new(Versions {
-                        head_seq: seq.unwrap_or(0),
-                        head: Cell::from(c),
-                        older: Vec::new(),
-                    }))
+                    Arc::new(NodeData {
+                        key: Key::from_slice(c.key),
+                        versions: RwLock::new(Versions {
+                            head_seq: seq.unwrap_or(0),
+                            head: Cell::from(c),
+                            older: Vec::new(),
+                        }),
+                    })
                 };
                 let e = self
                     .map
                     .get_or_insert_with(Key::from_slice(c.key), node, guard);
+                // Invariant 5: linked, then indexed (a racing insert of the key got the
+                // same node, and one of the two enters it).
+                self.index.insert(h, e.value());
                 let stored = write(e.value());
                 e.release(guard);
                 stored
@@ -259,17 +284,15 @@ impl Memtable {
         stored
     }
 
-    /// Run `f` on the node of `key` (`None`: no node): found through the point index,
-    /// or else through the skiplist, which links every node (invariant 5); a node found
-    /// there is entered into the index, so the next read or overwrite of the key finds
-    /// it in one hash lookup. A key is indexed at its second touch, not at its insert:
-    /// a put of a new key pays no index entry (inserting every new key cost uniform
-    /// puts a fifth of their speed), a key read or written again pays one.
+    /// Run `f` on the node of `key`, whose [`key_hash`] is `h` (`None`: no node): found
+    /// through the point index, or else through the skiplist, which links every node
+    /// (invariant 5). Every key is offered to the index at its insert; a key it left
+    /// out (its window was full, or a racing insert of its tag was in flight) is
+    /// offered again when found here.
     #[inline]
-    fn with_node<R>(&self, key: &[u8], f: impl FnOnce(&RwLock<Versions>) -> R) -> Option<R> {
-        let index = self.index.pin();
-        if let Some(n) = index.get(key) {
-            return Some(f(n));
+    fn with_node<R>(&self, key: &[u8], h: u64, f: impl FnOnce(&NodeData) -> R) -> Option<R> {
+        if let Some(n) = self.index.get(key, h) {
+            return Some(f(n.as_ref()));
         }
         let guard = &epoch::pin();
         // A probe compares with `key_order` inline (`key.rs`).
@@ -277,14 +300,8 @@ impl Memtable {
             Some(p) => self.map.get(&p, guard),
             None => self.map.get(key, guard),
         }?;
-        // Invariant 5: the skiplist's node, never another (a racing touch of the key
-        // offers the same one; one of them stores it and charges it).
-        if index
-            .try_insert(Key::from_slice(key), Arc::clone(e.value()))
-            .is_ok()
-        {
-            self.index_bytes.fetch_add(INDEX_OVERHEAD, Ordering::Relaxed);
-        }
+        // Invariant 5: the skiplist's node, never another.
+        self.index.insert(h, e.value());
         Some(f(e.value()))
     }
 
@@ -405,7 +422,7 @@ impl Memtable {
 
     /// The newest cell of `key` (a tombstone included: it shadows older segments).
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
-        self.with_node(key, |n| n.read().head.entry(key))
+        self.with_node(key, key_hash(key), |n| n.versions.read().head.entry(key))
     }
 
     /// The newest cell of `key` like [`Memtable::get`], its value shared rather than
@@ -435,7 +452,7 @@ impl Memtable {
         }
         // For `Visible`, loaded under the node's lock: a version forgotten before we
         // took it was below a floor at or below what we load (visibility invariant 2).
-        self.with_node(key, |n| n.read().at(at.seq()).map(Cell::shared))
+        self.with_node(key, h, |n| n.versions.read().at(at.seq()).map(Cell::shared))
             .flatten()
     }
 
@@ -446,7 +463,7 @@ impl Memtable {
         if self.map.is_empty() || !self.filter.may_contain(h) {
             return None;
         }
-        self.with_node(key, |n| n.read().head_seq)
+        self.with_node(key, h, |n| n.versions.read().head_seq)
     }
 
     /// The node of `key`, found in the skiplist (tests: invariant 5).
@@ -490,11 +507,12 @@ impl Memtable {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// Bytes of the point index: [`INDEX_OVERHEAD`] per key read or written again while
-    /// here (invariant 5). Not part of [`Memtable::approx_bytes`], so not of the flush
-    /// threshold: memory on top of it.
+    /// Bytes of the point index, a table sized when the memtable is made: 24 KiB for a
+    /// table's first memtable, then for the keys the memtable before held, up to 3 MiB
+    /// at a 16 MiB flush threshold (`index.rs`). Not part of [`Memtable::approx_bytes`],
+    /// so not of the flush threshold: memory on top of it.
     pub fn index_bytes(&self) -> usize {
-        self.index_bytes.load(Ordering::Relaxed)
+        self.index.bytes()
     }
 }
 

@@ -128,12 +128,12 @@ fn bytes_and_sequence_numbers_are_tracked() {
             expires: 0,
         }],
     );
-    assert_eq!((m.approx_bytes(), m.index_bytes()), (8 + CELL_OVERHEAD, 0));
+    let index_bytes = m.index_bytes();
+    assert_eq!(m.approx_bytes(), 8 + CELL_OVERHEAD);
     put(&m, b"abc", b"1", 0); // loses: not stored, not charged
     assert_eq!(m.approx_bytes(), 8 + CELL_OVERHEAD);
-    assert_eq!(m.index_bytes(), INDEX_OVERHEAD, "the key's second touch indexed it");
     put(&m, b"abc", b"0", 0);
-    assert_eq!(m.index_bytes(), INDEX_OVERHEAD, "indexed once");
+    assert_eq!(m.index_bytes(), index_bytes, "the index is sized once");
     m.apply_entries(
         3,
         &[Entry {
@@ -150,14 +150,14 @@ fn bytes_and_sequence_numbers_are_tracked() {
 }
 
 /// Invariant 5: writers racing to create and overwrite the same keys share one node per
-/// key, entered into the index (and charged) once, whichever thread touched it second;
-/// and a key whose insert has returned is found by a point read on another thread
-/// (synchronised by a channel).
+/// key, the one the index holds; and a key whose insert has returned is found by a
+/// point read on another thread (synchronised by a channel).
 #[test]
 fn racing_writers_share_one_node_a_key_indexed_once_and_found_once_inserted() {
     const KEYS: u32 = 2_000;
     const WRITERS: usize = 4;
-    let m = Memtable::new();
+    // Slots for every key (a table's first memtable has 1,024).
+    let m = Memtable::with_index(1 << 20, 4 * KEYS as usize);
     let key = |i: u32| format!("key{i:06}").into_bytes();
     let (tx, rx) = std::sync::mpsc::channel::<u32>();
     let stored = std::sync::atomic::AtomicUsize::new(0);
@@ -190,25 +190,22 @@ fn racing_writers_share_one_node_a_key_indexed_once_and_found_once_inserted() {
     let stored = stored.into_inner();
     assert!(stored >= KEYS as usize);
     assert_eq!(m.approx_bytes(), stored * cell);
-    assert_eq!(
-        m.index_bytes(),
-        KEYS as usize * INDEX_OVERHEAD,
-        "one index entry a key, whoever touched it second"
-    );
     for i in 0..KEYS {
-        assert!(m.newest_seq_hashed(&key(i), key_hash(&key(i))).is_some());
+        let k = key(i);
+        assert!(m.newest_seq_hashed(&k, key_hash(&k)).is_some());
+        let indexed = m.index.get(&k, key_hash(&k)).expect("indexed at its insert");
+        assert!(Arc::ptr_eq(indexed, &m.listed_node(&k).unwrap()), "one node");
     }
 }
 
-/// A new key is not indexed; its first read finds it through the skiplist and indexes
-/// the skiplist's node (invariant 5), which later reads and overwrites share.
+/// A new key is indexed at its insert with the skiplist's node (invariant 5), which
+/// later reads and overwrites share.
 #[test]
-fn a_key_is_indexed_at_its_second_touch_with_the_skiplist_s_node() {
+fn a_key_is_indexed_at_its_insert_with_the_skiplist_s_node() {
     let m = Memtable::new();
+    let h = key_hash(b"k");
     assert!(put(&m, b"k", b"v1", 1));
-    assert!(m.index.pin().get(&b"k"[..]).is_none(), "a new key is not indexed");
-    assert_eq!(m.get(b"k").unwrap().value, b"v1");
-    let indexed = Arc::clone(m.index.pin().get(&b"k"[..]).expect("indexed by the read"));
+    let indexed = Arc::clone(m.index.get(b"k", h).expect("indexed by the insert"));
     let listed = m.listed_node(b"k").unwrap();
     assert!(Arc::ptr_eq(&indexed, &listed), "one node");
     assert!(put(&m, b"k", b"v2", 2), "the overwrite goes through the index");
@@ -216,7 +213,37 @@ fn a_key_is_indexed_at_its_second_touch_with_the_skiplist_s_node() {
     assert_eq!(&*m.get_shared(b"k").unwrap().value, b"v2");
     assert_eq!(m.get(b"k").unwrap().value, b"v2");
     assert!(m.get(b"absent").is_none());
-    assert!(m.index.pin().get(&b"absent"[..]).is_none());
+    assert!(m.index.get(b"absent", key_hash(b"absent")).is_none());
+}
+
+/// Keys the index leaves out (more keys of one home slot than its window) are found
+/// through the skiplist, read and overwritten like the others.
+#[test]
+fn keys_the_index_leaves_out_are_found_in_the_skiplist() {
+    let m = Memtable::new();
+    let slots = m.index.slots();
+    // Keys whose hashes share their low bits crowd one window; find enough of them.
+    let home = |k: &[u8]| key_hash(k) as usize & (slots - 1);
+    let target = home(b"k0");
+    let crowd: Vec<Vec<u8>> = (0u32..)
+        .map(|i| format!("k{i}").into_bytes())
+        .filter(|k| home(k) == target)
+        .take(index::WINDOW + 4)
+        .collect();
+    for k in &crowd {
+        assert!(put(&m, k, b"v1", 1));
+    }
+    let left_out = crowd
+        .iter()
+        .filter(|k| m.index.get(k, key_hash(k)).is_none())
+        .count();
+    assert_eq!(left_out, 4, "a full window leaves keys to the skiplist");
+    for k in &crowd {
+        assert_eq!(m.get(k).unwrap().value, b"v1");
+        assert!(put(&m, k, b"v2", 2));
+        assert_eq!(&*m.get_shared(k).unwrap().value, b"v2");
+    }
+    assert_eq!(m.len(), crowd.len());
 }
 
 #[test]
@@ -380,7 +407,7 @@ fn a_hot_key_under_open_reads_keeps_only_the_versions_they_need() {
     for s in 5_001..=10_000 {
         write(s);
     }
-    let kept = m.listed_node(b"k").unwrap().read().older.len();
+    let kept = m.listed_node(b"k").unwrap().versions.read().older.len();
     assert!(kept <= THIN_AT + 2, "{kept} older versions kept");
     assert_eq!(read(ReadAt::Seq(first)).as_deref(), Some("1"));
     assert_eq!(read(ReadAt::Seq(second)).as_deref(), Some("5000"));
@@ -388,7 +415,7 @@ fn a_hot_key_under_open_reads_keeps_only_the_versions_they_need() {
     vis.release(first);
     vis.release(second);
     write(10_001);
-    assert!(m.listed_node(b"k").unwrap().read().older.len() <= 1);
+    assert!(m.listed_node(b"k").unwrap().versions.read().older.len() <= 1);
 }
 
 proptest! {
@@ -599,4 +626,27 @@ fn key_filter_has_no_false_negative_under_concurrent_inserts() {
             }
         });
     });
+}
+
+/// A table's first memtable has the fewest slots; the next one room for as many keys as
+/// the one before held, so those keys are all indexed.
+#[test]
+fn the_next_memtable_s_index_is_sized_for_the_keys_of_the_last() {
+    let flush = 16 << 20;
+    let first = Memtable::for_flush_bytes(flush);
+    assert_eq!(first.index.slots(), index::MIN_SLOTS);
+    let key = |i: u32| format!("key{i:06}").into_bytes();
+    for i in 0..5_000 {
+        put(&first, &key(i), b"v", 1);
+    }
+    let next = Memtable::after(&first, flush);
+    assert_eq!(next.index.slots(), 8_192);
+    for i in 0..5_000 {
+        put(&next, &key(i), b"v", 1);
+    }
+    let indexed = (0..5_000)
+        .filter(|&i| next.index.get(&key(i), key_hash(&key(i))).is_some())
+        .count();
+    assert!(indexed > 4_900, "{indexed} of 5,000 indexed");
+    assert_eq!(next.index_bytes(), 8_192 * 24);
 }
