@@ -182,22 +182,30 @@ impl<T: Keyed> PointIndex<T> {
         let mut i = h as usize & self.mask;
         for _ in 0..WINDOW {
             let s = &self.slots[i];
-            match s
-                .tag
-                .compare_exchange(0, tag, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => {
-                    // Claimed: this slot's node is ours alone to set.
-                    let set = s.node.set(Arc::clone(node));
-                    debug_assert!(set.is_ok(), "a claimed slot is set once");
-                    return true;
+            // A taken slot is read, not written: a failing compare-and-swap would still
+            // take its line exclusive, and reads that offer a left-out key again would
+            // pass the lines of a full window back and forth between cores.
+            let mut t = s.tag.load(Ordering::Acquire);
+            if t == 0 {
+                match s
+                    .tag
+                    .compare_exchange(0, tag, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => {
+                        // Claimed: this slot's node is ours alone to set.
+                        let set = s.node.set(Arc::clone(node));
+                        debug_assert!(set.is_ok(), "a claimed slot is set once");
+                        return true;
+                    }
+                    Err(taken) => t = taken,
                 }
-                Err(t) if t == tag => match s.node.get() {
+            }
+            if t == tag {
+                match s.node.get() {
                     Some(n) if n.key() == node.key() => return false,
                     Some(_) => {}
                     None => return false,
-                },
-                Err(_) => {}
+                }
             }
             i = (i + 1) & self.mask;
         }
