@@ -181,7 +181,9 @@ impl Memtable {
     }
 
     /// An empty memtable whose key filter is sized for a flush at `flush_bytes`
-    /// ([`crate::table::TableConfig::memtable_flush_bytes`]).
+    /// ([`crate::table::TableConfig::memtable_flush_bytes`]), and whose point index
+    /// starts at its fewest slots (1,024: a table's first memtable; the memtables that
+    /// follow a frozen one are sized for its keys).
     pub fn for_flush_bytes(flush_bytes: usize) -> Memtable {
         Memtable::with_index(flush_bytes, index::MIN_SLOTS)
     }
