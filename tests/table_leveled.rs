@@ -365,3 +365,49 @@ fn scans_seeking_into_level_0_merge_it_once_they_have_paid_for_the_merge() {
     drop(t);
     s.close().unwrap();
 }
+
+/// `l0_merge_bytes`: a second level 0 segment merges level 0 into one (every read
+/// answering as the model does), the merged segment counts the flushes it holds
+/// toward `l0_trigger`, and with 0 level 0 keeps a segment per flush as before.
+#[test]
+fn level_0_merges_into_one_segment_and_counts_its_flushes() {
+    for merge in [true, false] {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Store::open(tmp.path(), config()).unwrap();
+        let mut tc = leveled();
+        tc.compaction.l0_trigger = 4;
+        tc.compaction.base_level_size = 1 << 20;
+        tc.compaction.l0_merge_bytes = if merge { 1 << 20 } else { 0 };
+        let t = s.table_with("t", tc).unwrap();
+        let mut model = BTreeMap::new();
+        let level_0 = |t: &segstore::Table| {
+            let levels = t.segment_levels();
+            levels.iter().filter(|l| l.1 == 0).count()
+        };
+        for flush in 1..=4u32 {
+            for i in (flush * 37..2_000).step_by(5) {
+                t.put(key(i), value(i, flush)).unwrap();
+                model.insert(key(i), value(i, flush));
+            }
+            t.flush().unwrap();
+            let rounds = t.compact_pending().unwrap();
+            let (want_l0, want_rounds) = match (merge, flush) {
+                (_, 4) => (0, 1),              // four flushes: into level 1
+                (true, 1) => (1, 0),           // one segment: nothing to merge
+                (true, _) => (1, 1),           // merged into one
+                (false, n) => (n as usize, 0), // a segment per flush
+            };
+            assert_eq!(level_0(&t), want_l0, "merge {merge}, flush {flush}");
+            assert_eq!(rounds, want_rounds, "merge {merge}, flush {flush}");
+            let got: BTreeMap<Vec<u8>, Vec<u8>> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
+            assert_eq!(got, model, "merge {merge}, flush {flush}");
+            for i in (0..2_000).step_by(97) {
+                assert_eq!(
+                    t.get(key(i)).unwrap().map(|v| v.to_vec()),
+                    model.get(&key(i)).cloned()
+                );
+            }
+        }
+        common::check_levels(&s.segments("t").unwrap());
+    }
+}

@@ -93,9 +93,18 @@ pub struct CompactionConfig {
     /// Leveled: a compaction's output is cut into segments of about this many data
     /// bytes (at least 1024).
     pub target_segment_size: u64,
-    /// Leveled: this many level 0 (flushed) segments start a compaction into level 1
-    /// (at least 1).
+    /// Leveled: this many flushes held in level 0 start a compaction into level 1 (at
+    /// least 1). A flush's segment holds one; a segment that `l0_merge_bytes` merged
+    /// holds those of its inputs (known while the table is open: after a reopen, every
+    /// level 0 segment counts as one).
     pub l0_trigger: usize,
+    /// Leveled: while level 0's segments hold fewer than this many data bytes together,
+    /// a second one (a flush) merges them into one level 0 segment, so scans and gets
+    /// search one there instead of one per flush. 0, the default: never (level 0 holds
+    /// a segment per flush, as LevelDB's). Scans under writes gain (YCSB E up 14% to
+    /// 42% at 64 MiB); writes pay: each flush's cells are rewritten once more per later
+    /// flush until level 0 merges into level 1, and that work runs beside the reads.
+    pub l0_merge_bytes: u64,
     /// Leveled: the byte budget of level 1 (at least `target_segment_size`).
     pub base_level_size: u64,
     /// Leveled: each level's budget is this many times the one above (at least 2).
@@ -116,6 +125,7 @@ impl Default for CompactionConfig {
             strategy: CompactionStrategy::default(),
             target_segment_size: 64 * 1024 * 1024,
             l0_trigger: 4,
+            l0_merge_bytes: 0,
             base_level_size: 256 * 1024 * 1024,
             level_multiplier: 10,
             write_bytes_per_sec: 0,
@@ -128,6 +138,7 @@ impl CompactionConfig {
     pub(crate) fn leveled(&self) -> crate::table::leveled::LeveledParams {
         crate::table::leveled::LeveledParams {
             l0_trigger: self.l0_trigger,
+            l0_merge_bytes: self.l0_merge_bytes,
             base_level_size: self.base_level_size,
             level_multiplier: self.level_multiplier,
         }

@@ -17,7 +17,8 @@
 //! `compaction_level_multiplier`, `compaction_write_bytes_per_sec`; since TTL,
 //! `default_ttl_secs` (missing: 0, no default TTL); since per-table compression,
 //! `compression` (`default`: the store's `segment.compression`, or `none`, `lz4`,
-//! `zstd`; missing: `default`). A missing (of the
+//! `zstd`; missing: `default`); since level 0 merges, `compaction_l0_merge_bytes`
+//! (missing: its default). A missing (of the
 //! first nine), unknown or malformed key, or settings that fail
 //! [`TableConfig::validate`], make the manifest `Corrupt`.
 
@@ -29,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::table::{CompactionConfig, CompactionStrategy, TableConfig};
 
 /// The keys every settings manifest holds, then [`LATER`]'s.
-const KEYS: [&str; 17] = [
+const KEYS: [&str; 18] = [
     "memtable_flush_bytes",
     "max_frozen_memtables",
     "gc_grace_secs",
@@ -47,6 +48,7 @@ const KEYS: [&str; 17] = [
     "compaction_write_bytes_per_sec",
     "default_ttl_secs",
     "compression",
+    "compaction_l0_merge_bytes",
 ];
 
 /// [`KEYS`] from this index on may be missing (manifests written before them).
@@ -73,6 +75,7 @@ pub fn encode(c: &TableConfig) -> BTreeMap<String, String> {
         k.write_bytes_per_sec.to_string(),
         c.default_ttl_secs.to_string(),
         compression_text(c.compression).to_string(),
+        k.l0_merge_bytes.to_string(),
     ];
     KEYS.iter().map(|k| k.to_string()).zip(values).collect()
 }
@@ -109,6 +112,7 @@ pub fn decode(manifest: &Path, lines: &BTreeMap<String, String>) -> Result<Optio
         defaults.write_bytes_per_sec.to_string(),
         "0".to_string(),
         "default".to_string(),
+        defaults.l0_merge_bytes.to_string(),
     ];
     let text = |i: usize| match lines.get(KEYS[i]) {
         Some(v) => Ok(v),
@@ -161,6 +165,7 @@ pub fn decode(manifest: &Path, lines: &BTreeMap<String, String>) -> Result<Optio
             strategy,
             target_segment_size: int(10)?,
             l0_trigger: size(11)?,
+            l0_merge_bytes: int(17)?,
             base_level_size: int(12)?,
             level_multiplier: int(13)?,
             write_bytes_per_sec: int(14)?,
@@ -191,6 +196,7 @@ mod tests {
                 strategy: CompactionStrategy::Leveled,
                 target_segment_size: 5000,
                 l0_trigger: 1,
+                l0_merge_bytes: 4321,
                 base_level_size: 7777,
                 level_multiplier: 3,
                 write_bytes_per_sec: 1 << 20,

@@ -11,11 +11,13 @@ fn seg(id: u64, level: u32, lo: u16, hi: u16, data_bytes: u64) -> LevelSummary {
         level,
         data_bytes,
         span: Span::of_keys(&key(lo), &key(hi)),
+        runs: 1,
     }
 }
 
 const PARAMS: LeveledParams = LeveledParams {
     l0_trigger: 4,
+    l0_merge_bytes: 0,
     base_level_size: 1000,
     level_multiplier: 10,
 };
@@ -36,6 +38,18 @@ fn apply(view: &mut Vec<LevelSummary>, c: &LeveledChoice, next_id: &mut u64, tar
         .cloned()
         .collect();
     view.retain(|s| !c.ids.contains(&s.id));
+    if c.to_level == 0 {
+        // A level 0 merge: one segment over the union, holding the inputs' flushes.
+        let union = inputs[1..]
+            .iter()
+            .fold(inputs[0].span.clone(), |u, s| u.union(&s.span));
+        let (lo, hi) = bounds(&union);
+        let mut out = seg(*next_id, 0, lo, hi - 1, inputs.iter().map(|s| s.data_bytes).sum());
+        out.runs = inputs.iter().map(|s| s.runs.max(1)).sum();
+        view.push(out);
+        *next_id += 1;
+        return;
+    }
     let union = inputs[1..]
         .iter()
         .fold(inputs[0].span.clone(), |u, s| u.union(&s.span));
@@ -60,13 +74,23 @@ fn check_layout(view: &[LevelSummary]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn check_choice(view: &[LevelSummary], c: &LeveledChoice, seed: u64) -> Result<(), TestCaseError> {
+fn check_choice(
+    view: &[LevelSummary],
+    c: &LeveledChoice,
+    seed: u64,
+    params: &LeveledParams,
+) -> Result<(), TestCaseError> {
     let mut uniq = c.ids.clone();
     uniq.dedup();
     prop_assert_eq!(&uniq, &c.ids, "invariant 1: distinct, ascending");
-    prop_assert!(c.to_level >= 1);
     let chosen: Vec<&LevelSummary> = view.iter().filter(|s| c.ids.contains(&s.id)).collect();
     prop_assert_eq!(chosen.len(), c.ids.len(), "invariant 1: ids of the input");
+    if c.to_level == 0 {
+        let l0: Vec<u64> = view.iter().filter(|s| s.level == 0).map(|s| s.id).collect();
+        prop_assert_eq!(l0.len(), c.ids.len(), "invariant 1: every level 0 segment");
+        prop_assert!(chosen.iter().all(|s| s.level == 0), "invariant 1: level 0 only");
+        return check_shuffled(view, c, seed, params);
+    }
     prop_assert!(chosen
         .iter()
         .all(|s| s.level == c.to_level || s.level + 1 == c.to_level));
@@ -80,7 +104,16 @@ fn check_choice(view: &[LevelSummary], c: &LeveledChoice, seed: u64) -> Result<(
             prop_assert!(c.ids.contains(&below.id), "invariant 1: overlaps all taken");
         }
     }
-    // Invariant 3: shuffled input, same choice.
+    check_shuffled(view, c, seed, params)
+}
+
+/// Invariant 3: shuffled input, same choice.
+fn check_shuffled(
+    view: &[LevelSummary],
+    c: &LeveledChoice,
+    seed: u64,
+    params: &LeveledParams,
+) -> Result<(), TestCaseError> {
     let mut shuffled = view.to_vec();
     let mut s = seed | 1;
     for i in (1..shuffled.len()).rev() {
@@ -89,7 +122,7 @@ fn check_choice(view: &[LevelSummary], c: &LeveledChoice, seed: u64) -> Result<(
         s ^= s << 17;
         shuffled.swap(i, (s % (i as u64 + 1)) as usize);
     }
-    prop_assert_eq!(choose(&shuffled, &PARAMS), Some(c.clone()));
+    prop_assert_eq!(choose(&shuffled, params), Some(c.clone()));
     Ok(())
 }
 
@@ -174,28 +207,67 @@ proptest! {
     fn simulated_compactions_keep_levels_disjoint(
         flushes in proptest::collection::vec((0u16..2000, 0u16..400, 1u64..400), 1..40),
         target in 50u64..800,
+        l0_merge_bytes in prop_oneof![Just(0u64), 1u64..1500],
         seed: u64,
     ) {
+        let params = LeveledParams { l0_merge_bytes, ..PARAMS };
         let mut view = Vec::new();
         let mut next_id = 1;
         for (lo, width, bytes) in flushes {
             view.push(seg(next_id, 0, lo, lo.saturating_add(width), bytes));
             next_id += 1;
             let mut rounds = 0;
-            while let Some(c) = choose(&view, &PARAMS) {
-                check_choice(&view, &c, seed)?;
+            while let Some(c) = choose(&view, &params) {
+                check_choice(&view, &c, seed, &params)?;
                 apply(&mut view, &c, &mut next_id, target);
                 check_layout(&view)?;
                 rounds += 1;
                 prop_assert!(rounds < 1000, "the policy never rests");
             }
-            prop_assert!(view.iter().filter(|s| s.level == 0).count() < PARAMS.l0_trigger);
+            let l0: Vec<&LevelSummary> = view.iter().filter(|s| s.level == 0).collect();
+            let runs: u32 = l0.iter().map(|s| s.runs).sum();
+            prop_assert!((runs as usize) < params.l0_trigger, "level 0 below its trigger at rest");
+            let l0_bytes: u64 = l0.iter().map(|s| s.data_bytes).sum();
+            prop_assert!(l0.len() < 2 || l0_bytes >= l0_merge_bytes, "level 0 merged at rest");
             for n in 1..=view.iter().map(|s| s.level).max().unwrap_or(0) {
                 let bytes: u64 = view.iter().filter(|s| s.level == n).map(|s| s.data_bytes).sum();
                 prop_assert!(bytes <= PARAMS.budget(n), "level {n} over budget at rest");
             }
         }
     }
+}
+
+/// Below `l0_merge_bytes`, a second level 0 segment merges level 0 into one segment;
+/// the merged segment's flushes count toward `l0_trigger`.
+#[test]
+fn level_0_merges_into_one_segment_until_it_holds_its_trigger_in_flushes() {
+    let merging = LeveledParams {
+        l0_merge_bytes: 100,
+        ..PARAMS
+    };
+    let mut v = vec![seg(1, 1, 0, 299, 300), seg(10, 0, 150, 160, 10)];
+    assert_eq!(choose(&v, &merging), None, "one level 0 segment");
+    v.push(seg(11, 0, 100, 120, 10));
+    let both = LeveledChoice {
+        ids: vec![10, 11],
+        to_level: 0,
+    };
+    assert_eq!(choose(&v, &merging), Some(both));
+    assert_eq!(choose(&v, &PARAMS), None, "0: level 0 never merges");
+    // Merged: segment 12 holds three flushes, the next makes four, the trigger.
+    v.truncate(1);
+    v.push(seg(12, 0, 100, 160, 30));
+    v[1].runs = 3;
+    v.push(seg(13, 0, 0, 10, 10));
+    let into_1 = LeveledChoice {
+        ids: vec![1, 12, 13],
+        to_level: 1,
+    };
+    assert_eq!(choose(&v, &merging), Some(into_1));
+    // At `l0_merge_bytes` together, level 0 waits for its trigger as before.
+    v[1].runs = 1;
+    v[1].data_bytes = 90;
+    assert_eq!(choose(&v, &merging), None, "100 bytes: not below the bound");
 }
 
 /// The rule for reads: nothing without level 0 or below the merge's bytes in seeks;

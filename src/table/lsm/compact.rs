@@ -86,12 +86,14 @@ impl Table {
     /// The segments of `view` with their levels (the manifest's) and spans.
     fn level_summaries(&self, view: &[SegmentHandle]) -> Vec<LevelSummary> {
         let levels = self.set.levels();
+        let runs = self.l0_runs.lock();
         view.iter()
             .map(|h| LevelSummary {
                 id: h.name().id,
                 level: levels.get(&h.name().id).copied().unwrap_or(0),
                 data_bytes: h.stats().data_len,
                 span: span_of(h),
+                runs: runs.get(&h.name().id).copied().unwrap_or(1),
             })
             .collect()
     }
@@ -178,6 +180,19 @@ impl Table {
                     // Level 0 merges away: the seeks into it are paid for.
                     self.scan_seeks.store(0, Ordering::Relaxed);
                 }
+                if c.to_level == 0 {
+                    // Level 0 merged into one segment (one: pieces would be merged
+                    // again), holding its inputs' flushes.
+                    let held = summaries
+                        .iter()
+                        .filter(|s| c.ids.contains(&s.id))
+                        .map(|s| s.runs.max(1))
+                        .fold(0u32, u32::saturating_add);
+                    drop(view);
+                    let new = self.merge_segments(&c.ids, Placement::ONE_SEGMENT)?;
+                    self.note_runs(&c.ids, &new, held);
+                    return Ok(true);
+                }
                 let placement = Placement {
                     level: c.to_level,
                     target: Some(config.compaction.target_segment_size),
@@ -186,8 +201,24 @@ impl Table {
             }
         };
         drop(view);
-        self.merge_segments(&ids, placement)?;
+        let new = self.merge_segments(&ids, placement)?;
+        self.note_runs(&ids, &new, 1);
         Ok(true)
+    }
+
+    /// The flushes level 0 segments hold (`leveled::choose`'s rule 1): `merged`'s are
+    /// gone; each of `new` at level 0 holds `held` (1, the default, is not kept).
+    fn note_runs(&self, merged: &[u64], new: &[u64], held: u32) {
+        let mut runs = self.l0_runs.lock();
+        for id in merged {
+            runs.remove(id);
+        }
+        if held > 1 {
+            let levels = self.set.levels();
+            for &id in new.iter().filter(|id| !levels.contains_key(id)) {
+                runs.insert(id, held);
+            }
+        }
     }
 
     /// Where a major compaction of `ids` puts its output: one segment (size-tiered), or
@@ -236,7 +267,8 @@ impl Table {
         });
         drop(view);
         if ids.len() > 1 || (filtered && !ids.is_empty()) || purgeable {
-            self.merge_segments(&ids, self.major_placement(&ids))?;
+            let new = self.merge_segments(&ids, self.major_placement(&ids))?;
+            self.note_runs(&ids, &new, 1);
             // No level 0 is left: the seeks scans made into it are paid for.
             self.scan_seeks.store(0, Ordering::Relaxed);
         }
@@ -247,7 +279,7 @@ impl Table {
 
     /// Merge segments `ids` into segments placed as `placement` says (none, if nothing
     /// survives). The caller holds the compaction lock.
-    pub(super) fn merge_segments(&self, ids: &[u64], placement: Placement) -> Result<()> {
+    pub(super) fn merge_segments(&self, ids: &[u64], placement: Placement) -> Result<Vec<u64>> {
         // Invariant 5 needs the oldest cell outside the merge. Memtables first, then the
         // view, as readers do (invariant 2): a flush completing in between shows its
         // cells in both reads, never in neither.
@@ -366,7 +398,7 @@ impl Table {
             .sum();
         self.compaction_bytes.fetch_add(written, Ordering::Relaxed);
         tracing::debug!(table = %self.name, merged = ?ids, into = ?new, level = placement.level, "compaction done");
-        Ok(())
+        Ok(new.iter().map(|n| n.id).collect())
     }
 }
 

@@ -213,6 +213,9 @@ pub struct Table {
     /// level 0) since the last merge of level 0: what leveled compaction's rule for
     /// reads weighs against that merge's bytes (`leveled::choose_for_reads`).
     scan_seeks: CachePadded<AtomicU64>,
+    /// Flushes a level 0 segment merged by leveled compaction holds, for those holding
+    /// more than one (`leveled::choose`'s rule 1; not kept across a reopen).
+    l0_runs: Mutex<std::collections::HashMap<u64, u32>>,
     /// Dropped ([`crate::Store::drop_table`]): writes are refused; read under the
     /// memtable read lock, so once a drop has taken the write lock no write is left.
     dropped: AtomicBool,
@@ -269,6 +272,7 @@ impl Table {
             compaction_queued: AtomicBool::new(false),
             compaction_rerun: AtomicBool::new(false),
             scan_seeks: CachePadded::new(AtomicU64::new(0)),
+            l0_runs: Mutex::new(std::collections::HashMap::new()),
             dropped: AtomicBool::new(false),
             #[cfg(test)]
             cutoff_hook: Mutex::new(None),
