@@ -26,7 +26,8 @@
 //! Sizes are scaled down so a short run has several levels: memtables of 2 MiB;
 //! size-tiered with `min_segment_size` 2 MiB (the default 50 MiB against 64 MiB
 //! memtables); leveled with segments of 2 MiB, level 1 of 8 MiB, levels 10x apart,
-//! level 0 compacted at 4 segments.
+//! level 0 compacted at 4 flushes; and leveled again with level 0 kept to one segment
+//! below 8 MiB (`l0_merge_bytes`, `leveled_l0m`).
 //!
 //! `cargo bench --bench compaction_amp` (`AMP_RECORDS`, default 300,000; `AMP_OPS`,
 //! default 600,000; `AMP_ROUNDS`, default 3).
@@ -56,10 +57,39 @@ fn key(i: u64) -> Vec<u8> {
     format!("user{:019}", fnvhash64(i)).into_bytes()
 }
 
-fn table_config(strategy: CompactionStrategy) -> TableConfig {
+/// A policy the run compares: a strategy and `l0_merge_bytes` (leveled).
+#[derive(Debug, Clone, Copy)]
+struct Variant {
+    name: &'static str,
+    strategy: CompactionStrategy,
+    l0_merge_bytes: u64,
+}
+
+const VARIANTS: [Variant; 3] = [
+    Variant {
+        name: "size_tiered",
+        strategy: CompactionStrategy::SizeTiered,
+        l0_merge_bytes: 0,
+    },
+    Variant {
+        name: "leveled",
+        strategy: CompactionStrategy::Leveled,
+        l0_merge_bytes: 0,
+    },
+    // Level 0 kept to one segment while under 8 MiB (4 memtables' worth here, as 64
+    // MiB is some 7 flushes of the default 16 MiB memtables).
+    Variant {
+        name: "leveled_l0m",
+        strategy: CompactionStrategy::Leveled,
+        l0_merge_bytes: 8 * MIB,
+    },
+];
+
+fn table_config(v: Variant) -> TableConfig {
     let mut t = TableConfig::default();
     t.memtable_flush_bytes = 2 << 20;
-    t.compaction.strategy = strategy;
+    t.compaction.strategy = v.strategy;
+    t.compaction.l0_merge_bytes = v.l0_merge_bytes;
     t.compaction.min_segment_size = 2 * MIB;
     t.compaction.target_segment_size = 2 * MIB;
     t.compaction.base_level_size = 8 * MIB;
@@ -118,12 +148,12 @@ fn gets_at_rest(t: &Table, keys: &[Vec<u8>]) -> f64 {
     start.elapsed().as_nanos() as f64 / keys.len() as f64
 }
 
-fn run(strategy: CompactionStrategy, records: u64, ops: u64, seed: u64) -> Row {
+fn run(variant: Variant, records: u64, ops: u64, seed: u64) -> Row {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = Config::default();
     cfg.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
     let store = Store::open(tmp.path(), cfg).unwrap();
-    let t = store.table_with("t", table_config(strategy)).unwrap();
+    let t = store.table_with("t", table_config(variant)).unwrap();
     let mut user_bytes = 0u64;
     let mut value = vec![b'v'; VALUE];
     for i in 0..records {
@@ -166,7 +196,7 @@ fn run(strategy: CompactionStrategy, records: u64, ops: u64, seed: u64) -> Row {
     }
     set_key_range_skip(true);
     let before = segment_bytes(tmp.path());
-    let mut major = table_config(strategy);
+    let mut major = table_config(variant);
     major.gc_grace_secs = 0;
     store.set_table_config("t", major).unwrap();
     let t = store.table("t").unwrap();
@@ -194,7 +224,7 @@ fn run(strategy: CompactionStrategy, records: u64, ops: u64, seed: u64) -> Row {
 fn paced(records: u64, rate: u64) -> f64 {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open(tmp.path(), Config::default()).unwrap();
-    let mut c = table_config(CompactionStrategy::Leveled);
+    let mut c = table_config(VARIANTS[1]);
     c.background_compaction = false;
     c.compaction.write_bytes_per_sec = rate;
     let t = store.table_with("t", c).unwrap();
@@ -227,12 +257,11 @@ fn main() {
     let records = env("AMP_RECORDS", 300_000);
     let ops = env("AMP_OPS", 600_000);
     let rounds = env("AMP_ROUNDS", 3);
-    let strategies = [CompactionStrategy::SizeTiered, CompactionStrategy::Leveled];
-    let mut rows: Vec<Vec<Row>> = vec![Vec::new(); strategies.len()];
+    let mut rows: Vec<Vec<Row>> = vec![Vec::new(); VARIANTS.len()];
     for round in 0..rounds {
-        for (i, s) in strategies.iter().enumerate() {
-            let r = run(*s, records, ops, 42 + round);
-            eprintln!("round {round} {}: {r:?}", s.as_str());
+        for (i, v) in VARIANTS.iter().enumerate() {
+            let r = run(*v, records, ops, 42 + round);
+            eprintln!("round {round} {}: {r:?}", v.name);
             rows[i].push(r);
         }
     }
@@ -250,11 +279,11 @@ fn main() {
         "ns, no skip",
         "levels"
     );
-    for (s, rows) in strategies.iter().zip(&rows) {
+    for (v, rows) in VARIANTS.iter().zip(&rows) {
         let m = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
         println!(
             "{:<12} {:>9.0} {:>9.2} {:>10.2} {:>9.2} {:>9.0} {:>9.2} {:>7.0} {:>12.0} {:>7.0}",
-            s.as_str(),
+            v.name,
             m(|r| r.ops_per_sec),
             m(|r| r.write_amp),
             m(|r| r.write_amp_user),
