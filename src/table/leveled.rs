@@ -19,7 +19,7 @@
 //!    `l0_merge_bytes`: merge them into one level 0 segment. A scan seeks into every
 //!    level 0 segment its range meets, and with random keys that is all of them: in
 //!    YCSB E's end state (1M keys, 20,000 in the memtable), 1..100-row scans took 8.3
-//!    to 8.5 µs over one level 0 segment of 244K keys against 11.0 to 12.0 over three
+//!    to 8.7 µs over one level 0 segment of 244K keys against 11.0 to 12.4 over three
 //!    of 88K (a scratch program, 2 vCPUs). The cells of each flush are written once
 //!    more per later flush until level 0 merges into level 1.
 //! 3. Otherwise the level `n >= 1` whose bytes exceed its budget by the largest ratio
