@@ -411,3 +411,48 @@ fn level_0_merges_into_one_segment_and_counts_its_flushes() {
         common::check_levels(&s.segments("t").unwrap());
     }
 }
+
+/// The flushes a merged level 0 segment holds are not kept across a reopen: it then
+/// counts as one, so level 0 takes flushes up to `l0_trigger` again before it merges
+/// into level 1 (as documented on `CompactionConfig::l0_trigger`); reads answer as
+/// the model does throughout.
+#[test]
+fn after_a_reopen_a_merged_level_0_segment_counts_as_one_flush() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut tc = leveled();
+    tc.compaction.l0_trigger = 3;
+    tc.compaction.base_level_size = 1 << 20;
+    tc.compaction.l0_merge_bytes = 1 << 20;
+    let mut model = BTreeMap::new();
+    let mut write = |t: &segstore::Table, round: u32| {
+        for i in (round * 13..1_500).step_by(7) {
+            t.put(key(i), value(i, round)).unwrap();
+            model.insert(key(i), value(i, round));
+        }
+        t.flush().unwrap();
+        t.compact_pending().unwrap();
+    };
+    let level_0 = |t: &segstore::Table| t.segment_levels().iter().filter(|l| l.1 == 0).count();
+    {
+        let s = Store::open(tmp.path(), config()).unwrap();
+        let t = s.table_with("t", tc.clone()).unwrap();
+        write(&t, 1);
+        write(&t, 2);
+        assert_eq!(
+            level_0(&t),
+            1,
+            "two flushes merged into one level 0 segment"
+        );
+        s.close().unwrap();
+    }
+    let s = Store::open(tmp.path(), config()).unwrap();
+    let t = s.table_with("t", tc).unwrap();
+    write(&t, 3);
+    // Held in memory, the merged segment's two flushes and this one would make the
+    // trigger (3); counted as one, they merge into level 0 again.
+    assert_eq!(level_0(&t), 1, "merged again into level 0");
+    write(&t, 4);
+    assert_eq!(level_0(&t), 0, "three flushes by the count: into level 1");
+    let got: BTreeMap<Vec<u8>, Vec<u8>> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(got, model);
+}
