@@ -358,6 +358,25 @@ fn leveled(c: &mut Ctx<'_>) -> Result<()> {
     c.sync()
 }
 
+/// Table `m`: level 0 kept to one segment (`l0_merge_bytes`), merged at the second
+/// and third flushes, into level 1 at the fourth.
+fn level_0_merges(c: &mut Ctx<'_>) -> Result<()> {
+    let mut t = TableConfig::default();
+    t.background_compaction = false;
+    t.compaction.strategy = CompactionStrategy::Leveled;
+    t.compaction.l0_trigger = 4;
+    t.compaction.l0_merge_bytes = 1 << 20;
+    c.store.table_with("m", t)?;
+    for round in 1..=4 {
+        for i in (round..12).step_by(3) {
+            c.put("m", &format!("k{i:03}"), &format!("v{round}-{i}"))?;
+        }
+        c.flush("m")?;
+        c.table("m")?.compact_pending()?;
+    }
+    c.sync()
+}
+
 /// Snapshot, clear, and re-use of the tag; writes between.
 fn snapshots(c: &mut Ctx<'_>) -> Result<()> {
     writes(c, "a", 1, 4)?;
@@ -757,6 +776,12 @@ fn periodic_flush_and_compact() {
 #[test]
 fn batch_leveled_compactions() {
     assert!(every_crash_point("batch/leveled", opts(CommitLogSync::Batch), leveled) > 50);
+}
+
+#[test]
+fn batch_level_0_merges() {
+    let o = opts(CommitLogSync::Batch);
+    assert!(every_crash_point("batch/l0_merges", o, level_0_merges) > 20);
 }
 
 #[test]

@@ -69,7 +69,9 @@ fn open(dir: &Path, mode: DiskAccessMode, now: u64) -> Store {
 }
 
 /// `beta`'s settings: leveled compaction with segments of 1 KiB, level 1 of 1 KiB,
-/// each level twice the one above, a compaction at every second flush.
+/// each level twice the one above, a compaction at every second flush; in `standard`
+/// and `auto`, level 0 merged into one segment below 8 KiB (`l0_merge_bytes`) and
+/// into level 1 at every fourth flush, so the model covers level 0 merges too.
 fn leveled(mode: DiskAccessMode) -> TableConfig {
     let mut t = cfg(mode).table;
     t.compaction.strategy = CompactionStrategy::Leveled;
@@ -77,6 +79,10 @@ fn leveled(mode: DiskAccessMode) -> TableConfig {
     t.compaction.base_level_size = 1024;
     t.compaction.level_multiplier = 2;
     t.compaction.l0_trigger = 2;
+    if matches!(mode, DiskAccessMode::Standard | DiskAccessMode::Auto) {
+        t.compaction.l0_trigger = 4;
+        t.compaction.l0_merge_bytes = 8192;
+    }
     t
 }
 
