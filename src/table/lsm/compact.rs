@@ -161,11 +161,12 @@ impl Table {
         self.ctx.check_unsealed()?;
         let config = self.config();
         let view = self.set.view();
-        let (ids, placement) = match config.compaction.strategy {
+        // `held`: the flushes each level 0 output holds (`leveled::choose`'s rule 1).
+        let (ids, placement, held) = match config.compaction.strategy {
             CompactionStrategy::SizeTiered => {
                 match choose(&Self::summaries(&view.segments), &config.compaction) {
                     Choice::DoNothing => return Ok(false),
-                    Choice::Merge(ids) => (ids, Placement::ONE_SEGMENT),
+                    Choice::Merge(ids) => (ids, Placement::ONE_SEGMENT, 1),
                 }
             }
             CompactionStrategy::Leveled => {
@@ -188,34 +189,32 @@ impl Table {
                         .filter(|s| c.ids.contains(&s.id))
                         .map(|s| s.runs.max(1))
                         .fold(0u32, u32::saturating_add);
-                    drop(view);
-                    let new = self.merge_segments(&c.ids, Placement::ONE_SEGMENT)?;
-                    self.note_runs(&c.ids, &new, held);
-                    return Ok(true);
+                    (c.ids, Placement::ONE_SEGMENT, held)
+                } else {
+                    let placement = Placement {
+                        level: c.to_level,
+                        target: Some(config.compaction.target_segment_size),
+                    };
+                    (c.ids, placement, 1)
                 }
-                let placement = Placement {
-                    level: c.to_level,
-                    target: Some(config.compaction.target_segment_size),
-                };
-                (c.ids, placement)
             }
         };
         drop(view);
         let new = self.merge_segments(&ids, placement)?;
-        self.note_runs(&ids, &new, 1);
+        self.note_runs(&ids, &new, held);
         Ok(true)
     }
 
     /// The flushes level 0 segments hold (`leveled::choose`'s rule 1): `merged`'s are
-    /// gone; each of `new` at level 0 holds `held` (1, the default, is not kept).
+    /// gone; each of `new` holds `held` (1, the default, is not kept; only a level 0
+    /// merge, whose one output is at level 0, holds more).
     fn note_runs(&self, merged: &[u64], new: &[u64], held: u32) {
         let mut runs = self.l0_runs.lock();
         for id in merged {
             runs.remove(id);
         }
         if held > 1 {
-            let levels = self.set.levels();
-            for &id in new.iter().filter(|id| !levels.contains_key(id)) {
+            for &id in new {
                 runs.insert(id, held);
             }
         }
