@@ -76,8 +76,9 @@ const VARIANTS: [Variant; 3] = [
         strategy: CompactionStrategy::Leveled,
         l0_merge_bytes: 0,
     },
-    // Level 0 kept to one segment while under 8 MiB (4 memtables' worth here, as 64
-    // MiB is some 7 flushes of the default 16 MiB memtables).
+    // Level 0 kept to one segment while under 8 MiB of data: the four flushes of 2 MiB
+    // memtables before level 0's trigger fit under it, as some 7 flushes of the
+    // default 16 MiB memtables fit under 64 MiB.
     Variant {
         name: "leveled_l0m",
         strategy: CompactionStrategy::Leveled,
@@ -224,7 +225,7 @@ fn run(variant: Variant, records: u64, ops: u64, seed: u64) -> Row {
 fn paced(records: u64, rate: u64) -> f64 {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open(tmp.path(), Config::default()).unwrap();
-    let mut c = table_config(VARIANTS[1]);
+    let mut c = table_config(VARIANTS[1]); // leveled
     c.background_compaction = false;
     c.compaction.write_bytes_per_sec = rate;
     let t = store.table_with("t", c).unwrap();
