@@ -18,7 +18,7 @@ pub struct TableConfig {
     /// (`TableStats::memtable_index_bytes`).
     ///
     /// Default 16 MiB (fjall's; RocksDB's write buffer is 64 MiB, this default until
-    /// issue 19): a memtable's skiplist that stays within the last-level cache costs a
+    /// issue 19): a memtable's ordered map that stays within the last-level cache costs a
     /// put and a read fewer misses a level, and a table holds a quarter of the memory.
     /// The price is four times the flushes, and more compaction beside the foreground.
     /// README "Measured", "16 MiB memtables": YCSB with both sizes side by side.

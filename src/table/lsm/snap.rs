@@ -23,9 +23,10 @@ use crate::table::view::Pin;
 /// A scan reads ahead in each memtable, at first, the keys it holds on average in this
 /// many of the table's rows, and one more (at most the usual first batch): the merge
 /// needs the memtable's next key past each one it takes (the overlay's cap), and a
-/// step along the bottom level to it costs a cache miss where a second search of the
-/// skiplist costs a dozen or more. (With one node fewer, 1..100-row scans over 1M keys
-/// took 1.04 times as long, 20,000 keys in the memtable or E's end state alike.)
+/// step to it costs a cache miss where a second search of the memtable's map costs
+/// several (a dozen or more in the skiplist it was then). (With one node fewer,
+/// 1..100-row scans over 1M keys took 1.04 times as long, 20,000 keys in the memtable
+/// or E's end state alike.)
 const PRIME_ROWS: u64 = 32;
 
 /// May `mems` or `view` hold a cell with an expiry (TTL)? A read of them that finds none

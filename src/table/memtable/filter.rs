@@ -1,6 +1,6 @@
 //! A memtable's key filter: a concurrent, insert-only bloom filter over the keys of its
-//! skiplist, so a point read skips a memtable that cannot hold its key without
-//! searching the skiplist (issue 19: with several non-empty memtables, their searches
+//! ordered map, so a point read skips a memtable that cannot hold its key without
+//! searching the map (issue 19: with several non-empty memtables, their searches
 //! were most of a get's time).
 //!
 //! `fastbloom::AtomicBloomFilter` (atomic words, `fetch_or` inserts, relaxed loads),
@@ -16,7 +16,7 @@
 //! 10 bits per key give; a memtable that grows past its threshold only raises it.
 //!
 //! # No false negatives under concurrency
-//! A key's bits are set before its skiplist node is created ([`Memtable::insert`]
+//! A key's bits are set before its node is created ([`Memtable::insert`]
 //! inserts into the filter first), by the thread that then links the node, and bits are
 //! never cleared. A reader that should find a version of the key knows of it through
 //! some synchronisation with that writer: the write was acknowledged before the read
@@ -27,7 +27,7 @@
 //! coherence the load then reads that `fetch_or` or a later modification of the word,
 //! and every modification is a `fetch_or`, so the bits are there: relaxed operations
 //! suffice. A read racing with an insert it has no such order with may miss the key,
-//! exactly as a skiplist search that ran just before the node was linked would: that
+//! exactly as a search of the map that ran just before the node was linked would: that
 //! read is ordered before the write. An overwrite of a key already present (its node
 //! found) sets no bits: they were set before that node was linked, and finding the
 //! node orders the finder after them.

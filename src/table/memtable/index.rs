@@ -1,14 +1,14 @@
 //! The point index: a memtable's nodes by key hash, in a table sized once, that every
 //! new key enters as its insert links it (memtable invariant 5).
 //!
-//! A point read of a key the skiplist alone holds searches O(log n) nodes, a cache miss
-//! each: in YCSB C, whose keys A and B wrote once, that first read was C's p99 (4.8 µs
+//! A point read of a key the ordered map alone holds searched O(log n) nodes of a skiplist
+//! (the memtable's ordered map then), a cache miss each: in YCSB C, whose keys A and B wrote once, that first read was C's p99 (4.8 µs
 //! against 0.35 for a key found by hash). Entering every key at its insert into
 //! `papaya::HashMap` cut C's p99 to LMDB's, but cost single puts 11.5% to 15% at one
 //! thread: its insert hashes the key again (SipHash), allocates an entry, and resizes.
 //! This table reuses the hash the key filter computed, allocates nothing after it is
 //! made, and never resizes, so an insert is one compare-and-swap on a slot whose line
-//! the insert started loading before it searched the skiplist (README "Measured").
+//! the insert started loading before it searched the ordered map (README "Measured").
 //!
 //! Open addressing with linear probing over [`WINDOW`] slots from the hash's home slot.
 //! A slot is claimed once, by a compare-and-swap of its tag (32 bits of the hash, never
@@ -17,12 +17,12 @@
 //!    the first slot that is free (it claims it) or holds the key; two inserts of one
 //!    key walk the same slots, and the second finds the first's tag there. It gives up
 //!    where the tag matches but the node is not yet set (an insert in flight, of this
-//!    key or of another with the same tag): the key is then left to the skiplist.
+//!    key or of another with the same tag): the key is then left to the ordered map.
 //! 2. A lookup that meets a free slot may stop: a key entered earlier took that slot
 //!    or one before it, as slots are never freed.
 //! 3. A key is found only with the node its insert gave, and the memtable gives only the
-//!    skiplist's node of the key: the index holds a subset of the skiplist (a key whose
-//!    window was full, or whose insert gave up, is found by a skiplist search).
+//!    ordered map's node of the key: the index holds a subset of the map (a key whose
+//!    window was full, or whose insert gave up, is found by a search of the map).
 //!
 //! `loom_model` checks 1 to 3 under every interleaving of two inserts and a lookup (CI
 //! runs it).
@@ -177,7 +177,7 @@ impl<T: Keyed> PointIndex<T> {
         None
     }
 
-    /// Enter `node` (the skiplist's node of its key, whose hash is `h`). True if this
+    /// Enter `node` (the ordered map's node of its key, whose hash is `h`). True if this
     /// call entered it; false if the key was there, its window is full, or another
     /// insert of its tag is in flight in its window (1.).
     pub(super) fn insert(&self, h: u64, node: &Arc<T>) -> bool {
@@ -255,8 +255,8 @@ mod tests {
     }
 
     /// Keys sharing a hash (so a home slot and a tag) each find their own node; past a
-    /// full window a key is not entered, and a lookup of it says so (the skiplist has
-    /// it).
+    /// full window a key is not entered, and a lookup of it says so (the ordered map
+    /// has it).
     #[test]
     fn keys_of_one_hash_fill_the_window_then_are_left_out() {
         let ix = PointIndex::with_slots(MIN_SLOTS);
@@ -300,7 +300,7 @@ mod tests {
     }
 
     /// Threads entering overlapping keys: each key in at most one slot, found with its
-    /// node unless some insert of it gave up (then the skiplist answers).
+    /// node unless some insert of it gave up (then the ordered map answers).
     #[test]
     fn racing_inserts_enter_each_key_at_most_once() {
         let ix = PointIndex::with_slots(MIN_SLOTS);
@@ -386,7 +386,7 @@ mod loom_model {
     }
 
     /// Two keys of one hash racing: each ends in its own slot or, if its insert met the
-    /// other's in flight, in none (left to the skiplist); a lookup never finds a key
+    /// other's in flight, in none (left to the ordered map); a lookup never finds a key
     /// with the other's node, and finds a key iff an insert of it entered it.
     #[test]
     fn keys_of_one_hash_never_mix() {

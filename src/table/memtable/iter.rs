@@ -6,8 +6,7 @@ use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-use crossbeam_epoch as epoch;
-use crossbeam_skiplist::base::RefRange;
+use smallvec::SmallVec;
 
 use super::{key, Key, Memtable, Node, SharedCell};
 use crate::io::prefetch::prefetch_read;
@@ -18,8 +17,11 @@ impl Memtable {
     /// Cells with keys in `range`, in key order, borrowing the memtable. Writes that
     /// race with the iteration may or may not be seen.
     pub fn range<K: AsRef<[u8]> + ?Sized>(&self, range: impl RangeBounds<K>) -> MemtableIter<'_> {
+        let own = |b: Bound<&K>| b.map(|k| k.as_ref().to_vec());
         MemtableIter {
-            inner: self.map.ref_range(owned_bounds(&range)),
+            memtable: self,
+            front: Front::new(own(range.start_bound()), AHEAD_MAX),
+            end: own(range.end_bound()),
         }
     }
 
@@ -30,7 +32,7 @@ impl Memtable {
 
     /// Like [`Memtable::range`], but holding the memtable by `Arc`, so the iterator can
     /// outlive the borrow (a scan that keeps a frozen memtable alive), and from both
-    /// ends, with seeks. A step back is a search of the skiplist, O(log n); forward
+    /// ends, with seeks. A step back is a search of the ordered map, O(log n); forward
     /// steps search once per batch of nodes read ahead (see [`OwnedMemtableIter`]).
     pub fn range_owned(self: &Arc<Self>, range: impl KeyRange) -> OwnedMemtableIter {
         self.range_at(range, u64::MAX)
@@ -43,48 +45,29 @@ impl Memtable {
         OwnedMemtableIter {
             at,
             memtable: Arc::clone(self),
-            next: start.clone(),
+            front: Front::new(start.clone(), AHEAD_FIRST),
             back: end.clone(),
             start,
             end,
-            ahead: VecDeque::new(),
-            batch: AHEAD_FIRST,
         }
     }
 }
 
-fn owned_bounds<K: AsRef<[u8]> + ?Sized>(r: &impl RangeBounds<K>) -> (Bound<Key>, Bound<Key>) {
-    let own = |b: Bound<&K>| match b {
-        Bound::Included(k) => Bound::Included(Key::from_slice(k.as_ref())),
-        Bound::Excluded(k) => Bound::Excluded(Key::from_slice(k.as_ref())),
-        Bound::Unbounded => Bound::Unbounded,
-    };
-    (own(r.start_bound()), own(r.end_bound()))
-}
-
-type Bounds = (Bound<Key>, Bound<Key>);
-
-/// Iterator over a key range of a memtable, borrowing it: each key's newest cell.
+/// Iterator over a key range of a memtable, borrowing it: each key's newest cell, read
+/// ahead in batches of [`AHEAD_MAX`] nodes (a flush walks the whole memtable).
 pub struct MemtableIter<'a> {
-    inner: RefRange<'a, Key, Bounds, Key, Node>,
+    memtable: &'a Memtable,
+    front: Front,
+    end: Bound<Vec<u8>>,
 }
 
 impl Iterator for MemtableIter<'_> {
     type Item = Entry;
 
     fn next(&mut self) -> Option<Entry> {
-        let guard = &epoch::pin();
-        let e = self.inner.next(guard)?;
-        let entry = e.value().versions.read().head.entry(e.key());
-        e.release(guard);
-        Some(entry)
-    }
-}
-
-impl Drop for MemtableIter<'_> {
-    fn drop(&mut self) {
-        // The range holds counted references to its ends' nodes.
-        self.inner.drop_impl(&epoch::pin());
+        self.front
+            .next_ahead(self.memtable, u64::MAX, &self.end)
+            .map(Ahead::entry)
     }
 }
 
@@ -101,7 +84,7 @@ impl Drop for MemtableIter<'_> {
 const AHEAD_FIRST: usize = 8;
 
 /// The most nodes one batch walks: each later batch walks twice the one before, so a
-/// long scan searches the skiplist a logarithmic number of times.
+/// long scan searches the ordered map a logarithmic number of times.
 const AHEAD_MAX: usize = 64;
 
 /// Iterator over a key range of a memtable held by `Arc`, from either end
@@ -110,11 +93,10 @@ const AHEAD_MAX: usize = 64;
 /// be seen, but the order holds. [`OwnedMemtableIter::seek`] and
 /// [`OwnedMemtableIter::seek_back`] reposition one end within the range.
 ///
-/// The front does not search the skiplist for every cell (O(log n) cache misses each,
-/// issue 19 item 3): a search finds the first node past its bound, and the walk along
-/// the bottom level from there reads a batch of cells ahead (`ahead`); the bound then
-/// stands after the last node walked. The back yields from `ahead` once the skiplist
-/// holds nothing between the two bounds.
+/// The front does not search the ordered map for every cell (issue 19 item 3): a search
+/// finds the first node past its bound, and the walk from there reads a batch of cells
+/// ahead (`Front`); the bound then stands after the last node walked. The back yields
+/// from the front's batch once the map holds nothing between the two bounds.
 pub struct OwnedMemtableIter {
     /// Read at this sequence number.
     at: u64,
@@ -122,11 +104,16 @@ pub struct OwnedMemtableIter {
     /// The range given at creation.
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
-    /// The front has walked the keys up to this bound (yielded, or waiting in `ahead`),
-    /// the back has yielded the keys from `back` on.
-    next: Bound<Vec<u8>>,
+    front: Front,
+    /// The back has yielded the keys from here on.
     back: Bound<Vec<u8>>,
-    /// Cells the front has read but not yielded, in key order, all below `back`.
+}
+
+/// An iterator's front: the bound it has walked the keys up to (yielded, or waiting in
+/// `ahead`), and the cells read ahead.
+struct Front {
+    next: Bound<Vec<u8>>,
+    /// Cells read but not yielded, in key order, all below the back's bound.
     ahead: VecDeque<Ahead>,
     /// Nodes the next batch walks.
     batch: usize,
@@ -152,6 +139,70 @@ impl Ahead {
     }
 }
 
+impl Front {
+    fn new(next: Bound<Vec<u8>>, batch: usize) -> Front {
+        Front {
+            next,
+            ahead: VecDeque::new(),
+            batch,
+        }
+    }
+
+    /// The next cell as read ahead, reading the next batch when none is left.
+    fn next_ahead(&mut self, m: &Memtable, at: u64, back: &Bound<Vec<u8>>) -> Option<Ahead> {
+        loop {
+            if let Some(e) = self.ahead.pop_front() {
+                return Some(e);
+            }
+            if !self.read_ahead(m, at, back) {
+                return None;
+            }
+        }
+    }
+
+    /// Walk up to `batch` nodes of `m` from the bound (one search of the ordered map,
+    /// then the leaves' neighbours), keeping the cells visible at `at` in `ahead`;
+    /// false when no node is left below `back`. The map's lock is held for the batch.
+    fn read_ahead(&mut self, m: &Memtable, at: u64, back: &Bound<Vec<u8>>) -> bool {
+        let map = m.read_map();
+        let from = range::as_ref(&self.next);
+        // A probe compares with `key_order` inline (`key.rs`).
+        let probe = key::probe_bound(from);
+        let nodes: &mut dyn Iterator<Item = (&Key, &Node)> = match &probe {
+            Some(p) => &mut map.range::<Key, _>((p.as_ref(), Bound::Unbounded)),
+            None => &mut map.range::<[u8], _>((from, Bound::Unbounded)),
+        };
+        // The batch's nodes first, a load of each one's versions started (they sit
+        // behind the node's `Arc`, shared with the point index): the misses then
+        // overlap instead of following one another.
+        let mut walked: SmallVec<[(&Key, &Node); AHEAD_MAX]> = SmallVec::new();
+        for (k, n) in nodes.take(self.batch) {
+            if !range::below(k, back) {
+                break;
+            }
+            prefetch_read(std::slice::from_ref(&**n), 0);
+            walked.push((k, n));
+        }
+        let Some(&(last, _)) = walked.last() else {
+            return false;
+        };
+        // Room for the whole batch at once: pushed a cell at a time, a scan's first
+        // batch allocated the queue for four cells and then again for eight.
+        self.ahead.reserve(walked.len());
+        for &(k, n) in &walked {
+            if let Some(c) = n.versions.read().at(at) {
+                self.ahead.push_back(Ahead {
+                    key: k.clone(),
+                    cell: c.shared(),
+                });
+            }
+        }
+        range::exclude(&mut self.next, last);
+        self.batch = (self.batch * 2).min(AHEAD_MAX);
+        true
+    }
+}
+
 impl OwnedMemtableIter {
     /// The memtable iterated.
     pub(crate) fn memtable(&self) -> &Arc<Memtable> {
@@ -163,10 +214,10 @@ impl OwnedMemtableIter {
     /// in the range. A scan leaves out a memtable with none: it cannot hold a row of
     /// the scan's range, whatever seeks follow (they stay within the range). A
     /// memtable holding few of the table's keys is primed with fewer nodes, so a scan
-    /// walks fewer it will not reach (each a cache miss after the one before).
+    /// walks fewer it will not reach.
     pub(crate) fn prime(&mut self, first: usize) -> bool {
-        self.batch = first.clamp(1, AHEAD_FIRST);
-        self.read_ahead()
+        self.front.batch = first.clamp(1, AHEAD_FIRST);
+        self.front.read_ahead(&self.memtable, self.at, &self.back)
     }
 
     /// Move the front to the first key at or above `key` (within the range; keys the
@@ -183,9 +234,7 @@ impl OwnedMemtableIter {
 
     /// Move the front to the keys above `lo` (within the range).
     pub fn seek_bound(&mut self, lo: Bound<&[u8]>) {
-        self.next = range::max_lower(&self.start, lo);
-        self.ahead.clear();
-        self.batch = AHEAD_FIRST;
+        self.front = Front::new(range::max_lower(&self.start, lo), AHEAD_FIRST);
     }
 
     /// Move the back to the keys below `hi` (within the range).
@@ -196,71 +245,18 @@ impl OwnedMemtableIter {
         // again, and the front must then find them. (Between the last cell yielded and
         // the first dropped the front walked no visible cell, or it would be kept.)
         let back = &self.back;
-        if let Some(i) = self.ahead.iter().position(|e| !range::below(&e.key, back)) {
-            if let Some(first) = self.ahead.split_off(i).into_iter().next() {
-                self.next = Bound::Included(first.key.to_vec());
+        let f = &mut self.front;
+        if let Some(i) = f.ahead.iter().position(|e| !range::below(&e.key, back)) {
+            if let Some(first) = f.ahead.split_off(i).into_iter().next() {
+                f.next = Bound::Included(first.key.to_vec());
             }
         }
     }
 
-    /// Walk up to `batch` nodes from the front's bound (one search, then a step along
-    /// the bottom level per node), keeping the cells visible at `at` in `ahead`; false
-    /// when no node is left below `back`.
-    fn read_ahead(&mut self) -> bool {
-        let map = &self.memtable.map;
-        let guard = &epoch::pin();
-        let from = range::as_ref(&self.next);
-        // A probe compares with `key_order` inline (`key.rs`).
-        let found = match key::probe_bound(from) {
-            Some(p) => map.lower_bound(p.as_ref(), guard),
-            None => map.lower_bound(from, guard),
-        };
-        let Some(mut e) = found else {
-            return false;
-        };
-        let mut last = None;
-        // Room for the whole batch at once: pushed a cell at a time, a scan's first
-        // batch allocated the queue for four cells and then again for eight.
-        self.ahead.reserve(self.batch);
-        for _ in 0..self.batch {
-            if !range::below(e.key(), &self.back) {
-                break;
-            }
-            // The next node first, and a load of its versions started (they sit behind
-            // the node's `Arc`, shared with the point index): that miss then overlaps
-            // this node's work instead of following the next step's.
-            let step = e.next();
-            if let Some(n) = &step {
-                prefetch_read(std::slice::from_ref(&**n.value()), 0);
-            }
-            if let Some(c) = e.value().versions.read().at(self.at) {
-                self.ahead.push_back(Ahead {
-                    key: Key::from_slice(e.key()),
-                    cell: c.shared(),
-                });
-            }
-            last = Some(e);
-            match step {
-                Some(n) => e = n,
-                None => break,
-            }
-        }
-        match last {
-            Some(l) => {
-                range::exclude(&mut self.next, l.key());
-                self.batch = (self.batch * 2).min(AHEAD_MAX);
-                true
-            }
-            None => false,
-        }
-    }
-}
-
-impl OwnedMemtableIter {
     /// The front's next cell, copied into `into` (its buffers reused): what
     /// [`Iterator::next`] yields, without allocating. False at the end.
     pub fn next_into(&mut self, into: &mut Entry) -> bool {
-        let Some(e) = self.next_ahead() else {
+        let Some(e) = self.front.next_ahead(&self.memtable, self.at, &self.back) else {
             return false;
         };
         into.set_from(RecordRef {
@@ -273,16 +269,21 @@ impl OwnedMemtableIter {
         true
     }
 
-    /// The front's next cell as read ahead, reading the next batch when none is left.
-    fn next_ahead(&mut self) -> Option<Ahead> {
-        loop {
-            if let Some(e) = self.ahead.pop_front() {
-                return Some(e);
-            }
-            if !self.read_ahead() {
-                return None;
-            }
+    /// The last key below the back's bound and above the front's, with its cell visible
+    /// at `at` (`None` for the cell: no version that old).
+    fn last_between(&self) -> Option<(Vec<u8>, Option<Entry>)> {
+        let map = self.memtable.read_map();
+        let to = range::as_ref(&self.back);
+        // A probe compares with `key_order` inline (`key.rs`).
+        let (k, n) = match key::probe_bound(to) {
+            Some(p) => map.range::<Key, _>((Bound::Unbounded, p.as_ref())).next_back(),
+            None => map.range::<[u8], _>((Bound::Unbounded, to)).next_back(),
+        }?;
+        if !range::above(k, &self.front.next) {
+            return None;
         }
+        let entry = n.versions.read().at(self.at).map(|c| c.entry(k));
+        Some((k.to_vec(), entry))
     }
 }
 
@@ -290,37 +291,23 @@ impl Iterator for OwnedMemtableIter {
     type Item = Entry;
 
     fn next(&mut self) -> Option<Entry> {
-        self.next_ahead().map(Ahead::entry)
+        self.front
+            .next_ahead(&self.memtable, self.at, &self.back)
+            .map(Ahead::entry)
     }
 }
 
 impl DoubleEndedIterator for OwnedMemtableIter {
     fn next_back(&mut self) -> Option<Entry> {
         loop {
-            let found = {
-                let guard = &epoch::pin();
-                let map = &self.memtable.map;
-                let to = range::as_ref(&self.back);
-                let e = match key::probe_bound(to) {
-                    Some(p) => map.upper_bound(p.as_ref(), guard),
-                    None => map.upper_bound(to, guard),
-                };
-                match e {
-                    Some(e) if range::above(e.key(), &self.next) => {
-                        let entry = e.value().versions.read().at(self.at).map(|c| c.entry(e.key()));
-                        Some((e.key().to_vec(), entry))
-                    }
-                    _ => None,
-                }
-            };
-            let Some((key, entry)) = found else {
+            let Some((key, entry)) = self.last_between() else {
                 // Nothing left between the bounds but what the front read ahead. The
                 // front's bound moves back to the cell taken, so that a seek moving the
                 // back past it again lets the front find it, as it would have before
                 // reading ahead.
-                let e = self.ahead.pop_back()?;
+                let e = self.front.ahead.pop_back()?;
                 self.back = Bound::Excluded(e.key.to_vec());
-                self.next = Bound::Included(e.key.to_vec());
+                self.front.next = Bound::Included(e.key.to_vec());
                 return Some(e.entry());
             };
             self.back = Bound::Excluded(key);

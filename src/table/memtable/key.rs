@@ -1,4 +1,4 @@
-//! The memtable's key: held inline in the skiplist node up to [`INLINE_KEY`] bytes, and
+//! The memtable's key: held inline in the ordered map's entry up to [`INLINE_KEY`] bytes, and
 //! ordered by [`key_order`] (the first 8 bytes compared inline as a word) rather than
 //! by slices' `cmp`, which calls `memcmp` through the PLT at every node a search
 //! passes.
@@ -19,7 +19,8 @@ use smallvec::SmallVec;
 
 use crate::format::key_order;
 
-/// Keys up to this many bytes live inside the skiplist node; longer ones on the heap.
+/// Keys up to this many bytes live inline (in the map's leaf and in the node); longer
+/// ones on the heap.
 pub(crate) const INLINE_KEY: usize = 24;
 
 /// A memtable key: inline up to [`INLINE_KEY`] bytes. With `Vec<u8>` keys every node a
@@ -41,7 +42,7 @@ impl Key {
     }
 }
 
-/// `k` as a probe a skiplist search compares with [`key_order`], where it fits inline:
+/// `k` as a probe a search of the map compares with [`key_order`], where it fits inline:
 /// `None` for a longer key (search with the slice).
 #[inline]
 pub(crate) fn probe(k: &[u8]) -> Option<Key> {

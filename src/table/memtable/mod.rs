@@ -1,17 +1,21 @@
 //! The memtable: a concurrent sorted map from key to the winning cell of that key,
 //! absorbing writes between flushes.
 //!
-//! Built on `crossbeam_skiplist`'s base `SkipList`: lock-free search and insertion of
-//! keys, iteration in key order while writers run. Its nodes are reached under an
-//! epoch guard, not through `SkipMap`'s entries, which count references on the node:
-//! two atomic read-modify-writes on the node's line per lookup and per step of a scan,
-//! a line the cores pass around when they read the same hot key (YCSB E, 1 thread:
-//! 71.7, 71.5 and 70.9 K scans/s before, 74.7, 74.6 and 74.7 after, runs alternated).
-//! Each key's node holds its cell behind a small lock of its own, and nodes are never
-//! removed: an overwrite replaces the cell in place. (`SkipMap::compare_insert` would
-//! not do: it unlinks the old node *before* linking the new one, so a concurrent read
-//! can find the key missing, and a table read then falls through to an older segment.
-//! `tests/table_concurrency.rs` caught that.)
+//! Keys are ordered in a `BTreeMap` behind a reader-writer lock (the ordered map): a
+//! scan's seek reads a few nodes whose keys lie side by side, and its walk steps along
+//! a leaf. Until issue 19's memtable work it was `crossbeam_skiplist`'s lock-free
+//! skiplist, whose search and walk follow a pointer per level and per key to a node
+//! allocated on its own: a cache miss each, the largest cost of YCSB E's scans and a
+//! quarter of a put's (README "Measured", "The memtable's keys in a B-tree").
+//!
+//! The map's lock is held for one map insert (a key new to the memtable; its node is
+//! made before), one search (a point read of a key the point index left out) or one
+//! batch of a scan's read-ahead (`iter.rs`), and is taken after a brief spin
+//! (`spin::brief_try`). An overwrite of a key present takes no lock of the map: the
+//! point index finds its node (invariant 5). Each key's node holds its cell behind a
+//! small lock of its own, and nodes are never removed: an overwrite replaces the cell
+//! in place, so a concurrent read never finds the key missing and falls through to an
+//! older segment (`tests/table_concurrency.rs` checks it).
 //!
 //! # Versions
 //! A key's node holds versions, newest first: `(seq, cell)` where `cell` is the winner of
@@ -44,27 +48,31 @@
 //! 4. Once a key is present it stays present, and a read of it returns a cell at least
 //!    as new as any read of it that finished earlier: a key being overwritten is never
 //!    missing, and never goes back to an older cell.
-//! 5. Every node is linked into the skiplist first, then entered into the point index
-//!    (a table by key hash, sized once, of the same `Arc`'d nodes: `index.rs`) by the
-//!    insert that linked it; neither ever removes one. So the index holds a subset of
-//!    the skiplist's keys, each with the skiplist's node: a point read or an overwrite
-//!    that finds the key in the index has its one node, and one that does not searches
-//!    the skiplist (and offers what it finds to the index again). A key's point reads
-//!    are a hash lookup instead of a skiplist search of O(log n) cache misses (with
-//!    200,000 keys in the memtable: 1,172 ns a get before the index, against 549 ns for
-//!    a get from a segment). Keys are left out only where their window of slots is full
-//!    (about 1% of them in a full memtable) or a racing insert of the same tag is in
-//!    flight.
+//! 5. Every node is linked into the ordered map first (and counted in `keys`), then
+//!    entered into the point index (a table by key hash, sized once, of the same
+//!    `Arc`'d nodes: `index.rs`) by the insert that linked it; neither ever removes
+//!    one. So the index holds a subset of the map's keys, each with the map's node: a
+//!    point read or an overwrite that finds the key in the index has its one node, and
+//!    one that does not searches the map (and offers what it finds to the index again).
+//!    A key's point reads are a hash lookup instead of a search of O(log n) cache
+//!    misses (with 200,000 keys in the memtable's skiplist: 1,172 ns a get before the
+//!    index, against 549 ns for a get from a segment). Keys are left out only where
+//!    their window of slots is full (about 1% of them in a full memtable) or a racing
+//!    insert of the same tag is in flight.
+//! 6. A node's lock is taken with the map's read lock held or with no lock of the map
+//!    held, and the map's lock is never taken while a node's is held: a scan's batch
+//!    reads each node's versions under the map's read lock; an insert and a point read
+//!    lock a node after they let go of the map. So the two locks cannot deadlock.
 //!
 //! # Layout
 //! - `mod.rs`: [`Memtable`] (inserts, applying commit log records, point reads through
 //!   the point index, sizes), [`SharedCell`], `ReadAt`.
 //! - `versions.rs`: a key's versions and the insert that keeps invariant 1.
-//! - `filter.rs`: the key filter point reads test before searching the skiplist (a key's
-//!   bits are set before its node is created: no false negative).
+//! - `filter.rs`: the key filter point reads test before searching the ordered map (a
+//!   key's bits are set before its node is created: no false negative).
 //! - `index.rs`: the point index, a table of nodes by key hash that inserts enter.
 //! - `iter.rs`: [`MemtableIter`] and [`OwnedMemtableIter`] (double-ended, seekable; its
-//!   front reads cells ahead in batches, one skiplist search each).
+//!   front reads cells ahead in batches, one search of the ordered map each).
 //! - `key.rs`: [`Key`], inline up to 24 bytes and ordered by `format::key_order`, and
 //!   the probes searches compare with it.
 //! - `tests.rs`: unit and property tests.
@@ -72,14 +80,16 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crossbeam_epoch as epoch;
-use crossbeam_skiplist::base::SkipList;
-use parking_lot::RwLock;
+use std::collections::btree_map;
+use std::collections::BTreeMap;
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::format::key_hash;
 use crate::format::ranges::{RangeTombstone, RangeTombstones};
 use crate::format::record::RecordRef;
 use crate::segment::Entry;
+use crate::table::spin::brief_try;
 use crate::table::visibility::Visibility;
 
 mod filter;
@@ -103,7 +113,8 @@ use versions::{Cell, Versions};
 /// registered reads need (a hot key written while a scan or read view is open).
 const THIN_AT: usize = 8;
 
-/// Bytes charged per stored cell on top of key and value (skiplist node, vectors).
+/// Bytes charged per stored cell on top of key and value (the map's entry, the node,
+/// vectors).
 pub const CELL_OVERHEAD: usize = 64;
 
 /// The flush threshold [`Memtable::new`] sizes its key filter for (4 MiB: a filter of
@@ -128,11 +139,12 @@ pub struct SharedCell {
 /// quadratic time (about a millisecond per delete at this size).
 pub const RANGE_FRAGMENTS_FULL: usize = 2048;
 
-/// A key's versions, shared by its skiplist node and its slot in the point index.
+/// A key's versions, shared by its entry in the ordered map and its slot in the point
+/// index.
 type Node = Arc<NodeData>;
 
 /// What a key's node holds: its versions, and its key, which the point index compares
-/// (the skiplist holds the key too, in its own node).
+/// (the ordered map holds the key too, in its entry).
 #[derive(Debug)]
 pub(super) struct NodeData {
     key: Key,
@@ -149,8 +161,12 @@ impl index::Keyed for NodeData {
 /// A concurrent sorted memtable. See the module docs.
 #[derive(Debug)]
 pub struct Memtable {
+    /// Every key's node, in key order, behind a lock (`ordered` in the module docs).
     /// Nodes are never removed; versions change in place (invariant 4).
-    map: SkipList<Key, Node>,
+    map: RwLock<BTreeMap<Key, Node>>,
+    /// Keys in `map`, counted as each is linked (under `map`'s lock, before its node
+    /// enters the point index): emptiness and length without the lock.
+    keys: AtomicUsize,
     /// The point index: the same nodes by key hash (invariant 5, `index.rs`). Entries
     /// are never removed either.
     index: PointIndex<NodeData>,
@@ -197,7 +213,8 @@ impl Memtable {
 
     fn with_index(flush_bytes: usize, slots: usize) -> Memtable {
         Memtable {
-            map: SkipList::new(epoch::default_collector().clone()),
+            map: RwLock::new(BTreeMap::new()),
+            keys: AtomicUsize::new(0),
             index: PointIndex::with_slots(slots),
             filter: KeyFilter::for_flush_bytes(flush_bytes),
             ranges: ranges::MemRanges::default(),
@@ -253,26 +270,18 @@ impl Memtable {
                 // them (no false negative, `filter.rs`). A node found above had them set
                 // before it was linked.
                 self.filter.insert(h);
-                let guard = &epoch::pin();
-                let node = || {
-                    Arc::new(NodeData {
-                        key: Key::from_slice(c.key),
-                        versions: RwLock::new(Versions {
-                            head_seq: seq.unwrap_or(0),
-                            head: Cell::from(c),
-                            older: Vec::new(),
-                        }),
-                    })
-                };
-                let e = self
-                    .map
-                    .get_or_insert_with(Key::from_slice(c.key), node, guard);
+                let node = self.link(Arc::new(NodeData {
+                    key: Key::from_slice(c.key),
+                    versions: RwLock::new(Versions {
+                        head_seq: seq.unwrap_or(0),
+                        head: Cell::from(c),
+                        older: Vec::new(),
+                    }),
+                }));
                 // Invariant 5: linked, then indexed (a racing insert of the key got the
                 // same node, and one of the two enters it).
-                self.index.insert(h, e.value());
-                let stored = write(e.value());
-                e.release(guard);
-                stored
+                self.index.insert(h, &node);
+                write(&node)
             }
         };
         if stored {
@@ -286,25 +295,56 @@ impl Memtable {
         stored
     }
 
+    /// Link `fresh` into the ordered map as its key's node, or (a racing insert of the
+    /// key linked one first) return the node linked. The node is made before the lock
+    /// is taken: the lock is held for the map's own insert only.
+    fn link(&self, fresh: Node) -> Node {
+        let mut map = self.write_map();
+        match map.entry(fresh.key.clone()) {
+            btree_map::Entry::Occupied(o) => Arc::clone(o.get()),
+            btree_map::Entry::Vacant(v) => {
+                // Counted before the lock is released, so before the index holds it.
+                self.keys.fetch_add(1, Ordering::Release);
+                Arc::clone(v.insert(fresh))
+            }
+        }
+    }
+
+    /// The ordered map, locked to write: spinning briefly first, as the lock is held
+    /// for one map insert or one batch of a scan (`spin::brief_try`).
+    fn write_map(&self) -> RwLockWriteGuard<'_, BTreeMap<Key, Node>> {
+        brief_try(|| self.map.try_write()).unwrap_or_else(|| self.map.write())
+    }
+
+    /// The ordered map, locked to read, as [`Memtable::write_map`].
+    fn read_map(&self) -> RwLockReadGuard<'_, BTreeMap<Key, Node>> {
+        brief_try(|| self.map.try_read()).unwrap_or_else(|| self.map.read())
+    }
+
+    /// The node of `key` in the ordered map, if linked.
+    fn listed(&self, key: &[u8]) -> Option<Node> {
+        let map = self.read_map();
+        // A probe compares with `key_order` inline (`key.rs`).
+        match key::probe(key) {
+            Some(p) => map.get(&p).cloned(),
+            None => map.get(key).cloned(),
+        }
+    }
+
     /// Run `f` on the node of `key`, whose [`key_hash`] is `h` (`None`: no node): found
-    /// through the point index, or else through the skiplist, which links every node
+    /// through the point index, or else in the ordered map, which links every node
     /// (invariant 5). Every key is offered to the index at its insert; a key it left
     /// out (its window was full, or a racing insert of its tag was in flight) is
-    /// offered again when found here.
+    /// offered again when found here. `f` runs with no lock of the map held.
     #[inline]
     fn with_node<R>(&self, key: &[u8], h: u64, f: impl FnOnce(&NodeData) -> R) -> Option<R> {
         if let Some(n) = self.index.get(key, h) {
             return Some(f(n.as_ref()));
         }
-        let guard = &epoch::pin();
-        // A probe compares with `key_order` inline (`key.rs`).
-        let e = match key::probe(key) {
-            Some(p) => self.map.get(&p, guard),
-            None => self.map.get(key, guard),
-        }?;
-        // Invariant 5: the skiplist's node, never another.
-        self.index.insert(h, e.value());
-        Some(f(e.value()))
+        let n = self.listed(key)?;
+        // Invariant 5: the map's node, never another.
+        self.index.insert(h, &n);
+        Some(f(&n))
     }
 
     /// Apply the cells of commit log record `seq` (invariant 3), keeping only each
@@ -449,7 +489,7 @@ impl Memtable {
         h: u64,
         at: ReadAt<'_>,
     ) -> Option<SharedCell> {
-        if self.map.is_empty() || !self.filter.may_contain(h) {
+        if self.keys.load(Ordering::Acquire) == 0 || !self.filter.may_contain(h) {
             return None;
         }
         // For `Visible`, loaded under the node's lock: a version forgotten before we
@@ -462,27 +502,26 @@ impl Memtable {
     /// held here, if any: the key filter first, as [`Memtable::get_shared_hashed`].
     #[inline]
     pub(crate) fn newest_seq_hashed(&self, key: &[u8], h: u64) -> Option<u64> {
-        if self.map.is_empty() || !self.filter.may_contain(h) {
+        if self.keys.load(Ordering::Acquire) == 0 || !self.filter.may_contain(h) {
             return None;
         }
         self.with_node(key, h, |n| n.versions.read().head_seq)
     }
 
-    /// The node of `key`, found in the skiplist (tests: invariant 5).
+    /// The node of `key`, found in the ordered map (tests: invariant 5).
     #[cfg(test)]
     fn listed_node(&self, key: &[u8]) -> Option<Node> {
-        let guard = &epoch::pin();
-        self.map.get(key, guard).map(|e| Arc::clone(e.value()))
+        self.listed(key)
     }
 
     /// Number of keys.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.keys.load(Ordering::Acquire)
     }
 
     /// True when nothing is stored: no key and no range tombstone.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty() && self.ranges.is_empty()
+        self.len() == 0 && self.ranges.is_empty()
     }
 
     /// Could `key`, whose `key_hash` (xxh3-64) is `h`, be present? False answers come from the

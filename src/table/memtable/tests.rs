@@ -198,10 +198,10 @@ fn racing_writers_share_one_node_a_key_indexed_once_and_found_once_inserted() {
     }
 }
 
-/// A new key is indexed at its insert with the skiplist's node (invariant 5), which
+/// A new key is indexed at its insert with the ordered map's node (invariant 5), which
 /// later reads and overwrites share.
 #[test]
-fn a_key_is_indexed_at_its_insert_with_the_skiplist_s_node() {
+fn a_key_is_indexed_at_its_insert_with_the_map_s_node() {
     let m = Memtable::new();
     let h = key_hash(b"k");
     assert!(put(&m, b"k", b"v1", 1));
@@ -217,9 +217,9 @@ fn a_key_is_indexed_at_its_insert_with_the_skiplist_s_node() {
 }
 
 /// Keys the index leaves out (more keys of one home slot than its window) are found
-/// through the skiplist, read and overwritten like the others.
+/// through the ordered map, read and overwritten like the others.
 #[test]
-fn keys_the_index_leaves_out_are_found_in_the_skiplist() {
+fn keys_the_index_leaves_out_are_found_in_the_ordered_map() {
     let m = Memtable::new();
     let slots = m.index.slots();
     // Keys whose hashes share their low bits crowd one window; find enough of them.
@@ -237,7 +237,7 @@ fn keys_the_index_leaves_out_are_found_in_the_skiplist() {
         .iter()
         .filter(|k| m.index.get(k, key_hash(k)).is_none())
         .count();
-    assert_eq!(left_out, 4, "a full window leaves keys to the skiplist");
+    assert_eq!(left_out, 4, "a full window leaves keys to the ordered map");
     for k in &crowd {
         assert_eq!(m.get(k).unwrap().value, b"v1");
         assert!(put(&m, k, b"v2", 2));
@@ -328,6 +328,58 @@ fn a_key_being_overwritten_is_never_missing_or_older() {
     }
     assert_eq!(m.len(), 1);
     assert_eq!(m.get(b"k").unwrap().ts, 49_999);
+}
+
+/// Scans racing writers that link new keys (the ordered map's lock, taken per batch
+/// of read-ahead and per insert): every scan, forward and back, yields its keys in
+/// order, each once, and holds every key whose insert finished before it began.
+#[test]
+fn scans_racing_new_keys_are_ordered_and_miss_no_key_linked_before_them() {
+    const PER_WRITER: u64 = 20_000;
+    let m = Arc::new(Memtable::new());
+    let key = |n: u64| format!("{n:08}").into_bytes();
+    // Writer `w` inserts the numbers `w`, `w + 2`, ...: the two writers' keys interleave,
+    // so every batch of a scan meets both. `done[w]`: how many it has inserted.
+    let done: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let writers: Vec<_> = (0..2u64)
+        .map(|w| {
+            let (m, done) = (Arc::clone(&m), Arc::clone(&done));
+            std::thread::spawn(move || {
+                for i in 0..PER_WRITER {
+                    assert!(put(&m, &key(2 * i + w), b"v", 1));
+                    done[w as usize].store(i + 1, Ordering::Release);
+                }
+            })
+        })
+        .collect();
+    let check = |forward: bool| {
+        let before = [0, 1].map(|w| done[w].load(Ordering::Acquire));
+        let mut keys: Vec<Vec<u8>> = match forward {
+            true => m.range_owned(..).map(|e| e.key).collect(),
+            false => m.range_owned(..).rev().map(|e| e.key).collect(),
+        };
+        if !forward {
+            keys.reverse();
+        }
+        assert!(keys.windows(2).all(|p| p[0] < p[1]), "out of order or repeated");
+        for (w, &n) in before.iter().enumerate() {
+            for i in 0..n {
+                let k = key(2 * i + w as u64);
+                assert!(keys.binary_search(&k).is_ok(), "missing {k:?}");
+            }
+        }
+    };
+    let mut scans = 0;
+    while done.iter().any(|d| d.load(Ordering::Acquire) < PER_WRITER) {
+        check(scans % 2 == 0);
+        scans += 1;
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    check(true);
+    check(false);
+    assert_eq!(m.len() as u64, 2 * PER_WRITER);
 }
 
 /// The winner of `cells` numbered at or below `at`, as (ts, tombstone, value).
@@ -587,7 +639,7 @@ fn key_filter_holds_every_key_and_rules_out_most_others() {
         .count();
     // 1 MiB / 64 B per cell * 10 bits = 160 Kbit for 10,000 keys: about 0.01%.
     assert!(fp < 1_000, "false positives {fp} / 100000");
-    // A filtered-out key is not looked for, and the answer is the skiplist's anyway.
+    // A filtered-out key is not looked for, and the answer is the ordered map's anyway.
     assert!(m.get_shared(&20_000u32.to_be_bytes()).is_none());
     assert_eq!(&*m.get_shared(&7u32.to_be_bytes()).unwrap().value, b"v");
     // A memtable made for the same flush size (the one replacing a frozen one, at the
