@@ -1,5 +1,5 @@
 //! Power loss at every I/O operation of a bulk ingest across two tables
-//! (ARCHITECTURE.md invariant 12; the simulator as in `tests/power_loss.rs`).
+//! (ARCHITECTURE.md invariant 12; the simulator as in `tests/power_loss/`).
 //!
 //! The script writes to tables `a` and `b` (a flush of `a` in between), writes one
 //! segment per table with `SegmentWriter` outside the store (timestamps from

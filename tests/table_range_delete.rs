@@ -2,7 +2,7 @@
 //! per key) that every read honours, in the memtable, after a flush, through
 //! compaction (covered cells dropped, the tombstone purged under the gc grace rule of
 //! point tombstones), at replay, in read views, and in batches in order with their
-//! other operations. The model test (`tests/table_model.rs`) mixes them with
+//! other operations. The model test (`tests/table_model/`) mixes them with
 //! everything else; these pin each place down.
 
 use std::ops::Bound;

@@ -4,7 +4,7 @@
 //! its timestamp, in the memtable, after a flush, after compaction and after replay;
 //! compaction turns it into a tombstone and purges it `gc_grace` after its expiry; bad
 //! TTLs are typed errors. Time is the store's expiry clock, set by the test
-//! (`Store::set_expiry_clock`): nothing sleeps. The model test (`tests/table_model.rs`)
+//! (`Store::set_expiry_clock`): nothing sleeps. The model test (`tests/table_model/`)
 //! mixes TTL with everything else.
 
 use std::time::Duration;

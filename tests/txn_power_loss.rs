@@ -1,5 +1,5 @@
 //! Transactions under power loss at every I/O operation (the simulator of
-//! `tests/power_loss.rs`): a single-threaded script of transfer transactions across two
+//! `tests/power_loss/`): a single-threaded script of transfer transactions across two
 //! tables, each also writing the count of transfers so far, with syncs and a flush
 //! between, a transaction dropped uncommitted and one that conflicts. After the power
 //! is lost at an operation and the store recovered and reopened, the balances are

@@ -514,7 +514,7 @@ fn create_file(fs: &StoreFs, dir: &Path, id: u64, first_seq: u64) -> Result<Acti
     // No fsync of the header alone: the first fsync of a record in this file covers it,
     // and a header lost before that leaves a file with no acknowledged record, which
     // replay reads as a stop at offset 0 (a torn newest file, or one a later file
-    // continues). `tests/power_loss.rs` crashes right after file creation and reopens
+    // continues). `tests/power_loss/` crashes right after file creation and reopens
     // twice; the mutation run showed this fsync changed nothing it checks. The name must
     // be durable before any record in the file is acknowledged.
     fs.fsync_dir(dir)?;
