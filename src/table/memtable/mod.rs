@@ -77,11 +77,9 @@
 //!   the probes searches compare with it.
 //! - `tests.rs`: unit and property tests.
 
+use std::collections::{btree_map, BTreeMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-
-use std::collections::btree_map;
-use std::collections::BTreeMap;
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -161,7 +159,7 @@ impl index::Keyed for NodeData {
 /// A concurrent sorted memtable. See the module docs.
 #[derive(Debug)]
 pub struct Memtable {
-    /// Every key's node, in key order, behind a lock (`ordered` in the module docs).
+    /// Every key's node, in key order, behind a lock (the module docs' ordered map).
     /// Nodes are never removed; versions change in place (invariant 4).
     map: RwLock<BTreeMap<Key, Node>>,
     /// Keys in `map`, counted as each is linked (under `map`'s lock, before its node
@@ -321,7 +319,7 @@ impl Memtable {
         brief_try(|| self.map.try_read()).unwrap_or_else(|| self.map.read())
     }
 
-    /// The node of `key` in the ordered map, if linked.
+    /// The node of `key` in the ordered map, if linked (tests check invariant 5 with it).
     fn listed(&self, key: &[u8]) -> Option<Node> {
         let map = self.read_map();
         // A probe compares with `key_order` inline (`key.rs`).
@@ -506,12 +504,6 @@ impl Memtable {
             return None;
         }
         self.with_node(key, h, |n| n.versions.read().head_seq)
-    }
-
-    /// The node of `key`, found in the ordered map (tests: invariant 5).
-    #[cfg(test)]
-    fn listed_node(&self, key: &[u8]) -> Option<Node> {
-        self.listed(key)
     }
 
     /// Number of keys.

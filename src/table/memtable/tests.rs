@@ -194,7 +194,7 @@ fn racing_writers_share_one_node_a_key_indexed_once_and_found_once_inserted() {
         let k = key(i);
         assert!(m.newest_seq_hashed(&k, key_hash(&k)).is_some());
         let indexed = m.index.get(&k, key_hash(&k)).expect("indexed at its insert");
-        assert!(Arc::ptr_eq(indexed, &m.listed_node(&k).unwrap()), "one node");
+        assert!(Arc::ptr_eq(indexed, &m.listed(&k).unwrap()), "one node");
     }
 }
 
@@ -206,7 +206,7 @@ fn a_key_is_indexed_at_its_insert_with_the_map_s_node() {
     let h = key_hash(b"k");
     assert!(put(&m, b"k", b"v1", 1));
     let indexed = Arc::clone(m.index.get(b"k", h).expect("indexed by the insert"));
-    let listed = m.listed_node(b"k").unwrap();
+    let listed = m.listed(b"k").unwrap();
     assert!(Arc::ptr_eq(&indexed, &listed), "one node");
     assert!(put(&m, b"k", b"v2", 2), "the overwrite goes through the index");
     assert_eq!(m.len(), 1);
@@ -459,7 +459,7 @@ fn a_hot_key_under_open_reads_keeps_only_the_versions_they_need() {
     for s in 5_001..=10_000 {
         write(s);
     }
-    let kept = m.listed_node(b"k").unwrap().versions.read().older.len();
+    let kept = m.listed(b"k").unwrap().versions.read().older.len();
     assert!(kept <= THIN_AT + 2, "{kept} older versions kept");
     assert_eq!(read(ReadAt::Seq(first)).as_deref(), Some("1"));
     assert_eq!(read(ReadAt::Seq(second)).as_deref(), Some("5000"));
@@ -467,7 +467,7 @@ fn a_hot_key_under_open_reads_keeps_only_the_versions_they_need() {
     vis.release(first);
     vis.release(second);
     write(10_001);
-    assert!(m.listed_node(b"k").unwrap().versions.read().older.len() <= 1);
+    assert!(m.listed(b"k").unwrap().versions.read().older.len() <= 1);
 }
 
 proptest! {
