@@ -71,9 +71,9 @@ SITES = {
         "checkpoint: parent directory after the rename into place",
     ("src/table/commitlog/mod.rs", "create_file", "fs.fsync_dir(dir)", 0):
         "commit log directory after a new file",
-    ("src/table/commitlog/mod.rs", "fsync", "file.sync_data()", 0):
+    ("src/table/commitlog/fsync.rs", "fsync", "file.sync_data()", 0):
         "commit log appends (batch, group, periodic, close)",
-    ("src/lifecycle/deleter.rs", "write_journal", "self.inner.fs.fsync_dir(d)", 0):
+    ("src/lifecycle/deleter/journaling.rs", "write_journal", "self.inner.fs.fsync_dir(d)", 0):
         "deleter: directory before the journal forgets an unlink",
     ("src/table/lsm/maintenance.rs", "flush_frozen_locked", "self.ctx.log.sync()", 0):
         "commit log before a flush publishes its segment (periodic)",
