@@ -128,14 +128,20 @@ struct Ahead {
 }
 
 impl Ahead {
-    fn entry(self) -> Entry {
-        Entry {
-            key: self.key.to_vec(),
-            value: self.cell.value.to_vec(),
+    /// The cell as a record, borrowed: what [`Ahead::entry`] copies and
+    /// [`OwnedMemtableIter::next_into`] copies into its buffers.
+    fn record(&self) -> RecordRef<'_> {
+        RecordRef {
+            key: &self.key,
+            value: &self.cell.value,
             ts: self.cell.ts,
             tombstone: self.cell.tombstone,
             expires: self.cell.expires,
         }
+    }
+
+    fn entry(self) -> Entry {
+        Entry::from(self.record())
     }
 }
 
@@ -259,13 +265,7 @@ impl OwnedMemtableIter {
         let Some(e) = self.front.next_ahead(&self.memtable, self.at, &self.back) else {
             return false;
         };
-        into.set_from(RecordRef {
-            key: &e.key,
-            value: &e.cell.value,
-            ts: e.cell.ts,
-            tombstone: e.cell.tombstone,
-            expires: e.cell.expires,
-        });
+        into.set_from(e.record());
         true
     }
 
