@@ -13,9 +13,9 @@ use super::Table;
 use crate::error::{Error, Result};
 use crate::format::ranges::RangeTombstones;
 use crate::lifecycle::SegmentHandle;
-use crate::segment::{Entry, RecordRef, SegmentIter};
+use crate::segment::{Entry, RecordRef, SegmentIter, SegmentName};
 use crate::table::compaction::{choose, Choice, CompactionStrategy, SegmentSummary};
-use crate::table::compaction_filter::{decide, FilterDecision};
+use crate::table::compaction_filter::{decide, CompactionFilter, FilterDecision};
 use crate::table::leveled::{self, LevelSummary, Span};
 use crate::table::merge::{BoxedSource, MergeIter, RangeFilter, TombstonePolicy};
 
@@ -347,20 +347,62 @@ impl Table {
             config.compression,
         );
         let policy = TombstonePolicy::DropOlderThan(cutoff);
-        for e in MergeIter::with_ranges(sources, policy, range_filter) {
+        let cells = MergeIter::with_ranges(sources, policy, range_filter);
+        self.write_cells(cells, &expiry, filter.as_deref(), cutoff, &mut out)?;
+        let new = out.finish()?;
+        drop(chosen);
+        drop(others);
+        drop(view);
+        self.set.replace_at_level(ids, &new, placement.level)?;
+        self.count_compaction(ids, &new, placement.level);
+        Ok(new.iter().map(|n| n.id).collect())
+    }
+
+    /// After `ids` were replaced by `new` at `level`: the new segments checked as
+    /// written, and the table's compaction count and bytes added to.
+    fn count_compaction(&self, ids: &[u64], new: &[SegmentName], level: u32) {
+        self.check_written(new, true);
+        self.compactions.fetch_add(1, Ordering::Relaxed);
+        let written: u64 = self
+            .set
+            .view()
+            .segments
+            .iter()
+            .filter(|h| new.contains(h.name()))
+            .map(|h| h.stats().data_len)
+            .sum();
+        self.compaction_bytes.fetch_add(written, Ordering::Relaxed);
+        tracing::debug!(table = %self.name, merged = ?ids, into = ?new, level, "compaction done");
+    }
+}
+
+impl Table {
+    /// Write the merged `cells` to `out`: expired cells judged by `expiry` (purged, or
+    /// kept as tombstones), the compaction filter applied to live ones (a removal below
+    /// `cutoff` drops the cell: nothing older outside the merge to hide, invariant 5),
+    /// each write paced by the rate limit.
+    fn write_cells(
+        &self,
+        cells: impl Iterator<Item = Result<Entry>>,
+        expiry: &Expiry,
+        filter: Option<&dyn CompactionFilter>,
+        cutoff: u64,
+        out: &mut Outputs,
+    ) -> Result<()> {
+        for e in cells {
             let e = e?;
             match expiry.judge(&e) {
                 Judged::Live => {}
                 Judged::Purge => continue,
                 Judged::Tombstone(t) => {
                     out.add(t)?;
-                    self.pace(&out)?;
+                    self.pace(out)?;
                     continue;
                 }
             }
             // A failing filter returns here: the unfinished outputs discard their files.
-            let (value, tombstone) = match (&filter, e.tombstone) {
-                (Some(f), false) => match decide(&**f, &self.name, &e.key, &e.value, e.ts)? {
+            let (value, tombstone) = match (filter, e.tombstone) {
+                (Some(f), false) => match decide(f, &self.name, &e.key, &e.value, e.ts)? {
                     FilterDecision::Keep => (Cow::Borrowed(&e.value[..]), false),
                     // Nothing older outside the merge to hide (invariant 5's cutoff).
                     FilterDecision::Remove if e.ts < cutoff => continue,
@@ -378,30 +420,11 @@ impl Table {
                 tombstone,
                 expires,
             })?;
-            self.pace(&out)?;
+            self.pace(out)?;
         }
-        let new = out.finish()?;
-        drop(chosen);
-        drop(others);
-        drop(view);
-        self.set.replace_at_level(ids, &new, placement.level)?;
-        self.check_written(&new, true);
-        self.compactions.fetch_add(1, Ordering::Relaxed);
-        let written: u64 = self
-            .set
-            .view()
-            .segments
-            .iter()
-            .filter(|h| new.contains(h.name()))
-            .map(|h| h.stats().data_len)
-            .sum();
-        self.compaction_bytes.fetch_add(written, Ordering::Relaxed);
-        tracing::debug!(table = %self.name, merged = ?ids, into = ?new, level = placement.level, "compaction done");
-        Ok(new.iter().map(|n| n.id).collect())
+        Ok(())
     }
-}
 
-impl Table {
     /// The compaction rate limit's pause after a cell written to `out`.
     fn pace(&self, out: &Outputs) -> Result<()> {
         let pause = out.pause();
