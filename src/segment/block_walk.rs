@@ -74,6 +74,25 @@ struct Loaded {
 }
 
 impl Loaded {
+    /// Hold no block, its buffers kept (emptied).
+    fn forget(&mut self) {
+        self.block = None;
+        self.mapped = None;
+        self.buf.clear();
+        self.scratch.clear();
+        self.cached = None;
+        self.len = 0;
+        self.shape = None;
+        self.fixed = None;
+        self.raw = false;
+        self.head.set(None);
+    }
+
+    /// The bytes its buffers hold.
+    fn capacity(&self) -> usize {
+        self.buf.capacity() + self.scratch.capacity()
+    }
+
     /// Make this end hold block `b`, checking its checksum (unless `trust` and the
     /// block is mapped and was checked before).
     fn load(&mut self, r: &SegmentReader, b: usize, trust: bool) -> Result<()> {
@@ -256,8 +275,10 @@ pub(super) struct BlockWalk {
 }
 
 impl BlockWalk {
+    /// A walk of `r`'s blocks ([`Walk::of`](super::walk_stock::Walk::of) takes one
+    /// from the thread's stock instead, when it has one).
     pub(super) fn new(r: &SegmentReader) -> Self {
-        BlockWalk {
+        let mut w = BlockWalk {
             front: None,
             front_at: None,
             skip_equal: false,
@@ -265,12 +286,45 @@ impl BlockWalk {
             back: Back::Unresolved,
             front_blk: Loaded::default(),
             back_blk: Loaded::default(),
-            // Room for the keys the scan will rebuild (the segment's bounds are a fair
-            // guess), so a warm scan allocates nothing per row.
-            key: Vec::with_capacity(r.stats().max_key.len().max(r.stats().min_key.len()) * 2 + 16),
+            key: Vec::new(),
             kept: NOTHING_KEPT,
             trust: false,
-        }
+        };
+        w.reserve_key(r);
+        w
+    }
+
+    /// Room for the keys the scan will rebuild (the segment's bounds are a fair guess),
+    /// so a warm scan allocates nothing per row.
+    fn reserve_key(&mut self, r: &SegmentReader) {
+        let s = r.stats();
+        self.key
+            .reserve(s.max_key.len().max(s.min_key.len()) * 2 + 16);
+    }
+
+    /// Start over on `r` as [`BlockWalk::new`] would, in place, keeping the buffers'
+    /// capacity.
+    pub(super) fn renew(&mut self, r: &SegmentReader) {
+        self.front = None;
+        self.front_at = None;
+        self.skip_equal = false;
+        self.end = (r.data_blocks(), 0);
+        self.back = Back::Unresolved;
+        self.front_blk.forget();
+        self.back_blk.forget();
+        self.key.clear();
+        self.kept = NOTHING_KEPT;
+        self.trust = false;
+        self.reserve_key(r);
+    }
+
+    /// Forget the blocks held (a decompressed block shared with the reader's cache
+    /// goes back now), keeping the buffers, for the thread's stock; the bytes the
+    /// buffers hold, which the stock bounds.
+    pub(super) fn release(&mut self) -> usize {
+        self.front_blk.forget();
+        self.back_blk.forget();
+        self.key.capacity() + self.front_blk.capacity() + self.back_blk.capacity()
     }
 
     /// The front starts again from `lo` at its next step.

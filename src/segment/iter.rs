@@ -4,8 +4,8 @@
 
 use std::ops::{Bound, Deref, RangeBounds};
 
-use super::block_walk::BlockWalk;
 use super::reader::{Located, SegmentReader, Source, Via};
+use super::walk_stock::Walk;
 use crate::error::{Error, Result};
 use crate::format::record::{self, RecordRef, MAX_HEADER_LEN};
 use crate::format::Malformed;
@@ -91,9 +91,11 @@ impl Entry {
 /// the iterator is done.
 pub struct SegmentIter<R: Deref<Target = SegmentReader>> {
     reader: R,
-    /// The range given at creation.
-    start: Bound<Vec<u8>>,
-    end: Bound<Vec<u8>>,
+    /// The range given at creation, kept apart once a seek moves `lo` or `hi` (`None`:
+    /// `lo` or `hi` still is it), so an iterator that never seeks holds one copy of its
+    /// bounds: a scan's setup allocated and freed the second for every segment.
+    start: Option<Bound<Vec<u8>>>,
+    end: Option<Bound<Vec<u8>>>,
     /// The range after seeks: the front yields nothing below `lo`, the back nothing
     /// above `hi`; each end checks the other's bound too.
     lo: Bound<Vec<u8>>,
@@ -126,8 +128,9 @@ pub struct SegmentIter<R: Deref<Target = SegmentReader>> {
     buf_start: u64,
     chunk: usize,
     failed: bool,
-    /// Format 4: both ends walk data blocks instead (the fields above are unused).
-    blocks: Option<Box<BlockWalk>>,
+    /// Format 4 and later: both ends walk data blocks instead (the fields above are
+    /// unused).
+    blocks: Walk,
 }
 
 /// Where the back end of a [`SegmentIter`] is.
@@ -214,16 +217,14 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
     /// the first cell asked for.
     pub(crate) fn with_bounds(reader: R, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Self {
         let end_pos = reader.data_body_len();
-        let blocks = reader
-            .has_blocks()
-            .then(|| Box::new(BlockWalk::new(&reader)));
+        let blocks = Walk::of(&reader);
         SegmentIter {
             blocks,
             reader,
-            lo: start.clone(),
-            hi: end.clone(),
-            start,
-            end,
+            lo: start,
+            hi: end,
+            start: None,
+            end: None,
             pos: None,
             skip_equal: false,
             checked_to: 0,
@@ -247,7 +248,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
     /// scans of live rows. Compaction, `Table::scan_cells` (repair), repair's segment
     /// scans and `verify` check every block.
     pub(crate) fn trusting_checked_blocks(mut self) -> Self {
-        if let Some(b) = &mut self.blocks {
+        if let Some(b) = self.blocks.get_mut() {
             b.trust = true;
         }
         self
@@ -269,8 +270,9 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
 
     /// Move the front to the cells above `lo` (within the range).
     pub fn seek_bound(&mut self, lo: Bound<&[u8]>) {
-        self.lo = range::max_lower(&self.start, lo);
-        if let Some(w) = &mut self.blocks {
+        let start = self.start.get_or_insert_with(|| self.lo.clone());
+        self.lo = range::max_lower(start, lo);
+        if let Some(w) = self.blocks.get_mut() {
             w.reset_front();
         }
         self.pos = None;
@@ -282,8 +284,9 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
 
     /// Move the back to the cells below `hi` (within the range).
     pub fn seek_back_bound(&mut self, hi: Bound<&[u8]>) {
-        self.hi = range::min_upper(&self.end, hi);
-        if let Some(w) = &mut self.blocks {
+        let end = self.end.get_or_insert_with(|| self.hi.clone());
+        self.hi = range::min_upper(end, hi);
+        if let Some(w) = self.blocks.get_mut() {
             w.reset_back(&self.reader);
         }
         self.back = Back::Unresolved;
@@ -292,7 +295,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
 
     /// The front's data offset, finding it from `lo` after creation or a seek.
     fn find_front(&mut self) -> Result<u64> {
-        if self.blocks.is_some() {
+        if self.blocks.get().is_some() {
             return Ok(0); // found by the block walk's first step
         }
         if let Some(p) = self.pos {
@@ -349,7 +352,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         if self.failed {
             return None;
         }
-        let r = match &mut self.blocks {
+        let r = match self.blocks.get_mut() {
             Some(w) => w.next(&self.reader, &self.lo, &self.hi, f),
             None => self.next_record(None, f),
         };
@@ -370,7 +373,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         if self.failed {
             return None;
         }
-        let r = match &mut self.blocks {
+        let r = match self.blocks.get_mut() {
             Some(w) => w.next(&self.reader, &self.lo, cap, f),
             None => self.next_record(Some(cap), f),
         };
@@ -384,7 +387,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
         if self.failed {
             return None;
         }
-        let r = match &mut self.blocks {
+        let r = match self.blocks.get_mut() {
             Some(w) => w.next_back(&self.reader, &self.lo, &self.hi, f),
             None => self.next_back_record(f),
         };

@@ -18,6 +18,7 @@ mod separator_tests;
 #[cfg(test)]
 mod trust_tests;
 mod unpacked_cache;
+mod walk_stock;
 #[cfg(test)]
 mod walk_tests;
 mod writer;

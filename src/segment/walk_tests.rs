@@ -234,3 +234,72 @@ fn a_front_that_met_the_back_at_a_block_start_steps_on_after_a_seek_back() {
         }
     }
 }
+
+/// A scan's block walk comes from its thread's stock and goes back there when the
+/// iterator is dropped (`walk_stock`): a walk left mid-block at both ends of one
+/// segment, compressed and read positionally, then renewed for another segment of
+/// other keys, mapped and stored fixed, answers that segment's cells and nothing of the
+/// first's; and the iterator's bounds hold after seeks past them.
+#[test]
+fn a_walk_from_the_stock_starts_over_on_its_new_segment() {
+    let cells = |n: u64, tag: u8, len: usize| -> Vec<(Vec<u8>, Vec<u8>, u64)> {
+        (0..n)
+            .map(|i| {
+                (
+                    [vec![tag; len], i.to_be_bytes().to_vec()].concat(),
+                    vec![tag; 20],
+                    5,
+                )
+            })
+            .collect()
+    };
+    let (a, b) = (cells(300, b'a', 9), cells(200, b'b', 3));
+    let opts = |version, compression| SegmentOptions {
+        format_version: version,
+        data_block_size: 512,
+        compression,
+        ..SegmentOptions::default()
+    };
+    let (da, na) = written(&a, &opts(7, Compression::Lz4));
+    let (db, nb) = written(&b, &opts(8, Compression::None));
+    let ra = SegmentReader::open(da.path(), &na, DiskAccessMode::Standard.resolve()).unwrap();
+    let rb = SegmentReader::open(db.path(), &nb, DiskAccessMode::Mmap.resolve()).unwrap();
+    std::thread::spawn(move || {
+        assert_eq!(walk_stock::kept(), 0, "a new thread's stock is empty");
+        let keys =
+            |c: &[(Vec<u8>, Vec<u8>, u64)]| c.iter().map(|c| c.0.clone()).collect::<Vec<_>>();
+        // The first segment's walk left in its first block, in a middle one, and with
+        // the back end at work too (blocks of the same numbers as the second's).
+        for (fwd, back) in [(1, 0), (5, 3), (77, 55), (0, 9)] {
+            let mut it = SegmentIter::with_bounds(&ra, Bound::Unbounded, Bound::Unbounded);
+            for _ in 0..fwd {
+                it.next().unwrap().unwrap();
+            }
+            for _ in 0..back {
+                it.next_back().unwrap().unwrap();
+            }
+            drop(it);
+            assert_eq!(walk_stock::kept(), 1, "the walk went back to the stock");
+            let it = SegmentIter::with_bounds(&rb, Bound::Unbounded, Bound::Unbounded);
+            assert_eq!(walk_stock::kept(), 0, "the new iterator took it");
+            let got: Vec<_> = it.map(|e| e.unwrap().key).collect();
+            assert_eq!(got, keys(&b), "forward after {fwd} and {back} steps");
+            let it = SegmentIter::with_bounds(&rb, Bound::Unbounded, Bound::Unbounded);
+            let got: Vec<_> = it.rev().map(|e| e.unwrap().key).collect();
+            let want: Vec<_> = keys(&b).into_iter().rev().collect();
+            assert_eq!(got, want, "back after {fwd} and {back} steps");
+        }
+        let (lo, hi) = (b[10].0.clone(), b[150].0.clone());
+        let mut it = SegmentIter::with_bounds(&rb, Bound::Included(lo), Bound::Excluded(hi))
+            .trusting_checked_blocks();
+        let got: Vec<_> = it.by_ref().map(|e| e.unwrap().key).collect();
+        assert_eq!(got, keys(&b[10..150]));
+        // Seeks past the bounds stay within them.
+        it.seek(&b[0].0);
+        it.seek_back(&b[199].0);
+        assert_eq!(it.next().unwrap().unwrap().key, b[10].0);
+        assert_eq!(it.next_back().unwrap().unwrap().key, b[149].0);
+    })
+    .join()
+    .unwrap();
+}
