@@ -156,7 +156,9 @@ impl<I: Cursor> CopyMerge<I> {
                 Ok(())
             }
             Some(Err(e)) => Err(e),
-            Some(Ok(())) if s.given && s.spare.key <= s.cell.key => Err(out_of_order(i)),
+            Some(Ok(())) if s.given && key_order(&s.spare.key, &s.cell.key).is_le() => {
+                Err(out_of_order(i))
+            }
             Some(Ok(())) => {
                 mem::swap(&mut s.cell, &mut s.spare);
                 s.full = true;
