@@ -22,8 +22,8 @@ use super::reader::SegmentReader;
 /// The most walks a thread keeps: a scan of sixteen segments' worth.
 const KEPT: usize = 16;
 
-/// The most bytes of buffers a kept walk may hold (blocks of up to 16 KiB: a walk that
-/// read larger ones goes back to the allocator).
+/// The most bytes of buffers a kept walk may hold: room for a few blocks of 16 KiB (a
+/// walk that read larger ones goes back to the allocator).
 const KEPT_BYTES: usize = 64 << 10;
 
 thread_local! {
