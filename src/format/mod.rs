@@ -135,6 +135,25 @@ fn key_order_rest(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     x.len().cmp(&y.len())
 }
 
+/// `key[at..]` becomes `tail`: in place where the lengths match (every step in a fixed
+/// block after its first; a copy of a key over one of the same length), a tail of 8 to
+/// 16 bytes with two overlapping word copies rather than a call to `memcpy`.
+#[inline(always)]
+pub(crate) fn replace_tail(key: &mut Vec<u8>, at: usize, tail: &[u8]) {
+    let n = tail.len();
+    match key.get_mut(at..) {
+        Some(dst) if dst.len() == n && (8..=16).contains(&n) => {
+            dst[..8].copy_from_slice(&tail[..8]);
+            dst[n - 8..].copy_from_slice(&tail[n - 8..]);
+        }
+        Some(dst) if dst.len() == n => dst.copy_from_slice(tail),
+        _ => {
+            key.truncate(at);
+            key.extend_from_slice(tail);
+        }
+    }
+}
+
 /// Read a little-endian u16 at `off`, if in bounds.
 #[inline]
 pub(crate) fn read_u16(b: &[u8], off: usize) -> Option<u16> {

@@ -13,7 +13,7 @@ use super::reader::{SegmentReader, Source};
 use crate::error::{Error, Result};
 use crate::format::data_block::{BlockCell, DataBlock, FixedSteps, HeadKey, Shape};
 use crate::format::record::RecordRef;
-use crate::format::{key_hash, Malformed};
+use crate::format::{key_hash, replace_tail, Malformed};
 use crate::range;
 
 /// (data block, entry within it), ordered as the cells are.
@@ -24,25 +24,6 @@ const PREFETCH_AHEAD: usize = 256;
 
 /// [`BlockWalk::kept`] when the key buffer is known to share nothing.
 const NOTHING_KEPT: (usize, usize) = (usize::MAX, 0);
-
-/// `key[at..]` becomes `tail`: in place where the lengths match (every step in a fixed
-/// block after its first), a tail of 8 to 16 bytes with two overlapping word copies
-/// rather than a call to `memcpy`.
-#[inline(always)]
-fn replace_tail(key: &mut Vec<u8>, at: usize, tail: &[u8]) {
-    let n = tail.len();
-    match key.get_mut(at..) {
-        Some(dst) if dst.len() == n && (8..=16).contains(&n) => {
-            dst[..8].copy_from_slice(&tail[..8]);
-            dst[n - 8..].copy_from_slice(&tail[n - 8..]);
-        }
-        Some(dst) if dst.len() == n => dst.copy_from_slice(tail),
-        _ => {
-            key.truncate(at);
-            key.extend_from_slice(tail);
-        }
-    }
-}
 
 /// What [`Loaded`] keeps of a block's parsed trailer `s`.
 fn shaped(s: Shape) -> (Option<Shape>, Option<FixedSteps>) {

@@ -59,8 +59,7 @@ impl Entry {
     /// per source allocates nothing once they have grown to the longest key and value.
     #[inline]
     pub fn set_from(&mut self, r: RecordRef<'_>) {
-        self.key.clear();
-        self.key.extend_from_slice(r.key);
+        crate::format::replace_tail(&mut self.key, 0, r.key);
         self.value.clear();
         self.value.extend_from_slice(r.value);
         self.ts = r.ts;

@@ -43,7 +43,7 @@ use std::ops::Bound;
 use super::scan::Merged;
 use super::snap::TableSnap;
 use crate::error::Result;
-use crate::format::key_order;
+use crate::format::{key_order, replace_tail};
 use crate::lifecycle::SegmentHandle;
 use crate::range::KeyBounds;
 use crate::segment::{Entry, SegmentIter};
@@ -78,8 +78,8 @@ fn yield_row<T>(
     value: &[u8],
     f: impl FnOnce(&[u8], &[u8]) -> T,
 ) -> T {
-    last.clear();
-    last.extend_from_slice(key);
+    // Most keys are as long as the last: copied over it in place (`replace_tail`).
+    replace_tail(last, 0, key);
     *yielded = true;
     f(key, value)
 }
