@@ -217,10 +217,7 @@ fn every_crash_point(name: &str, o: Opts) {
     for at in (0..=total).step_by(stride as usize) {
         let tmp = tempfile::tempdir().unwrap();
         let (dir, load) = (tmp.path().join("store"), tmp.path().join("load"));
-        let sim = PowerLoss::new(&dir, at);
-        sim.set_torn_writes(at % 2 == 1);
-        sim.set_reordering(at % 4 >= 2);
-        sim.crash_at(at);
+        let sim = PowerLoss::crashing_at(&dir, at);
         let out = run(&dir, &load, rules(o, &sim), o);
         let mut point = format!(
             "{name}: power lost at {}",

@@ -178,10 +178,7 @@ fn committed_transfers_are_whole_and_a_prefix_after_power_loss() {
         for at in 0..=total {
             let tmp = tempfile::tempdir().unwrap();
             let dir = tmp.path().join("store");
-            let sim = PowerLoss::new(&dir, at);
-            sim.set_torn_writes(at % 2 == 1);
-            sim.set_reordering(at % 4 >= 2);
-            sim.crash_at(at);
+            let sim = PowerLoss::crashing_at(&dir, at);
             let rules = FileRules::posix().with_power_loss(sim.clone());
             let durable = match Store::open(&dir, config(sync, rules)) {
                 Ok(store) => {

@@ -154,6 +154,18 @@ impl PowerLoss {
         }
     }
 
+    /// A simulator for `root` that loses power when operation `at` is attempted, as the
+    /// power-loss tests sweep it: torn writes at odd points, and name operations
+    /// reordered at every other pair of points (`at % 4` of 2 or 3), so a sweep over
+    /// consecutive points meets all four combinations.
+    pub fn crashing_at(root: &Path, at: u64) -> PowerLoss {
+        let sim = PowerLoss::new(root, at);
+        sim.set_torn_writes(at % 2 == 1);
+        sim.set_reordering(at % 4 >= 2);
+        sim.crash_at(at);
+        sim
+    }
+
     /// Lose power when operation number `n` (counting from 0 since creation or the last
     /// [`PowerLoss::recover`]) is attempted.
     pub fn crash_at(&self, n: u64) {

@@ -248,10 +248,7 @@ pub(crate) fn every_crash_point(name: &str, o: Opts, script: Script) -> u64 {
     while at <= total && (only.is_none() || Some(at) == only) {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("store");
-        let sim = PowerLoss::new(&dir, at);
-        sim.set_torn_writes(at % 2 == 1);
-        sim.set_reordering(at % 4 >= 2);
-        sim.crash_at(at);
+        let sim = PowerLoss::crashing_at(&dir, at);
         let model = run(&dir, o.sync, o.defer, rules(o, &sim), script);
         let point = format!(
             "{name}: power lost at {}",

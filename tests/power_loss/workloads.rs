@@ -130,10 +130,7 @@ fn concurrent_group_writers_and_a_flush() {
     for at in (0..=total).step_by(stride() as usize) {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("store");
-        let sim = PowerLoss::new(&dir, at);
-        sim.set_torn_writes(at % 2 == 1);
-        sim.set_reordering(at % 4 >= 2);
-        sim.crash_at(at);
+        let sim = PowerLoss::crashing_at(&dir, at);
         let model = workload(&dir, rules(o, &sim));
         let point = format!(
             "group/concurrent: power lost at {}",
@@ -197,10 +194,7 @@ fn cross_table_batches_are_whole_after_power_loss() {
         for at in (0..=total).step_by(stride() as usize) {
             let tmp = tempfile::tempdir().unwrap();
             let dir = tmp.path().join("store");
-            let sim = PowerLoss::new(&dir, at);
-            sim.set_torn_writes(at % 2 == 1);
-            sim.set_reordering(at % 4 >= 2);
-            sim.crash_at(at);
+            let sim = PowerLoss::crashing_at(&dir, at);
             let durable = match Store::open(&dir, config(o.sync, rules(o, &sim), false)) {
                 Ok(store) => {
                     let d = script(&store);
