@@ -1,5 +1,5 @@
-//! Table behaviours: commit log files released after flushes (and none of flushed
-//! records left by a close), tombstone purging (and keeping a tombstone that still
+//! Table behaviours: commit log files released after flushes (also of writes that lose
+//! to a newer version, and none of flushed records left by a close), tombstone purging (and keeping a tombstone that still
 //! shadows a segment left out of a minor compaction),
 //! explicit timestamps across memtable and segments, snapshots that include unflushed
 //! writes, a torn commit log tail after a crash, concurrent writers and readers with
@@ -61,6 +61,75 @@ fn flushes_release_commit_log_files_through_the_deleter() {
         "flushed records are not replayed"
     );
     assert_eq!(t.scan(..).unwrap().count(), 300);
+}
+
+/// Writes that lose to the key's newer version (older timestamps, as replication and
+/// repair send) are logged like any other: they count toward the flush threshold, so
+/// their memtable is flushed and their commit log files released. Counted only when
+/// stored, such a stream never filled the memtable and kept every log file.
+#[test]
+fn writes_that_lose_to_a_newer_version_still_release_their_commit_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = cfg(FileRules::posix());
+    c.table.memtable_flush_bytes = 16 << 10;
+    let store = Store::open(tmp.path(), c.clone()).unwrap();
+    let t = store.table("t").unwrap();
+    t.write(WriteBatch::new().put_at(b"k", b"newest", 1_000_000))
+        .unwrap();
+    let value = vec![7u8; 200];
+    // About 530 KiB of losing cells: some 33 memtables' worth, 500 log files of 1 KiB.
+    for ts in 1..2_000u64 {
+        t.write(WriteBatch::new().put_at(b"k", &value, ts)).unwrap();
+    }
+    store.tables().wait_idle();
+    let files = log_files(store.dir());
+    assert!(
+        t.stats().flushes > 0,
+        "the losing writes filled no memtable"
+    );
+    assert!(
+        files < 80,
+        "{files} commit log files kept for 16 KiB memtables"
+    );
+    assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"newest"[..]));
+    drop(t);
+    assert!(store.close().unwrap().is_clean());
+    let store = Store::open(tmp.path(), c).unwrap();
+    let t = store.table("t").unwrap();
+    assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"newest"[..]));
+}
+
+/// The same after a crash: replay applies the losing writes again, counts them, and the
+/// store opening schedules the flush its memtable is due.
+#[test]
+fn losing_writes_replayed_after_a_crash_are_flushed_at_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = cfg(FileRules::posix());
+    {
+        let store = Store::open(tmp.path(), c.clone()).unwrap();
+        let t = store.table("t").unwrap();
+        t.write(WriteBatch::new().put_at(b"k", b"newest", 1_000_000))
+            .unwrap();
+        let value = vec![7u8; 200];
+        // About 530 KiB of losing cells, under this store's 1 MiB threshold.
+        for ts in 1..2_000u64 {
+            t.write(WriteBatch::new().put_at(b"k", &value, ts)).unwrap();
+        }
+        assert_eq!(t.stats().flushes, 0);
+        // Crash: no close, no flush.
+    }
+    c.table.memtable_flush_bytes = 16 << 10;
+    let store = Store::open(tmp.path(), c).unwrap();
+    let t = store.table("t").unwrap();
+    store.tables().wait_idle();
+    let files = log_files(store.dir());
+    assert_eq!(
+        t.stats().flushes,
+        1,
+        "the replayed memtable was flushed at open"
+    );
+    assert!(files < 80, "{files} commit log files kept after the flush");
+    assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"newest"[..]));
 }
 
 #[test]

@@ -469,7 +469,7 @@ impl Tables {
         ctx.checkpoint()?;
         *out.workers.lock() = worker::spawn(ctx, store_config.compaction_threads, store_dir)?;
         for t in &created {
-            if t.stats().memtable_bytes >= config.memtable_flush_bytes {
+            if t.memtable_full() {
                 ctx.schedule_flush(t);
             }
             ctx.schedule_compaction(t);

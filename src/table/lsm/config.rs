@@ -11,8 +11,10 @@ use crate::table::compaction::CompactionConfig;
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct TableConfig {
-    /// Freeze and flush the active memtable once it holds this many bytes
-    /// (`Memtable::approx_bytes`: keys, values and a per-cell overhead). Its point
+    /// Freeze and flush the active memtable once the cells applied to it come to this
+    /// many bytes (`Memtable::applied_bytes`: keys, values and a per-cell overhead, of
+    /// the cells it stores and of those that lost to a newer version of their key,
+    /// which the commit log holds all the same). Its point
     /// index, a table of 24-byte slots made with the memtable for the keys the one
     /// before it held (at most one slot per 128 bytes of this), is outside this count
     /// (`TableStats::memtable_index_bytes`).

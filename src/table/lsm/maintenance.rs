@@ -11,7 +11,7 @@ use parking_lot::MutexGuard;
 use super::{Memtables, Table};
 use crate::error::{Error, Result};
 use crate::segment::SegmentName;
-use crate::table::memtable::{Memtable, RANGE_FRAGMENTS_FULL};
+use crate::table::memtable::Memtable;
 
 impl Table {
     /// Flush every memtable (the active one included) into segments, then release the
@@ -29,6 +29,13 @@ impl Table {
         self.set.check_poisoned()
     }
 
+    /// Whether the active memtable is due for its flush ([`Memtable::is_full`] at the
+    /// table's `memtable_flush_bytes`): a store opening checks it after replay.
+    pub(crate) fn memtable_full(&self) -> bool {
+        let flush_bytes = self.config.load().memtable_flush_bytes;
+        self.mem.read().active.is_full(flush_bytes)
+    }
+
     /// Flush frozen memtables, oldest first, after freezing the active one if `force`
     /// or if it is full (invariants 2, 3). Returns how many segments were added.
     pub(crate) fn flush_memtables(&self, force: bool) -> Result<usize> {
@@ -36,9 +43,7 @@ impl Table {
         {
             let mut m = self.mem.write();
             let flush_bytes = self.config.load().memtable_flush_bytes;
-            let full = m.active.approx_bytes() >= flush_bytes
-                || m.active.range_fragments() >= RANGE_FRAGMENTS_FULL;
-            if force || full {
+            if force || m.active.is_full(flush_bytes) {
                 Self::freeze_locked(&mut m, flush_bytes);
             }
         }

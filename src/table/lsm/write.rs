@@ -16,7 +16,6 @@ use crate::error::{Error, Result};
 use crate::format::ranges::RangeTombstone;
 use crate::table::batch::{Cells, ExpiryContext, WriteBatch};
 use crate::table::commitlog::format::PartRef;
-use crate::table::memtable::RANGE_FRAGMENTS_FULL;
 use crate::table::tables::Context;
 use crate::table::visibility::Visibility;
 
@@ -373,9 +372,7 @@ fn apply<'p>(
         if !t.maybe_cells.load(Ordering::Relaxed) {
             t.maybe_cells.store(true, Ordering::Release);
         }
-        if m.active.approx_bytes() >= t.config.load().memtable_flush_bytes
-            || m.active.range_fragments() >= RANGE_FRAGMENTS_FULL
-        {
+        if m.active.is_full(t.config.load().memtable_flush_bytes) {
             full.push(*t);
         }
     }

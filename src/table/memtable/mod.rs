@@ -39,9 +39,12 @@
 //!    if the new cell beats the version below it, and folds the cell into every newer
 //!    version.)
 //! 2. [`Memtable::approx_bytes`] never decreases. It counts every cell stored, including
-//!    versions later overwritten, plus a fixed per-cell overhead. It is what the flush
-//!    threshold compares against, like Cassandra's memtable allocator accounting (which
-//!    does not give back overwritten space either).
+//!    versions later overwritten, plus a fixed per-cell overhead, like Cassandra's
+//!    memtable allocator accounting (which does not give back overwritten space either).
+//!    The flush threshold compares [`Memtable::applied_bytes`]: those and the cells that
+//!    lost to a newer version of their key, which were logged all the same (so writes
+//!    with older timestamps, as replication and repair send, still fill the memtable,
+//!    and its flush releases their commit log files).
 //! 3. [`Memtable::seq_range`] covers the sequence number of every commit log record
 //!    whose cells were applied with [`Memtable::apply`]: after this memtable is flushed,
 //!    log records in that range are no longer needed for this table.
@@ -173,6 +176,9 @@ pub struct Memtable {
     /// Range tombstones, numbered (`ranges.rs`).
     ranges: ranges::MemRanges,
     bytes: AtomicUsize,
+    /// Bytes of the cells applied that lost to a newer version (not stored), counted
+    /// as `bytes` counts them: with `bytes`, what the flush threshold compares.
+    lost: AtomicUsize,
     min_seq: AtomicU64,
     max_seq: AtomicU64,
     min_ts: AtomicU64,
@@ -217,6 +223,7 @@ impl Memtable {
             filter: KeyFilter::for_flush_bytes(flush_bytes),
             ranges: ranges::MemRanges::default(),
             bytes: AtomicUsize::new(0),
+            lost: AtomicUsize::new(0),
             min_seq: AtomicU64::new(u64::MAX),
             max_seq: AtomicU64::new(0),
             min_ts: AtomicU64::new(u64::MAX),
@@ -282,13 +289,13 @@ impl Memtable {
                 write(&node)
             }
         };
+        let bytes = c.key.len() + c.value.len() + CELL_OVERHEAD;
         if stored {
             self.min_ts.fetch_min(c.ts, Ordering::AcqRel);
             self.max_ts.fetch_max(c.ts, Ordering::AcqRel);
-            self.bytes.fetch_add(
-                c.key.len() + c.value.len() + CELL_OVERHEAD,
-                Ordering::Relaxed,
-            );
+            self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        } else {
+            self.lost.fetch_add(bytes, Ordering::Relaxed);
         }
         stored
     }
@@ -399,6 +406,13 @@ impl Memtable {
         }
         self.min_seq.fetch_min(seq, Ordering::AcqRel);
         self.max_seq.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Whether it is due for its flush at a threshold of `flush_bytes`: the cells
+    /// applied to it reach that many bytes ([`Memtable::applied_bytes`], invariant 2),
+    /// or it holds [`RANGE_FRAGMENTS_FULL`] range tombstone fragments.
+    pub(crate) fn is_full(&self, flush_bytes: usize) -> bool {
+        self.applied_bytes() >= flush_bytes || self.range_fragments() >= RANGE_FRAGMENTS_FULL
     }
 
     /// Fragments of its range tombstones: an insert copies them (copy-on-write), so a
@@ -535,9 +549,18 @@ impl Memtable {
         self.filter.num_bits() / 8
     }
 
-    /// Bytes stored, for the flush threshold (invariant 2).
+    /// Bytes stored (invariant 2): what the memtable holds in memory.
     pub fn approx_bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of every cell applied, stored or lost to a newer version, counted alike:
+    /// what the flush threshold compares (invariant 2). A cell that loses was logged
+    /// all the same, and its record stays in the commit log until this memtable is
+    /// flushed: counted only when stored, a stream of writes with older timestamps
+    /// never filled the memtable and kept every log file from its first write on.
+    pub fn applied_bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed) + self.lost.load(Ordering::Relaxed)
     }
 
     /// Bytes of the point index, a table sized when the memtable is made: 24 KiB for a

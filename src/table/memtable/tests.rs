@@ -130,9 +130,13 @@ fn bytes_and_sequence_numbers_are_tracked() {
     );
     let index_bytes = m.index_bytes();
     assert_eq!(m.approx_bytes(), 8 + CELL_OVERHEAD);
-    put(&m, b"abc", b"1", 0); // loses: not stored, not charged
+    assert_eq!(m.applied_bytes(), 8 + CELL_OVERHEAD);
+    put(&m, b"abc", b"1", 0); // loses: not stored, not charged to memory...
     assert_eq!(m.approx_bytes(), 8 + CELL_OVERHEAD);
+    // ...but logged all the same: the flush threshold counts it.
+    assert_eq!(m.applied_bytes(), 8 + 4 + 2 * CELL_OVERHEAD);
     put(&m, b"abc", b"0", 0);
+    assert_eq!(m.applied_bytes(), 8 + 2 * 4 + 3 * CELL_OVERHEAD);
     assert_eq!(m.index_bytes(), index_bytes, "the index is sized once");
     m.apply_entries(
         3,
