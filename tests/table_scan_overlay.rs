@@ -4,7 +4,8 @@
 //! others' keys (`src/table/lsm/overlay.rs`), against a model, with every
 //! way a newer cell meets a segment cell (newer, older by explicit timestamp, a tombstone, an expired
 //! TTL), and scans that step back or seek after stepping forward (the overlay then
-//! turns into the general merge), over segments of records and of blocks.
+//! turns into the general merge), over segments of records and of blocks; and a scan
+//! that met a damaged block stays done, whichever source it had.
 
 mod common;
 
@@ -379,4 +380,79 @@ fn a_scan_runs_through_a_chain_of_disjoint_segments() {
         &mixed,
     )
     .unwrap();
+}
+
+/// "After an error the scan is done": a forward scan that meets a damaged block returns
+/// the error, and a step back or a seek afterwards yields nothing, whichever source the
+/// scan had: the sole segment (nothing else in the table), the overlay (a memtable key
+/// beside it, turned into the general merge by the step back or seek) or the general
+/// merge (a range delete in the memtable). The overlay's turned into a new merge over
+/// the same picture, which yielded rows again.
+#[test]
+#[allow(clippy::disallowed_methods)] // damages a segment file on purpose
+fn a_scan_stays_done_after_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::test_config(
+        segstore::DiskAccessMode::Standard,
+        segstore::FileRules::posix(),
+    );
+    config.segment.format_version = 5;
+    config.segment.data_block_size = 200;
+    config.table.background_compaction = false;
+    let numbered = |i: u32| format!("key{i:05}").into_bytes();
+    {
+        let store = Store::open(dir.path(), config.clone()).unwrap();
+        let t = store.table("t").unwrap();
+        for i in 0..2000 {
+            t.put(numbered(i), b"value-value").unwrap();
+        }
+        t.flush().unwrap();
+        drop(t);
+        assert!(store.close().unwrap().is_clean());
+    }
+    // One byte flipped three quarters into the data file: a block's checksum fails.
+    let data = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-Data.db"))
+        .unwrap();
+    let mut bytes = std::fs::read(&data).unwrap();
+    let at = bytes.len() * 3 / 4;
+    bytes[at] ^= 0x55;
+    std::fs::write(&data, &bytes).unwrap();
+    let store = Store::open(dir.path(), config).unwrap();
+    let t = store.table("t").unwrap();
+    for source in ["sole segment", "overlay", "merge"] {
+        match source {
+            "overlay" => t.put(numbered(10), b"new").unwrap(),
+            "merge" => {
+                t.delete_range(numbered(5000)..numbered(5001)).unwrap();
+            }
+            _ => {}
+        }
+        for then in ["next_back", "seek"] {
+            let mut scan = t.scan(..).unwrap();
+            let mut rows = 0;
+            let error = loop {
+                match scan.next() {
+                    Some(Ok(_)) => rows += 1,
+                    Some(Err(e)) => break e,
+                    None => panic!("{source}: no error after {rows} rows"),
+                }
+            };
+            assert!(error.is_corrupt(), "{source}: {error}");
+            assert!(scan.next().is_none(), "{source}: a step after the error");
+            let after = match then {
+                "next_back" => scan.next_back(),
+                _ => {
+                    scan.seek(numbered(0));
+                    scan.next()
+                }
+            };
+            assert!(
+                after.is_none(),
+                "{source}, {then} after the error: {after:?}"
+            );
+        }
+    }
 }

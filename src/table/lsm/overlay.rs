@@ -351,8 +351,13 @@ impl Overlay {
     }
 
     /// The general merge over the same picture and range, its front after the last key
-    /// this yielded: for a step back or a seek.
+    /// this yielded: for a step back or a seek. After an error the scan is done, and so
+    /// is what it turns into: an empty merge (a new one over the same picture yielded
+    /// rows again, as the sole segment's and the merge's own sources never do).
     pub(crate) fn into_merge(mut self) -> Merged {
+        if self.failed {
+            return Merged::new(Vec::new(), TombstonePolicy::Keep);
+        }
         let bounds = std::mem::replace(&mut self.bounds, (Bound::Unbounded, Bound::Unbounded));
         let mut m = self
             .snap
