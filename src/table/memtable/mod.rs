@@ -64,11 +64,8 @@
 //!    insert of the same tag is in flight.
 //! 6. A node's lock is taken with the map's read lock held or with no lock of the map
 //!    held, and the map's lock is never taken while a node's is held: a scan's batch
-//!    reads its nodes' versions under the map's read lock; an insert and a point read
-//!    lock a node after they let go of the map. Only a scan's batch holds more than
-//!    one node's lock, read locks taken in key order; everyone else holds one at a
-//!    time. So no cycle of waits can form among these locks, even with writers queued
-//!    on a fair lock.
+//!    reads each node's versions under the map's read lock; an insert and a point read
+//!    lock a node after they let go of the map. So the two locks cannot deadlock.
 //!
 //! # Layout
 //! - `mod.rs`: [`Memtable`] (inserts, applying commit log records, point reads through
