@@ -192,26 +192,11 @@ impl Front {
         let Some(&(last, _)) = walked.last() else {
             return false;
         };
-        // Then the nodes' versions, each read-locked and its visible cell's value
-        // started loading before any is cloned: a clone is an atomic increment, which
-        // waits for its line before anything after it runs, so the values' misses
-        // followed one another (a scan over a memtable beside a compacted table spent
-        // half its read-ahead there). The locks are held together, taken in key order:
-        // a writer holds one node's lock at a time, so no cycle of waits can form.
-        let locked: SmallVec<[_; AHEAD_MAX]> = walked
-            .iter()
-            .map(|&(k, n)| (k, n.versions.read()))
-            .collect();
-        for (_, v) in &locked {
-            if let Some(c) = v.at(at) {
-                c.prefetch_value();
-            }
-        }
         // Room for the whole batch at once: pushed a cell at a time, a scan's first
         // batch allocated the queue for four cells and then again for eight.
-        self.ahead.reserve(locked.len());
-        for &(k, ref v) in &locked {
-            if let Some(c) = v.at(at) {
+        self.ahead.reserve(walked.len());
+        for &(k, n) in &walked {
+            if let Some(c) = n.versions.read().at(at) {
                 self.ahead.push_back(Ahead {
                     key: k.clone(),
                     cell: c.shared(),

@@ -37,12 +37,6 @@ impl Cell {
         }
     }
 
-    /// Start loading the line [`Cell::shared`]'s clone of the value increments.
-    #[inline]
-    pub(super) fn prefetch_value(&self) {
-        crate::io::prefetch::prefetch_arc(&self.value);
-    }
-
     pub(super) fn shared(&self) -> SharedCell {
         SharedCell {
             value: Arc::clone(&self.value),
