@@ -63,6 +63,17 @@ fn flushes_release_commit_log_files_through_the_deleter() {
     assert_eq!(t.scan(..).unwrap().count(), 300);
 }
 
+/// Key `k` at timestamp 1,000,000, then about 530 KiB of cells of `k` that lose to it
+/// (older timestamps).
+fn write_newest_then_losing(t: &segstore::Table) {
+    t.write(WriteBatch::new().put_at(b"k", b"newest", 1_000_000))
+        .unwrap();
+    let value = vec![7u8; 200];
+    for ts in 1..2_000u64 {
+        t.write(WriteBatch::new().put_at(b"k", &value, ts)).unwrap();
+    }
+}
+
 /// Writes that lose to the key's newer version (older timestamps, as replication and
 /// repair send) are logged like any other: they count toward the flush threshold, so
 /// their memtable is flushed and their commit log files released. Counted only when
@@ -74,13 +85,8 @@ fn writes_that_lose_to_a_newer_version_still_release_their_commit_log() {
     c.table.memtable_flush_bytes = 16 << 10;
     let store = Store::open(tmp.path(), c.clone()).unwrap();
     let t = store.table("t").unwrap();
-    t.write(WriteBatch::new().put_at(b"k", b"newest", 1_000_000))
-        .unwrap();
-    let value = vec![7u8; 200];
-    // About 530 KiB of losing cells: some 33 memtables' worth, 500 log files of 1 KiB.
-    for ts in 1..2_000u64 {
-        t.write(WriteBatch::new().put_at(b"k", &value, ts)).unwrap();
-    }
+    // Some 33 memtables' worth, 500 log files of 1 KiB.
+    write_newest_then_losing(&t);
     store.tables().wait_idle();
     let files = log_files(store.dir());
     assert!(
@@ -108,13 +114,8 @@ fn losing_writes_replayed_after_a_crash_are_flushed_at_open() {
     {
         let store = Store::open(tmp.path(), c.clone()).unwrap();
         let t = store.table("t").unwrap();
-        t.write(WriteBatch::new().put_at(b"k", b"newest", 1_000_000))
-            .unwrap();
-        let value = vec![7u8; 200];
-        // About 530 KiB of losing cells, under this store's 1 MiB threshold.
-        for ts in 1..2_000u64 {
-            t.write(WriteBatch::new().put_at(b"k", &value, ts)).unwrap();
-        }
+        // Under this store's 1 MiB threshold.
+        write_newest_then_losing(&t);
         assert_eq!(t.stats().flushes, 0);
         // Crash: no close, no flush.
     }
