@@ -25,8 +25,10 @@ const MIN_SCANS: usize = 300;
 const MIN_BATCHES: usize = 2_000;
 /// ... and the table has compacted this many times.
 const MIN_COMPACTIONS: u64 = 10;
-/// A stuck store fails the test instead of hanging it.
-const DEADLINE: Duration = Duration::from_secs(60);
+/// A stuck store fails the test instead of hanging it: some 200 times what the
+/// writer needs here (the whole test takes about 1.5 s), so a loaded machine never
+/// meets it.
+const DEADLINE: Duration = Duration::from_secs(300);
 
 /// A state of the table: its live rows.
 type State = Arc<BTreeMap<Key, Vec<u8>>>;
