@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::{key, Key, Memtable, Node, SharedCell};
+use super::{key, Key, Memtable, Node};
 use crate::io::prefetch::prefetch_read;
 use crate::range::{self, KeyRange};
 use crate::segment::{Entry, RecordRef};
+use crate::table::merge::stock;
 
 impl Memtable {
     /// Cells with keys in `range`, in key order, borrowing the memtable. Writes that
@@ -65,16 +66,16 @@ impl Iterator for MemtableIter<'_> {
     type Item = Entry;
 
     fn next(&mut self) -> Option<Entry> {
-        self.front
-            .next_ahead(self.memtable, u64::MAX, &self.end)
-            .map(Ahead::entry)
+        let e = self.front.next_ahead(self.memtable, u64::MAX, &self.end)?;
+        Some(Entry::from(e.record(&self.front.bytes)))
     }
 }
 
 /// Nodes the front's first batch walks. A scan through the overlay (`lsm/overlay.rs`)
 /// meets a memtable cell every few rows of a segment once updates pile up; reading
-/// ahead copies a key (inline up to 24 bytes) and shares the value, so a first batch of
-/// 8 costs less than the second search a batch of 2 left most scans. callgrind, 50-row
+/// ahead copies a key (inline up to 24 bytes) and a short value ([`COPY_MAX`]), so a
+/// first batch of 8 costs less than the second search a batch of 2 left most scans
+/// (measured when values were shared, not copied). callgrind, 50-row
 /// scans over 200k keys in one segment, instructions per scan, batches of 2 (with the
 /// cells copied) / 4 / 8: 56,045 / 53,395 / 52,119 with 20,000 memtable updates (YCSB
 /// E's density), 48,962 / 47,192 / 47,960 with 6,000. A table's scans size it down by
@@ -115,33 +116,90 @@ struct Front {
     next: Bound<Vec<u8>>,
     /// Cells read but not yielded, in key order, all below the back's bound.
     ahead: VecDeque<Ahead>,
+    /// The short values of the cells in `ahead` ([`Held::Copied`]): at most a batch of
+    /// [`AHEAD_MAX`] values of [`COPY_MAX`] bytes (16 KiB); cleared when `ahead` runs
+    /// empty.
+    bytes: Vec<u8>,
     /// Nodes the next batch walks.
     batch: usize,
 }
 
-/// A cell read ahead: its key (inline up to 24 bytes, as in the node) and its value
-/// shared with the memtable, so reading ahead copies no value bytes and allocates
-/// nothing for short keys; made an [`Entry`] only when yielded.
+/// A cell read ahead: its key (inline up to 24 bytes, as in the node) and its value,
+/// made an [`Entry`] (or copied into a scan's buffers) only when yielded.
 struct Ahead {
     key: Key,
-    cell: SharedCell,
+    value: Held,
+    ts: u64,
+    tombstone: bool,
+    expires: u64,
+}
+
+/// Values up to this size are copied when read ahead, longer ones shared. Sharing a
+/// value writes its count, an atomic increment on a line the insert wrote, and x86
+/// runs the locked increments of a batch one after another, each a cache miss; the
+/// copy's loads overlap. perf, YCSB E's phase: the increments were a third of the
+/// memtable's share of a scan. A value longer than this is shared: copying it twice
+/// (here, then into the scan's buffer) costs more than the increment.
+const COPY_MAX: usize = 256;
+
+/// Where a cell read ahead keeps its value.
+enum Held {
+    /// `len` bytes from `at` in the front's `bytes`.
+    Copied { at: u32, len: u32 },
+    /// Shared with the memtable.
+    Shared(Arc<[u8]>),
+}
+
+impl Drop for Front {
+    fn drop(&mut self) {
+        let value = std::mem::take(&mut self.bytes);
+        stock::give(Entry {
+            value,
+            ..Entry::default()
+        });
+    }
 }
 
 impl Ahead {
-    /// The cell as a record, borrowed: what [`Ahead::entry`] copies and
-    /// [`OwnedMemtableIter::next_into`] copies into its buffers.
-    fn record(&self) -> RecordRef<'_> {
-        RecordRef {
-            key: &self.key,
-            value: &self.cell.value,
-            ts: self.cell.ts,
-            tombstone: self.cell.tombstone,
-            expires: self.cell.expires,
+    /// The cell read at `at` from node `key`, its value copied to the end of `bytes`
+    /// if short (see [`COPY_MAX`]).
+    fn read(key: &Key, cell: &super::Cell, bytes: &mut Vec<u8>) -> Ahead {
+        let (value, ts, tombstone, expires) = cell.parts();
+        let value = if value.len() <= COPY_MAX {
+            // Both fit in u32: `bytes` holds at most a batch of short values.
+            let at = bytes.len() as u32;
+            bytes.extend_from_slice(value);
+            Held::Copied {
+                at,
+                len: value.len() as u32,
+            }
+        } else {
+            Held::Shared(Arc::clone(value))
+        };
+        Ahead {
+            key: key.clone(),
+            value,
+            ts,
+            tombstone,
+            expires,
         }
     }
 
-    fn entry(self) -> Entry {
-        Entry::from(self.record())
+    /// The cell as a record, borrowed (its short value from the front's `bytes`): what
+    /// [`Iterator::next`] copies into an [`Entry`] and
+    /// [`OwnedMemtableIter::next_into`] into its buffers.
+    fn record<'a>(&'a self, bytes: &'a [u8]) -> RecordRef<'a> {
+        let value = match &self.value {
+            Held::Copied { at, len } => &bytes[*at as usize..(*at + *len) as usize],
+            Held::Shared(v) => v,
+        };
+        RecordRef {
+            key: &self.key,
+            value,
+            ts: self.ts,
+            tombstone: self.tombstone,
+            expires: self.expires,
+        }
     }
 }
 
@@ -150,16 +208,28 @@ impl Front {
         Front {
             next,
             ahead: VecDeque::new(),
+            // A buffer the thread's last scans grew, so a scan allocates none.
+            bytes: stock::take().value,
             batch,
         }
     }
 
-    /// The next cell as read ahead, reading the next batch when none is left.
+    /// Start again from `next`, keeping the buffers.
+    fn restart(&mut self, next: Bound<Vec<u8>>, batch: usize) {
+        self.next = next;
+        self.ahead.clear();
+        self.bytes.clear();
+        self.batch = batch;
+    }
+
+    /// The next cell as read ahead, reading the next batch when none is left. Its
+    /// short value stays in `bytes` until the next call.
     fn next_ahead(&mut self, m: &Memtable, at: u64, back: &Bound<Vec<u8>>) -> Option<Ahead> {
         loop {
             if let Some(e) = self.ahead.pop_front() {
                 return Some(e);
             }
+            self.bytes.clear();
             if !self.read_ahead(m, at, back) {
                 return None;
             }
@@ -197,10 +267,7 @@ impl Front {
         self.ahead.reserve(walked.len());
         for &(k, n) in &walked {
             if let Some(c) = n.versions.read().at(at) {
-                self.ahead.push_back(Ahead {
-                    key: k.clone(),
-                    cell: c.shared(),
-                });
+                self.ahead.push_back(Ahead::read(k, c, &mut self.bytes));
             }
         }
         range::exclude(&mut self.next, last);
@@ -240,7 +307,8 @@ impl OwnedMemtableIter {
 
     /// Move the front to the keys above `lo` (within the range).
     pub fn seek_bound(&mut self, lo: Bound<&[u8]>) {
-        self.front = Front::new(range::max_lower(&self.start, lo), AHEAD_FIRST);
+        let next = range::max_lower(&self.start, lo);
+        self.front.restart(next, AHEAD_FIRST);
     }
 
     /// Move the back to the keys below `hi` (within the range).
@@ -265,7 +333,7 @@ impl OwnedMemtableIter {
         let Some(e) = self.front.next_ahead(&self.memtable, self.at, &self.back) else {
             return false;
         };
-        into.set_from(e.record());
+        into.set_from(e.record(&self.front.bytes));
         true
     }
 
@@ -291,9 +359,8 @@ impl Iterator for OwnedMemtableIter {
     type Item = Entry;
 
     fn next(&mut self) -> Option<Entry> {
-        self.front
-            .next_ahead(&self.memtable, self.at, &self.back)
-            .map(Ahead::entry)
+        let e = self.front.next_ahead(&self.memtable, self.at, &self.back)?;
+        Some(Entry::from(e.record(&self.front.bytes)))
     }
 }
 
@@ -308,7 +375,7 @@ impl DoubleEndedIterator for OwnedMemtableIter {
                 let e = self.front.ahead.pop_back()?;
                 self.back = Bound::Excluded(e.key.to_vec());
                 self.front.next = Bound::Included(e.key.to_vec());
-                return Some(e.entry());
+                return Some(Entry::from(e.record(&self.front.bytes)));
             };
             self.back = Bound::Excluded(key);
             if entry.is_some() {

@@ -585,40 +585,50 @@ proptest! {
 
     /// An owned iterator (its front reading ahead in batches, its back searching) under
     /// any mix of steps and seeks from both ends yields what a model yields: each step
-    /// the nearest visible key between the two bounds, each seek moving one bound.
+    /// the nearest visible cell between the two bounds, each seek moving one bound.
     /// Enough keys for several batches, up to the largest; some numbered past the read.
+    /// Values from empty to past `COPY_MAX` (`iter.rs`): read ahead, short ones are
+    /// copied into the front's buffer and long ones shared.
     #[test]
     fn an_owned_iterator_steps_and_seeks_as_the_model(
         keys in proptest::collection::btree_map(0u16..400, 1u64..4, 0..300),
         lo in 0u16..400,
         span in 0u16..450,
-        ops in proptest::collection::vec((0u8..6, 0u16..420), 1..160),
+        ops in proptest::collection::vec((0u8..7, 0u16..420), 1..160),
     ) {
+        let value = |k: u16| vec![k as u8; usize::from(k % 7) * 60];
         let m = Arc::new(Memtable::new());
         for (&k, &seq) in &keys {
-            m.insert_at(seq, RecordRef { key: &k.to_be_bytes(), value: &[seq as u8], ts: 1, tombstone: false, expires: 0 }, 0);
+            m.insert_at(seq, RecordRef { key: &k.to_be_bytes(), value: &value(k), ts: 1, tombstone: false, expires: 0 }, 0);
         }
         let at = 2;
-        let visible: Vec<Vec<u8>> = keys.iter().filter(|(_, &s)| s <= at).map(|(k, _)| k.to_be_bytes().to_vec()).collect();
+        let visible: Vec<(Vec<u8>, Vec<u8>)> = keys.iter().filter(|(_, &s)| s <= at).map(|(&k, _)| (k.to_be_bytes().to_vec(), value(k))).collect();
         let start = Bound::Included(lo.to_be_bytes().to_vec());
         let end = Bound::Excluded(lo.saturating_add(span).to_be_bytes().to_vec());
         let mut it = m.range_at((start.clone(), end.clone()), at);
         let (mut front, mut back) = (start.clone(), end.clone());
         let between = |f: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>, k: &Vec<u8>| range::above(k, f) && range::below(k, b);
+        let mut into = Entry::default();
         for (op, k) in ops {
             let key = k.to_be_bytes();
             match op {
-                0..=2 => {
-                    let want = visible.iter().find(|k| between(&front, &back, k)).cloned();
-                    if let Some(w) = &want { front = Bound::Excluded(w.clone()); }
-                    prop_assert_eq!(it.next().map(|e| e.key), want);
-                }
-                3 => {
-                    let want = visible.iter().rev().find(|k| between(&front, &back, k)).cloned();
-                    if let Some(w) = &want { back = Bound::Excluded(w.clone()); }
-                    prop_assert_eq!(it.next_back().map(|e| e.key), want);
+                0..=3 => {
+                    let want = visible.iter().find(|(k, _)| between(&front, &back, k)).cloned();
+                    if let Some((w, _)) = &want { front = Bound::Excluded(w.clone()); }
+                    // Half the steps as a scan takes them, into reused buffers.
+                    let got = if op < 2 {
+                        it.next().map(|e| (e.key, e.value))
+                    } else {
+                        it.next_into(&mut into).then(|| (into.key.clone(), into.value.clone()))
+                    };
+                    prop_assert_eq!(got, want);
                 }
                 4 => {
+                    let want = visible.iter().rev().find(|(k, _)| between(&front, &back, k)).cloned();
+                    if let Some((w, _)) = &want { back = Bound::Excluded(w.clone()); }
+                    prop_assert_eq!(it.next_back().map(|e| (e.key, e.value)), want);
+                }
+                5 => {
                     front = range::max_lower(&start, Bound::Included(&key));
                     it.seek(&key);
                 }
@@ -705,4 +715,24 @@ fn the_next_memtable_s_index_is_sized_for_the_keys_of_the_last() {
         .count();
     assert!(indexed > 4_900, "{indexed} of 5,000 indexed");
     assert_eq!(next.index_bytes(), 8_192 * 24);
+}
+
+#[test]
+fn a_scan_s_read_ahead_buffer_goes_back_to_its_thread_s_stock() {
+    use crate::table::merge::stock;
+    let m = Arc::new(Memtable::new());
+    for k in 0u8..20 {
+        put(&m, &[k], &[k; 100], 1);
+    }
+    while stock::kept() > 0 {
+        drop(stock::take());
+    }
+    let mut it = m.range_owned(..);
+    assert_eq!(stock::kept(), 0, "the iterator took a buffer");
+    let first = it.next().unwrap();
+    assert_eq!((first.key, first.value), (vec![0], vec![0; 100]));
+    drop(it);
+    assert_eq!(stock::kept(), 1, "dropped, it gave the buffer back");
+    // With the capacity its short values grew it to: the next scan starts with it.
+    assert!(stock::take().value.capacity() >= 100);
 }

@@ -37,6 +37,11 @@ impl Cell {
         }
     }
 
+    /// The value, timestamp, tombstone flag and expiry.
+    pub(super) fn parts(&self) -> (&Arc<[u8]>, u64, bool, u64) {
+        (&self.value, self.ts, self.tombstone, self.expires)
+    }
+
     pub(super) fn shared(&self) -> SharedCell {
         SharedCell {
             value: Arc::clone(&self.value),
