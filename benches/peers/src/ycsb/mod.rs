@@ -37,12 +37,16 @@ pub struct Args {
     /// `--phases A,C,P`: run only these workloads (`P`: the single puts), e.g. to
     /// profile one; `None`: all, in YCSB's order.
     pub phases: Option<String>,
+    /// `--perf PHASE FIFO`: sample only this phase (a workload letter and a thread
+    /// count, `E1`) of every round, by writing `enable` and `disable` to `perf
+    /// record --control=fifo:FIFO`: its state is the one the phases before it leave.
+    pub perf: Option<(String, PathBuf)>,
 }
 
 const USAGE: &str =
     "usage: segstore-peers --ycsb [--quick] [--keys N | --ten-million] [--rounds R] \
 [--ops N] [--dir DIR] [--only ID[,ID]] [--phases A,B,C,D,E,F,P] [--cap-mib MIB] [--cap-secs S] \
-[--no-rounds] [--values random|json]\n\
+[--no-rounds] [--values random|json] [--perf PHASE FIFO]\n\
 systems: seg_auto seg_auto_nocrc seg_auto_m64 seg_auto_st seg_auto_t2 seg_auto_pread seg_auto_v3 seg_auto_v5 seg_auto_v6 seg_auto_v7 seg_auto_zstd seg_mmap seg_mmap_v5 seg_mmap_index_only seg_standard lmdb rocksdb fjall \
 fjall_buffered redb";
 
@@ -58,6 +62,7 @@ fn parse(args: impl Iterator<Item = String>) -> Args {
         cap_child: None,
         no_rounds: false,
         phases: None,
+        perf: None,
     };
     let mut it = args;
     while let Some(s) = it.next() {
@@ -87,6 +92,10 @@ fn parse(args: impl Iterator<Item = String>) -> Args {
                 a.rounds = 1;
                 a.cap_secs = 1.0;
             }
+            "--perf" => {
+                let phase = val();
+                a.perf = Some((phase, PathBuf::from(val())));
+            }
             "--cap-child" => {
                 let id = val();
                 a.cap_child = Some((id, PathBuf::from(val())));
@@ -103,6 +112,21 @@ fn parse(args: impl Iterator<Item = String>) -> Args {
         "--keys and --ops too small\n{USAGE}"
     );
     a
+}
+
+/// What `--perf` writes to perf's control FIFO around phase `wl` at `threads`: a
+/// command, or nothing for the other phases.
+fn perf_of(a: &Args, wl: Workload, threads: usize) -> impl Fn(&[u8]) + '_ {
+    let fifo = a
+        .perf
+        .as_ref()
+        .filter(|(phase, _)| *phase == format!("{}{threads}", wl.letter()))
+        .map(|(_, fifo)| fifo);
+    move |cmd: &[u8]| {
+        if let Some(fifo) = fifo {
+            std::fs::write(fifo, cmd).expect("--perf: write to perf's control FIFO");
+        }
+    }
 }
 
 /// The phases of one round, in order: YCSB at 1 and 2 threads, then puts at 1, 2, 4.
@@ -258,6 +282,8 @@ fn rounds(root: &Path, ids: &[&'static str], a: &Args) {
             let seed = (round * 64 + pi) as u64 + 1000;
             // A fresh seeded order of the systems per phase: none always runs first.
             for si in crate::shuffled(systems.len(), seed) {
+                let sample = perf_of(a, wl, threads);
+                sample(b"enable\n");
                 let p = run::phase(
                     systems[si].as_ref(),
                     &spaces[si],
@@ -266,6 +292,7 @@ fn rounds(root: &Path, ids: &[&'static str], a: &Args) {
                     ops_of(wl, a.ops),
                     seed,
                 );
+                sample(b"disable\n");
                 results[si][pi].push(p);
             }
         }
