@@ -22,6 +22,7 @@
 use super::held::{Held, Shared, FIXED, KEY, TS, VAL};
 use super::{BlockCell, DataBlock, Malformed, Shape};
 use crate::format::key_order;
+use crate::io::prefetch::prefetch_read;
 use std::cmp::Ordering;
 
 /// Bytes the trailer of a fixed block holds beside the prefix: `plen` and `tsw`.
@@ -175,6 +176,10 @@ impl<'a> DataBlock<'a> {
         while lo < hi {
             let mid = (lo + hi) / 2;
             let at = mid * h.width;
+            // Both entries the next step may read start loading while this one's
+            // compare waits for its line.
+            prefetch_read(entries, (lo + mid) / 2 * h.width);
+            prefetch_read(entries, (mid + 1 + hi) / 2 * h.width);
             let Some(suffix) = entries.get(at..at + suffix_len) else {
                 return Err(Malformed::new(at as u64, "entry past the block's entries".to_string()));
             };
