@@ -67,7 +67,7 @@ impl Iterator for MemtableIter<'_> {
 
     fn next(&mut self) -> Option<Entry> {
         let e = self.front.next_ahead(self.memtable, u64::MAX, &self.end)?;
-        Some(Entry::from(e.record(&self.front.bytes)))
+        Some(Entry::from(e.record(&self.front.stocked.value)))
     }
 }
 
@@ -116,10 +116,11 @@ struct Front {
     next: Bound<Vec<u8>>,
     /// Cells read but not yielded, in key order, all below the back's bound.
     ahead: VecDeque<Ahead>,
-    /// The short values of the cells in `ahead` ([`Held::Copied`]): at most a batch of
-    /// [`AHEAD_MAX`] values of [`COPY_MAX`] bytes (16 KiB); cleared when `ahead` runs
-    /// empty.
-    bytes: Vec<u8>,
+    /// A cell buffer from the thread's stock (`merge/stock.rs`), whole so it goes back
+    /// as it came: its value holds the short values of the cells in `ahead`
+    /// ([`Held::Copied`]), at most a batch of [`AHEAD_MAX`] values of [`COPY_MAX`]
+    /// bytes (16 KiB), cleared when `ahead` runs empty.
+    stocked: Entry,
     /// Nodes the next batch walks.
     batch: usize,
 }
@@ -144,7 +145,7 @@ const COPY_MAX: usize = 256;
 
 /// Where a cell read ahead keeps its value.
 enum Held {
-    /// `len` bytes from `at` in the front's `bytes`.
+    /// `len` bytes from `at` in the front's buffer.
     Copied { at: u32, len: u32 },
     /// Shared with the memtable.
     Shared(Arc<[u8]>),
@@ -152,11 +153,7 @@ enum Held {
 
 impl Drop for Front {
     fn drop(&mut self) {
-        let value = std::mem::take(&mut self.bytes);
-        stock::give(Entry {
-            value,
-            ..Entry::default()
-        });
+        stock::give(std::mem::take(&mut self.stocked));
     }
 }
 
@@ -185,8 +182,8 @@ impl Ahead {
         }
     }
 
-    /// The cell as a record, borrowed (its short value from the front's `bytes`): what
-    /// [`Iterator::next`] copies into an [`Entry`] and
+    /// The cell as a record, borrowed (a short value from `bytes`, the front's
+    /// buffer): what [`Iterator::next`] copies into an [`Entry`] and
     /// [`OwnedMemtableIter::next_into`] into its buffers.
     fn record<'a>(&'a self, bytes: &'a [u8]) -> RecordRef<'a> {
         let value = match &self.value {
@@ -209,7 +206,7 @@ impl Front {
             next,
             ahead: VecDeque::new(),
             // A buffer the thread's last scans grew, so a scan allocates none.
-            bytes: stock::take().value,
+            stocked: stock::take(),
             batch,
         }
     }
@@ -218,18 +215,18 @@ impl Front {
     fn restart(&mut self, next: Bound<Vec<u8>>, batch: usize) {
         self.next = next;
         self.ahead.clear();
-        self.bytes.clear();
+        self.stocked.value.clear();
         self.batch = batch;
     }
 
     /// The next cell as read ahead, reading the next batch when none is left. Its
-    /// short value stays in `bytes` until the next call.
+    /// short value stays in the front's buffer until the next call.
     fn next_ahead(&mut self, m: &Memtable, at: u64, back: &Bound<Vec<u8>>) -> Option<Ahead> {
         loop {
             if let Some(e) = self.ahead.pop_front() {
                 return Some(e);
             }
-            self.bytes.clear();
+            self.stocked.value.clear();
             if !self.read_ahead(m, at, back) {
                 return None;
             }
@@ -267,7 +264,7 @@ impl Front {
         self.ahead.reserve(walked.len());
         for &(k, n) in &walked {
             if let Some(c) = n.versions.read().at(at) {
-                self.ahead.push_back(Ahead::read(k, c, &mut self.bytes));
+                self.ahead.push_back(Ahead::read(k, c, &mut self.stocked.value));
             }
         }
         range::exclude(&mut self.next, last);
@@ -333,7 +330,7 @@ impl OwnedMemtableIter {
         let Some(e) = self.front.next_ahead(&self.memtable, self.at, &self.back) else {
             return false;
         };
-        into.set_from(e.record(&self.front.bytes));
+        into.set_from(e.record(&self.front.stocked.value));
         true
     }
 
@@ -360,7 +357,7 @@ impl Iterator for OwnedMemtableIter {
 
     fn next(&mut self) -> Option<Entry> {
         let e = self.front.next_ahead(&self.memtable, self.at, &self.back)?;
-        Some(Entry::from(e.record(&self.front.bytes)))
+        Some(Entry::from(e.record(&self.front.stocked.value)))
     }
 }
 
@@ -375,7 +372,7 @@ impl DoubleEndedIterator for OwnedMemtableIter {
                 let e = self.front.ahead.pop_back()?;
                 self.back = Bound::Excluded(e.key.to_vec());
                 self.front.next = Bound::Included(e.key.to_vec());
-                return Some(Entry::from(e.record(&self.front.bytes)));
+                return Some(Entry::from(e.record(&self.front.stocked.value)));
             };
             self.back = Bound::Excluded(key);
             if entry.is_some() {
