@@ -365,11 +365,14 @@ impl Kv for Seg {
             ts.segments
         );
         // Which segments a scan meets: each one's level (0 for size-tiered) and keys.
+        // A compaction may replace segments between the two lists: a segment the
+        // table no longer lists is `L?`, not a level 0 segment it never was.
         let levels = t.segment_levels();
         let shape: Vec<String> = segs
             .iter()
             .map(|s| {
-                let level = levels.iter().find(|(id, _)| *id == s.id).map_or(0, |l| l.1);
+                let level = levels.iter().find(|(id, _)| *id == s.id);
+                let level = level.map_or("?".to_string(), |l| l.1.to_string());
                 format!("L{level} {}K", s.entries / 1000)
             })
             .collect();
