@@ -67,7 +67,7 @@ impl Iterator for MemtableIter<'_> {
 
     fn next(&mut self) -> Option<Entry> {
         let e = self.front.next_ahead(self.memtable, u64::MAX, &self.end)?;
-        Some(Entry::from(e.record(&self.front.stocked.value)))
+        Some(Entry::from(self.front.record(&e)))
     }
 }
 
@@ -211,6 +211,11 @@ impl Front {
         }
     }
 
+    /// `e`, a cell this front read ahead, as a record (a short value from its buffer).
+    fn record<'a>(&'a self, e: &'a Ahead) -> RecordRef<'a> {
+        e.record(&self.stocked.value)
+    }
+
     /// Start again from `next`, keeping the buffers.
     fn restart(&mut self, next: Bound<Vec<u8>>, batch: usize) {
         self.next = next;
@@ -330,7 +335,7 @@ impl OwnedMemtableIter {
         let Some(e) = self.front.next_ahead(&self.memtable, self.at, &self.back) else {
             return false;
         };
-        into.set_from(e.record(&self.front.stocked.value));
+        into.set_from(self.front.record(&e));
         true
     }
 
@@ -357,7 +362,7 @@ impl Iterator for OwnedMemtableIter {
 
     fn next(&mut self) -> Option<Entry> {
         let e = self.front.next_ahead(&self.memtable, self.at, &self.back)?;
-        Some(Entry::from(e.record(&self.front.stocked.value)))
+        Some(Entry::from(self.front.record(&e)))
     }
 }
 
@@ -372,7 +377,7 @@ impl DoubleEndedIterator for OwnedMemtableIter {
                 let e = self.front.ahead.pop_back()?;
                 self.back = Bound::Excluded(e.key.to_vec());
                 self.front.next = Bound::Included(e.key.to_vec());
-                return Some(Entry::from(e.record(&self.front.stocked.value)));
+                return Some(Entry::from(self.front.record(&e)));
             };
             self.back = Bound::Excluded(key);
             if entry.is_some() {
