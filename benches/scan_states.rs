@@ -16,7 +16,7 @@
 //! other processes falls on all alike) and print the median ns a scan and its ratio
 //! to `rest`'s.
 //!
-//! `cargo bench --bench scan_states` (about half a minute). Background compaction is
+//! `cargo bench --bench scan_states` (about 15 seconds). Background compaction is
 //! off, so the states stay as built.
 
 use std::sync::Arc;
@@ -66,7 +66,7 @@ fn key(n: u64) -> [u8; 16] {
     k
 }
 
-/// `n` writes in batches of 1,000: every loaded key once (`None`), or updates of
+/// `n` writes in batches of 1,000: the keys to load, in order (`load`), or updates of
 /// random loaded keys.
 fn write(t: &Table, rng: &mut Rng, n: usize, load: bool) {
     for chunk in 0..n / 1_000 {

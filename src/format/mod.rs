@@ -137,7 +137,7 @@ fn key_order_rest(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 
 /// `key[at..]` becomes `tail`: in place where the lengths match (every step in a fixed
 /// block after its first; a copy of a key over one of the same length), with word
-/// copies rather than a call to `memcpy` for keys of 8 to 24 bytes.
+/// copies rather than a call to `memcpy` where at most 16 bytes follow the first 8.
 ///
 /// A key's first 8 bytes are then written by one 8-byte store, whatever `at` is: the
 /// comparison that follows (`key_order`: the step's bound, the overlay's cap) loads
@@ -155,7 +155,7 @@ pub(crate) fn replace_tail(key: &mut Vec<u8>, at: usize, tail: &[u8]) {
         return;
     }
     match (key.split_first_chunk_mut::<8>(), tail.first_chunk::<8>()) {
-        (Some((first, rest)), Some(t)) if at < 8 && len <= 24 => {
+        (Some((first, rest)), Some(t)) if at < 8 => {
             // Bytes `..at` kept, `at..8` from the tail's first bytes: one word, built in
             // a register and stored once.
             let keep = u64::MAX.checked_shr(64 - 8 * at as u32).unwrap_or(0);
