@@ -29,6 +29,9 @@ use segstore::io::mapped::{MapAdvice, MappedFile};
 use segstore::segment::{IndexCache, ReaderOptions, SegmentName, SegmentReader, SegmentWriter};
 use segstore::{DiskAccessMode, FileRules, SegmentOptions};
 
+mod common;
+use common::XorShift;
+
 const CELLS: usize = 1_000_000;
 const KEY: usize = 16;
 const VALUE: usize = 100;
@@ -39,31 +42,6 @@ const SCANS: usize = 20;
 const SCAN_LEN: usize = 100;
 
 type Key = [u8; KEY];
-
-/// xorshift64: the bench's only randomness (rand is not a dependency).
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn key(&mut self) -> Key {
-        let mut k = [0u8; KEY];
-        k[..8].copy_from_slice(&self.next().to_be_bytes());
-        k[8..].copy_from_slice(&self.next().to_be_bytes());
-        k
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 fn value_of(i: usize) -> [u8; VALUE] {
     let mut v = [0u8; VALUE];

@@ -24,6 +24,9 @@ use std::time::Instant;
 
 use segstore::{CommitLogSync, Config, Store, Table, WriteBatch};
 
+mod common;
+use common::XorShift;
+
 const KEYS: u64 = 1_000_000;
 const MEMTABLE_UPDATES: usize = 82_000;
 const LEVEL0_UPDATES: usize = 89_000;
@@ -31,26 +34,13 @@ const LEVEL0_SEGMENTS: usize = 3;
 const SCANS: usize = 20_000;
 const PASSES: usize = 7;
 
-/// xorshift64: the same keys and values on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
+/// A random 100-byte value.
+fn value(rng: &mut XorShift) -> [u8; 100] {
+    let mut v = [0u8; 100];
+    for c in v.chunks_mut(8) {
+        c.copy_from_slice(&rng.next().to_le_bytes()[..c.len()]);
     }
-
-    fn value(&mut self) -> [u8; 100] {
-        let mut v = [0u8; 100];
-        for c in v.chunks_mut(8) {
-            c.copy_from_slice(&self.next().to_le_bytes()[..c.len()]);
-        }
-        v
-    }
+    v
 }
 
 /// The peers bench's key of item `n`: `be64(fnv1a64(n))` then `be64(n)`.
@@ -68,16 +58,16 @@ fn key(n: u64) -> [u8; 16] {
 
 /// `n` writes in batches of 1,000: the keys to load, in order (`load`), or updates of
 /// random loaded keys.
-fn write(t: &Table, rng: &mut Rng, n: usize, load: bool) {
+fn write(t: &Table, rng: &mut XorShift, n: usize, load: bool) {
     for chunk in 0..n / 1_000 {
         let mut b = WriteBatch::new();
         for i in 0..1_000 {
             let k = if load {
                 (chunk * 1_000 + i) as u64
             } else {
-                rng.next() % KEYS
+                rng.below(KEYS as usize) as u64
             };
-            b.put(key(k), rng.value());
+            b.put(key(k), value(rng));
         }
         t.write(&b).expect("write");
     }
@@ -85,7 +75,13 @@ fn write(t: &Table, rng: &mut Rng, n: usize, load: bool) {
 
 /// A table of the loaded keys compacted into level 1, then `level0` flushes of
 /// [`LEVEL0_UPDATES`] updates and `memtable` updates left in the memtable.
-fn build(store: &Store, name: &str, rng: &mut Rng, level0: usize, memtable: usize) -> Arc<Table> {
+fn build(
+    store: &Store,
+    name: &str,
+    rng: &mut XorShift,
+    level0: usize,
+    memtable: usize,
+) -> Arc<Table> {
     let t = store.table(name).expect("table");
     write(&t, rng, KEYS as usize, true);
     t.compact().expect("compact");
@@ -129,7 +125,7 @@ fn main() {
     c.table.background_compaction = false;
     c.table.memtable_flush_bytes = 1 << 30;
     let store = Store::open(dir.path(), c).expect("open");
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let states = [
         ("rest", build(&store, "rest", &mut rng, 0, 0)),
         (
@@ -151,7 +147,7 @@ fn main() {
     let mut ns = vec![Vec::new(); states.len()];
     for p in 0..PASSES {
         let scans: Vec<(u64, usize)> = (0..SCANS)
-            .map(|_| (rng.next() % KEYS, 1 + (rng.next() % 100) as usize))
+            .map(|_| (rng.below(KEYS as usize) as u64, 1 + rng.below(100)))
             .collect();
         let mut bytes = Vec::new();
         for (i, (_, t)) in states.iter().enumerate() {

@@ -38,6 +38,9 @@ use segstore::{
     CommitLogSync, CompactionStrategy, Config, DiskAccessMode, Store, Table, WriteBatch,
 };
 
+mod common;
+use common::XorShift;
+
 const CELLS: usize = 1_000_000;
 const SEGMENTS: usize = 4;
 /// Updates per memtable unless `SEGSTORE_BENCH_UPDATES` says otherwise.
@@ -48,31 +51,6 @@ const VALUE: usize = 100;
 const ROWS_PER_SCAN: usize = 100;
 
 type Key = [u8; KEY];
-
-/// xorshift64: the bench's only randomness.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn key(&mut self) -> Key {
-        let mut k = [0u8; KEY];
-        k[..8].copy_from_slice(&self.next().to_be_bytes());
-        k[8..].copy_from_slice(&self.next().to_be_bytes());
-        k
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 fn value_of(i: usize, round: usize) -> [u8; VALUE] {
     let mut v = [0u8; VALUE];
