@@ -1,14 +1,15 @@
 //! Issue 19 item 3: YCSB E's scans over the states a leveled table passes through
 //! while it takes writes, measured side by side in one run. Three tables of one store
-//! each hold 1,000,000 cells (the peers bench's YCSB keys: 16 bytes, a hash of the
-//! item number then the number; 100-byte random values), loaded in batches of 1,000
-//! and compacted into level 1:
+//! each hold 1,000,000 cells (keys shaped as the peers bench's YCSB keys: 16 bytes,
+//! an FNV-1a hash of the item number then the number; 100-byte random values), loaded
+//! in batches of 1,000 and compacted into level 1:
 //!
 //! - `rest`: nothing else;
 //! - `memtable`: then 82,000 updates of random loaded keys in the active memtable;
 //! - `level 0 + memtable`: three flushes of 89,000 updates each (three level 0
 //!   segments), then 82,000 in the memtable: the state the peers bench's YCSB sequence
-//!   leaves at close (benches/peers, "segments L0 89K, L0 89K, L0 89K").
+//!   left at one close ("segments L0 89K, L0 89K, L1 508K, L0 89K, L1 540K", and
+//!   82,088 keys in the memtable).
 //!
 //! Each row is a scan from a random loaded key (`scan(k..)`) of 1 to 100 rows
 //! (uniform), read with `next_with`, as YCSB E's are. The states take turns on passes
@@ -43,7 +44,8 @@ fn value(rng: &mut XorShift) -> [u8; 100] {
     v
 }
 
-/// The peers bench's key of item `n`: `be64(fnv1a64(n))` then `be64(n)`.
+/// The key of item `n`: `be64(fnv1a64(n))` then `be64(n)` (the peers bench's clears the
+/// hash's top bit, as YCSB's `fnvhash64` does; the keys spread alike).
 fn key(n: u64) -> [u8; 16] {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in n.to_le_bytes() {
