@@ -158,8 +158,8 @@ impl Drop for Front {
 }
 
 impl Ahead {
-    /// The cell read at `at` from node `key`, its value copied to the end of `bytes`
-    /// if short (see [`COPY_MAX`]).
+    /// Cell `cell` of node `key` (the version the read sees), its value copied to the
+    /// end of `bytes` if short (see [`COPY_MAX`]).
     fn read(key: &Key, cell: &super::Cell, bytes: &mut Vec<u8>) -> Ahead {
         let (value, ts, tombstone, expires) = cell.parts();
         let value = if value.len() <= COPY_MAX {
