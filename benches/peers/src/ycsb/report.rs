@@ -37,6 +37,14 @@ pub fn footprint(f: &[Footprint]) {
             mib(x.disk.1)
         );
     }
+    if f.iter().any(|x| x.reused) {
+        println!();
+        println!(
+            "Reused data sets start from the state earlier runs left (their writes, what \
+             compaction did): LMDB's file grows and its writes slow run after run. Compare \
+             builds or engines on fresh data sets (no `--dir`)."
+        );
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
