@@ -165,6 +165,11 @@ pub struct TableStats {
 #[cfg(test)]
 type TableHook = Box<dyn FnOnce(&Table) + Send>;
 
+/// A table's memtables as a read takes them ([`Table::memtables`]): held inline up to
+/// the active one and three frozen (the default `max_frozen_memtables`), so a scan's
+/// capture allocates no list of them.
+pub(crate) type MemList = smallvec::SmallVec<[Arc<Memtable>; 4]>;
+
 /// How the background flushes of a table went, for writers waiting on them.
 #[derive(Default)]
 struct FlushState {
@@ -344,9 +349,9 @@ impl Table {
     }
 
     /// The active memtable, then the frozen ones, newest first.
-    pub(crate) fn memtables(&self) -> Vec<Arc<Memtable>> {
+    pub(crate) fn memtables(&self) -> MemList {
         let m = self.mem.read();
-        let mut v = Vec::with_capacity(1 + m.frozen.len());
+        let mut v = MemList::with_capacity(1 + m.frozen.len());
         v.push(Arc::clone(&m.active));
         v.extend(m.frozen.iter().rev().cloned());
         v

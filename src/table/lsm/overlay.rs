@@ -40,6 +40,8 @@
 
 use std::ops::Bound;
 
+use smallvec::SmallVec;
+
 use super::scan::Merged;
 use super::snap::TableSnap;
 use crate::error::Result;
@@ -53,6 +55,11 @@ use crate::table::merge::{stock, BoxedCursor, CopyMerge, TombstonePolicy};
 /// The memtables' and the other segments' cells, merged among themselves into buffers
 /// they reuse.
 pub(crate) type Side = CopyMerge<BoxedCursor<'static>>;
+
+/// The segments of a chain after its first that an overlay holds without allocating
+/// (a longer chain is held on the heap): level 1 of a leveled table holds about four
+/// by default (256 MiB of 64 MiB segments).
+pub(crate) const CHAIN: usize = 4;
 
 /// What a lent segment row turned out to be.
 enum Seg<T> {
@@ -96,7 +103,7 @@ pub(crate) struct Overlay {
     seg: SegmentIter<SegmentHandle>,
     /// The segments whose rows follow `seg`'s, in key order (its chain of disjoint
     /// spans), each opened when the one before runs out.
-    chain: std::vec::IntoIter<SegmentHandle>,
+    chain: smallvec::IntoIter<[SegmentHandle; CHAIN]>,
     /// The segments the side seeks into (kept, outside the chain): what the scan
     /// counts toward leveled compaction's rule for reads.
     pub(crate) beside: usize,
@@ -130,7 +137,7 @@ impl Overlay {
     /// `snap` holds in `bounds`, all over `bounds`.
     pub(crate) fn new(
         seg: SegmentHandle,
-        chain: Vec<SegmentHandle>,
+        chain: SmallVec<[SegmentHandle; CHAIN]>,
         side: Side,
         snap: TableSnap,
         at: u64,

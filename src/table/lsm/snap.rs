@@ -3,11 +3,13 @@
 
 use std::sync::Arc;
 
-use super::overlay::Overlay;
+use smallvec::{smallvec, SmallVec};
+
+use super::overlay::{Overlay, CHAIN};
 use super::ranges::range_filter;
 use super::scan::{sole_segment, Merged};
 use super::ScanSource;
-use super::Table;
+use super::{MemList, Table};
 use crate::error::Result;
 use crate::format::{key_hash, key_prefix};
 use crate::lifecycle::{SegmentHandle, SegmentSet, View};
@@ -84,7 +86,7 @@ pub(crate) struct TableSnap {
     /// The table's segment set (which table this is: a table dropped and created again
     /// has another).
     pub(crate) set: Arc<SegmentSet>,
-    pub(crate) mems: Vec<Arc<Memtable>>,
+    pub(crate) mems: MemList,
     pub(crate) view: Arc<View>,
     /// The moment on the expiry clock its reads judge expiry at, fixed at its capture
     /// (so a read view never changes: a cell expiring later is live in it).
@@ -96,7 +98,7 @@ impl TableSnap {
     pub(crate) fn empty(set: Arc<SegmentSet>, now: u64) -> TableSnap {
         TableSnap {
             set,
-            mems: Vec::new(),
+            mems: MemList::new(),
             view: Arc::new(View::default()),
             now,
         }
@@ -106,7 +108,7 @@ impl TableSnap {
     pub(crate) fn of_view(set: &Arc<SegmentSet>, now: u64) -> TableSnap {
         TableSnap {
             set: Arc::clone(set),
-            mems: Vec::new(),
+            mems: MemList::new(),
             view: set.view(),
             now,
         }
@@ -228,7 +230,7 @@ impl TableSnap {
                 (holds, self.view.chain_cells(i))
             })
             .unwrap_or(0);
-        let mut chain = vec![base];
+        let mut chain: SmallVec<[usize; CHAIN + 1]> = smallvec![base];
         while let Some(next) = self.view.next_disjoint(chain[chain.len() - 1]) {
             if !meeting.keeps(next) {
                 break; // past the scan's end, as every segment after it
@@ -256,7 +258,9 @@ impl TableSnap {
         self.mems
             .iter()
             .filter_map(|m| {
-                let mut it = m.range_at(bounds.clone(), at);
+                // The bounds borrowed: the iterator copies them once.
+                let (lo, hi) = (bounds.0.as_ref(), bounds.1.as_ref());
+                let mut it = m.range_at((lo.map(Vec::as_slice), hi.map(Vec::as_slice)), at);
                 // Its first batch: the keys of the table's next `PRIME_ROWS` it holds
                 // on average, and the next one.
                 let first = (PRIME_ROWS * keys(m)).div_ceil(total.max(1)) as usize + 1;
