@@ -16,6 +16,11 @@ pub trait Kv: Sync {
     fn put(&self, key: &[u8], value: &[u8]);
     /// Up to `rows` rows from `start` on; returns the bytes of the values seen.
     fn scan(&self, start: &[u8], rows: usize) -> usize;
+    /// The tables a read meets now, for the report (segstore's segments by level and its
+    /// memtables); `None` for the other systems.
+    fn state(&self) -> Option<String> {
+        None
+    }
     /// Close cleanly (segstore's `Store::close`; the others close on drop).
     fn close(self: Box<Self>) {}
 }
@@ -320,7 +325,32 @@ fn load_seg(dir: &Path, sorted: &[u64], id: &str) {
     Box::new(s).close();
 }
 
+/// Which segments a scan meets: each one's level (0 for size-tiered) and keys. A
+/// compaction may replace segments between the two lists: a segment the table no
+/// longer lists is `L?`, not a level 0 segment it never was.
+fn segment_shape(store: &segstore::Store, t: &segstore::Table) -> Vec<String> {
+    let levels = t.segment_levels();
+    store
+        .segment_stats()
+        .iter()
+        .map(|s| {
+            let level = levels.iter().find(|(id, _)| *id == s.id);
+            let level = level.map_or("?".to_string(), |l| l.1.to_string());
+            format!("L{level} {}K", s.entries / 1000)
+        })
+        .collect()
+}
+
 impl Kv for Seg {
+    fn state(&self) -> Option<String> {
+        let ts = self.t.stats();
+        Some(format!(
+            "{}; memtable {}K keys, {} frozen",
+            segment_shape(&self.store, &self.t).join(", "),
+            ts.memtable_keys / 1000,
+            ts.frozen_memtables
+        ))
+    }
     fn read(&self, key: &[u8]) -> usize {
         self.t.get(key).unwrap().map_or(0, |v| v.len())
     }
@@ -364,22 +394,10 @@ impl Kv for Seg {
             ts.frozen_memtables,
             ts.segments
         );
-        // Which segments a scan meets: each one's level (0 for size-tiered) and keys.
-        // A compaction may replace segments between the two lists: a segment the
-        // table no longer lists is `L?`, not a level 0 segment it never was.
-        let levels = t.segment_levels();
-        let shape: Vec<String> = segs
-            .iter()
-            .map(|s| {
-                let level = levels.iter().find(|(id, _)| *id == s.id);
-                let level = level.map_or("?".to_string(), |l| l.1.to_string());
-                format!("L{level} {}K", s.entries / 1000)
-            })
-            .collect();
         eprintln!(
             "segstore {}: segments {}",
             store.stats().modes.configured,
-            shape.join(", ")
+            segment_shape(&store, &t).join(", ")
         );
         if let Some(u) = store
             .stats()

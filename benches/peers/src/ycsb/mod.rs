@@ -276,12 +276,25 @@ fn rounds(root: &Path, ids: &[&'static str], a: &Args) {
     let mut results: Vec<Vec<Vec<run::Phase>>> = (0..systems.len())
         .map(|_| (0..phases.len()).map(|_| Vec::new()).collect())
         .collect();
+    // The tables each E phase began with, per system that reports them: E's rate
+    // depends on them more than any other phase's.
+    let mut e_states = Vec::new();
     let started = Instant::now();
     for round in 0..a.rounds {
         for (pi, &(wl, threads)) in phases.iter().enumerate() {
             let seed = (round * 64 + pi) as u64 + 1000;
             // A fresh seeded order of the systems per phase: none always runs first.
             for si in crate::shuffled(systems.len(), seed) {
+                if wl == Workload::E {
+                    if let Some(state) = systems[si].state() {
+                        e_states.push(report::EState {
+                            system: si,
+                            phase: pi,
+                            round,
+                            state,
+                        });
+                    }
+                }
                 let sample = perf_of(a, wl, threads);
                 sample(b"enable\n");
                 let p = run::phase(
@@ -304,6 +317,7 @@ fn rounds(root: &Path, ids: &[&'static str], a: &Args) {
         );
     }
     report::phases(ids, &phases, &results);
+    report::e_rounds(ids, &phases, &results, &e_states);
     for s in systems {
         s.close();
     }

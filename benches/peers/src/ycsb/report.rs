@@ -47,6 +47,43 @@ pub fn footprint(f: &[Footprint]) {
     }
 }
 
+/// The tables a system's E phase began with in one round ([`kv::Kv::state`]).
+pub struct EState {
+    pub system: usize,
+    pub phase: usize,
+    pub round: usize,
+    pub state: String,
+}
+
+/// E's throughput in every round, not only the median, and the tables each segstore
+/// round began with: level 0 segments and memtable keys left by the phases before
+/// decide E's rate, and the rounds need not meet the same ones.
+pub fn e_rounds(
+    ids: &[&str],
+    phases: &[(Workload, usize)],
+    results: &[Vec<Vec<Phase>>],
+    states: &[EState],
+) {
+    for (pi, &(wl, threads)) in phases.iter().enumerate() {
+        if wl != Workload::E {
+            continue;
+        }
+        println!();
+        println!("E at {threads} thread(s), each round, K ops/s:");
+        println!();
+        for (si, id) in ids.iter().enumerate() {
+            let rounds: Vec<String> = results[si][pi]
+                .iter()
+                .map(|p| format!("{:.1}", p.ops_per_sec / 1e3))
+                .collect();
+            println!("- {}: {}", kv::label(id), rounds.join(", "));
+            for s in states.iter().filter(|s| s.system == si && s.phase == pi) {
+                println!("  - round {} began with {}", s.round + 1, s.state);
+            }
+        }
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     crate::median(&mut v)
 }
