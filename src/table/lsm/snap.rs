@@ -259,8 +259,8 @@ impl TableSnap {
             .iter()
             .filter_map(|m| {
                 // The bounds borrowed: the iterator copies them once.
-                let (lo, hi) = (bounds.0.as_ref(), bounds.1.as_ref());
-                let mut it = m.range_at((lo.map(Vec::as_slice), hi.map(Vec::as_slice)), at);
+                let borrowed = (range::as_ref(&bounds.0), range::as_ref(&bounds.1));
+                let mut it = m.range_at(borrowed, at);
                 // Its first batch: the keys of the table's next `PRIME_ROWS` it holds
                 // on average, and the next one.
                 let first = (PRIME_ROWS * keys(m)).div_ceil(total.max(1)) as usize + 1;
