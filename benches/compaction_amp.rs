@@ -32,6 +32,7 @@
 //! `cargo bench --bench compaction_amp` (`AMP_RECORDS`, default 300,000; `AMP_OPS`,
 //! default 600,000; `AMP_ROUNDS`, default 3).
 
+mod common;
 #[allow(dead_code, unused_imports)]
 #[path = "peers/src/ycsb/generators.rs"]
 mod generators;
@@ -39,6 +40,7 @@ mod generators;
 use std::path::Path;
 use std::time::Instant;
 
+use common::median;
 use generators::{fnvhash64, Rng, ScrambledZipfian};
 use segstore::table::lsm::set_key_range_skip;
 use segstore::{CommitLogSync, CompactionStrategy, Config, Store, Table, TableConfig};
@@ -247,11 +249,6 @@ fn paced(records: u64, rate: u64) -> f64 {
     drop(t);
     store.close().unwrap();
     bytes / secs
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {

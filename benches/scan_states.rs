@@ -26,7 +26,7 @@ use std::time::Instant;
 use segstore::{CommitLogSync, Config, Store, Table, WriteBatch};
 
 mod common;
-use common::XorShift;
+use common::{median, XorShift};
 
 const KEYS: u64 = 1_000_000;
 const MEMTABLE_UPDATES: usize = 82_000;
@@ -113,11 +113,6 @@ fn pass(t: &Table, scans: &[(u64, usize)]) -> (f64, usize) {
         start.elapsed().as_nanos() as f64 / scans.len() as f64,
         bytes,
     )
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {

@@ -1,5 +1,6 @@
 //! What the benches share: their only randomness, a seeded xorshift64 (`rand` is not a
-//! dependency), so every run reads the same keys. Each bench uses part of it.
+//! dependency), so every run reads the same keys, and the median they report. Each
+//! bench uses part of it.
 #![allow(dead_code)]
 
 /// xorshift64 from a nonzero seed.
@@ -27,4 +28,10 @@ impl XorShift {
     pub fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
+}
+
+/// The median of `v` (the upper one of an even count), not empty.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
