@@ -1,8 +1,9 @@
 //! Bulk ingest (`Table::ingest`, `Store::ingest`): segments written with
 //! `SegmentWriter` and adopted whole, ranked by their own timestamps, invisible to
 //! read views taken before, a conflict for transactions whose reads they change, at
-//! level 0 under leveled compaction; bad input refused with a typed error naming the
-//! file, nothing adopted. Atomicity to readers across tables is driven by pause points.
+//! the deepest level free of overlap under leveled compaction; bad input refused with
+//! a typed error naming the file, nothing adopted. Atomicity to readers across tables
+//! is driven by pause points.
 
 #![allow(clippy::disallowed_methods)] // damages and inspects files on purpose
 
@@ -135,33 +136,77 @@ fn a_transaction_whose_reads_the_ingest_changed_conflicts() {
     store.close().unwrap();
 }
 
+/// Under leveled compaction an ingested segment joins the deepest level none of whose
+/// segments it overlaps (level 0 where each level it could join holds one), keeps it
+/// across a reopen, and ranks by timestamp with the cells above it; levels stay
+/// disjoint through the merges after it. Size-tiered tables record no level.
 #[test]
-fn leveled_tables_take_ingested_segments_at_level_0() {
+fn leveled_tables_take_ingested_segments_at_the_deepest_level_free_of_overlap() {
     let root = tempfile::tempdir().unwrap();
     let (db, load) = (root.path().join("db"), root.path().join("load"));
     let store = open(&db);
     let mut cfg = TableConfig::default();
     cfg.background_compaction = false;
     cfg.compaction.strategy = CompactionStrategy::Leveled;
-    let t = store.table_with("t", cfg).unwrap();
+    let t = store.table_with("t", cfg.clone()).unwrap();
     for i in 0..20 {
         t.put(format!("k{i:02}"), "flushed").unwrap();
     }
-    t.flush().unwrap();
-    t.compact().unwrap();
+    t.flush().unwrap(); // level 0, k00..k19, older than every load below
+    let level_of = |t: &Table, id: u64| t.segments().levels().get(&id).copied().unwrap_or(0);
+    let newest = |t: &Table| *t.segments().live_ids().iter().max().unwrap();
+    // Over the flushed keys, but level 1 is empty: level 1.
     let ts = store.now().unwrap();
-    let p = segment(&load, 1, &[("k05", "loaded", ts), ("z", "loaded", ts)]);
-    t.ingest(&[&p]).unwrap();
-    let set = t.segments();
-    let new_id = *set.live_ids().iter().max().unwrap();
-    assert!(!set.levels().contains_key(&new_id), "{:?}", set.levels());
-    common::check_levels(set);
-    t.compact().unwrap();
-    common::check_levels(set);
-    assert_eq!(get(&t, "k05").as_deref(), Some("loaded"));
-    assert_eq!(get(&t, "k06").as_deref(), Some("flushed"));
-    assert_eq!(get(&t, "z").as_deref(), Some("loaded"));
+    let a = segment(&load, 1, &[("k05", "loaded", ts), ("z", "loaded", ts)]);
+    t.ingest(&[&a]).unwrap();
+    let a_id = newest(&t);
+    assert_eq!(level_of(&t, a_id), 1);
+    // Inside the first load's span at level 1, the only level it could join: level 0.
+    let ts = store.now().unwrap();
+    let b = segment(&load, 2, &[("k10", "second", ts), ("k12", "second", ts)]);
+    t.ingest(&[&b]).unwrap();
+    let b_id = newest(&t);
+    assert_eq!(level_of(&t, b_id), 0);
+    // Below every key at level 1: level 1 beside the first.
+    let c = segment(&load, 3, &[("a", "third", ts), ("b", "third", ts)]);
+    t.ingest(&[&c]).unwrap();
+    let c_id = newest(&t);
+    assert_eq!(level_of(&t, c_id), 1);
+    common::check_levels(t.segments());
+    let read =
+        |t: &Table| ["k05", "k06", "k10", "k12", "a", "z"].map(|k| get(t, k).unwrap_or_default());
+    // The first load's k05, at level 1, is newer than the flushed one at level 0.
+    let want = ["loaded", "flushed", "second", "second", "third", "loaded"];
+    assert_eq!(read(&t), want);
     drop(t);
+    store.close().unwrap();
+
+    let store = open(&db);
+    let t = store.table_with("t", cfg).unwrap();
+    assert_eq!(
+        [a_id, b_id, c_id].map(|id| level_of(&t, id)),
+        [1, 0, 1],
+        "levels kept across a reopen"
+    );
+    assert_eq!(read(&t), want);
+    t.compact().unwrap();
+    common::check_levels(t.segments());
+    assert_eq!(read(&t), want);
+
+    // A size-tiered table: no level recorded.
+    let mut st = TableConfig::default();
+    st.background_compaction = false;
+    st.compaction.strategy = CompactionStrategy::SizeTiered;
+    let u = store.table_with("u", st).unwrap();
+    let d = segment(&load, 4, &[("k", "v", store.now().unwrap())]);
+    u.ingest(&[&d]).unwrap();
+    assert!(
+        u.segments().levels().is_empty(),
+        "{:?}",
+        u.segments().levels()
+    );
+    assert_eq!(get(&u, "k").as_deref(), Some("v"));
+    drop((t, u));
     store.close().unwrap();
 }
 

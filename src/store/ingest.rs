@@ -45,8 +45,12 @@ impl Store {
     /// then tombstone, then larger value), so with timestamps from `Store::now` taken
     /// before the segment was written, a write acknowledged after that `now` wins over
     /// the ingested cell and one before it loses. The store's clock is advanced past the
-    /// ingested timestamps. The segments join at level 0 under leveled compaction
-    /// (compacted down like flushed ones) and are added as they are under size-tiered.
+    /// ingested timestamps. Under leveled compaction each segment joins the deepest
+    /// level none of whose segments its keys overlap (level 1 of an empty table, or the
+    /// first level whose budget holds a larger one), so loaded data counts toward no
+    /// `l0_trigger` and is rewritten only when later writes reach its keys; where every
+    /// such level holds an overlapping segment, it joins level 0 (as after a crash that
+    /// the next open completes). Under size-tiered they are added as they are.
     ///
     /// **Reads and transactions**: a [`ReadView`](crate::ReadView) (and a transaction,
     /// a scan, a `multi_get`) taken before the ingest does not see it; one taken after

@@ -244,5 +244,37 @@ pub fn choose_for_reads(view: &[LevelSummary], seeks: u64) -> Option<LeveledChoi
     (seeks.saturating_mul(SCAN_SEEK_BYTES) >= bytes).then_some(choice)
 }
 
+/// The level an ingested segment of `data_bytes` spanning `span` joins, in a table
+/// whose live segments are `view` (the segments the same ingest placed before it
+/// included): the deepest level `n >= 1` none of whose segments its span overlaps, up
+/// to the deeper of the table's deepest level and the first level whose budget holds
+/// it; 0 where each of those levels holds an overlapping segment. RocksDB ingests into
+/// the deepest level a file fits without overlap, for the same reason: loaded data
+/// counts toward no `l0_trigger`, and a merge rewrites it only when later writes reach
+/// its keys.
+///
+/// Any level is correct for reads and merges, which rank cells by timestamp alone
+/// (`lsm/read.rs`, and `lsm/compact.rs` invariant 5: the purge cutoff is below every
+/// cell outside a merge, whatever its level); the check of the chosen level keeps
+/// invariant 2 (levels `n >= 1` pairwise disjoint).
+pub fn ingest_level(
+    view: &[LevelSummary],
+    span: &Span,
+    data_bytes: u64,
+    params: &LeveledParams,
+) -> u32 {
+    let deepest = view.iter().map(|s| s.level).max().unwrap_or(0);
+    // The first level whose budget holds the segment (a level's budget grows tenfold
+    // from one to the next by default: a few steps at most).
+    let mut fits = 1;
+    while params.budget(fits) < data_bytes && params.budget(fits) < params.budget(fits + 1) {
+        fits += 1;
+    }
+    (1..=deepest.max(fits))
+        .rev()
+        .find(|&n| overlapping(view, n, span).next().is_none())
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests;

@@ -107,12 +107,13 @@ impl SegmentSet {
 }
 
 impl Change<'_> {
-    /// Replace the manifest, durably, with `names` added at level 0. A failed directory
-    /// fsync after the rename leaves it unknown which manifest is durable: the set is
-    /// poisoned ([`Error::Poisoned`]), as [`SegmentSet::replace`] does.
-    pub(crate) fn store_added(&mut self, names: &[SegmentName]) -> Result<()> {
+    /// Replace the manifest, durably, with `names` added, each at its level of `levels`
+    /// (0: none recorded). A failed directory fsync after the rename leaves it unknown
+    /// which manifest is durable: the set is poisoned ([`Error::Poisoned`]), as
+    /// [`SegmentSet::replace`] does.
+    pub(crate) fn store_added(&mut self, names: &[SegmentName], levels: &[u32]) -> Result<()> {
         let mut next = self.m.clone();
-        for n in names {
+        for (i, n) in names.iter().enumerate() {
             if n.table != self.set.table {
                 return Err(Error::InvalidArgument(format!(
                     "segment {n} is not of table {}",
@@ -121,6 +122,12 @@ impl Change<'_> {
             }
             next.segments.insert(n.id);
             next.next_id = next.next_id.max(n.id + 1);
+            match levels.get(i).copied().unwrap_or(0) {
+                0 => {}
+                level => {
+                    next.levels.insert(n.id, level);
+                }
+            }
         }
         let path = manifest_path(&self.set.dir, &self.set.table);
         if let Err(e) = next.store(&path, self.set.deleter.fs()) {

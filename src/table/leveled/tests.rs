@@ -107,6 +107,29 @@ fn check_choice(
     check_shuffled(view, c, seed, params)
 }
 
+/// [`ingest_level`] for a segment of `data_bytes` spanning `span`, checked against its
+/// definition: no segment of the level it names overlaps the span, and every deeper
+/// level up to the deeper of the table's deepest and the first whose budget holds the
+/// segment has one that does (all of them, for level 0).
+fn check_ingest_level(
+    view: &[LevelSummary],
+    span: &Span,
+    data_bytes: u64,
+    params: &LeveledParams,
+) -> Result<u32, TestCaseError> {
+    let level = ingest_level(view, span, data_bytes, params);
+    let overlaps = |n: u32| view.iter().any(|s| s.level == n && s.span.overlaps(span));
+    let fits = (1..).find(|&n| params.budget(n) >= data_bytes).unwrap();
+    let deepest = view.iter().map(|s| s.level).max().unwrap_or(0).max(fits);
+    if level > 0 {
+        prop_assert!(!overlaps(level), "level {level} overlaps {span:?}");
+    }
+    for n in (level + 1).max(1)..=deepest {
+        prop_assert!(overlaps(n), "level {n} was free for {span:?}, chose {level}");
+    }
+    Ok(level)
+}
+
 /// Invariant 3: shuffled input, same choice.
 fn check_shuffled(
     view: &[LevelSummary],
@@ -180,6 +203,31 @@ fn the_most_over_budget_level_pushes_its_cheapest_segment_down() {
 }
 
 #[test]
+fn an_ingested_segment_joins_the_deepest_level_it_overlaps_nothing_in() {
+    // An empty table: level 1, or the first level whose budget holds a larger load.
+    let span = |lo, hi| Span::of_keys(&key(lo), &key(hi));
+    assert_eq!(ingest_level(&[], &span(0, 100), 500, &PARAMS), 1);
+    assert_eq!(ingest_level(&[], &span(0, 100), 5_000, &PARAMS), 2);
+    // Past every budget that does not saturate: the first that does (the search ends).
+    let l = ingest_level(&[], &span(0, 100), u64::MAX, &PARAMS);
+    assert!(PARAMS.budget(l) == u64::MAX && PARAMS.budget(l - 1) < u64::MAX, "{l}");
+    let view = [
+        seg(1, 0, 0, 1000, 50),
+        seg(2, 1, 0, 99, 400),
+        seg(3, 2, 200, 299, 4000),
+        seg(4, 2, 500, 599, 4000),
+    ];
+    // Level 0 overlapping it does not matter; level 2 is the deepest.
+    assert_eq!(ingest_level(&view, &span(100, 150), 10, &PARAMS), 2);
+    // Level 2 overlaps: level 1 is free there.
+    assert_eq!(ingest_level(&view, &span(250, 260), 10, &PARAMS), 1);
+    // Both overlap: level 0.
+    assert_eq!(ingest_level(&view, &span(50, 250), 10, &PARAMS), 0);
+    // Larger than level 2's budget: level 3, empty, below them all.
+    assert_eq!(ingest_level(&view, &span(50, 250), 20_000, &PARAMS), 3);
+}
+
+#[test]
 fn budgets_grow_by_the_multiplier_without_overflow() {
     assert_eq!(PARAMS.budget(1), 1000);
     assert_eq!(PARAMS.budget(3), 100_000);
@@ -200,12 +248,15 @@ fn spans_are_half_open() {
 }
 
 proptest! {
-    /// Random flushes, each followed by compactions until the policy rests: every
-    /// choice keeps invariants 1 and 3, every layout invariant 2, and the policy always
-    /// comes to rest.
+    /// Random flushes and ingests, each followed by compactions until the policy
+    /// rests: every choice keeps invariants 1 and 3, every layout invariant 2 (an
+    /// ingested segment's level too), and the policy always comes to rest.
     #[test]
     fn simulated_compactions_keep_levels_disjoint(
-        flushes in proptest::collection::vec((0u16..2000, 0u16..400, 1u64..400), 1..40),
+        flushes in proptest::collection::vec(
+            (0u16..2000, 0u16..400, 1u64..400, prop_oneof![3 => Just(false), 1 => Just(true)]),
+            1..40,
+        ),
         target in 50u64..800,
         l0_merge_bytes in prop_oneof![Just(0u64), 1u64..1500],
         seed: u64,
@@ -213,8 +264,15 @@ proptest! {
         let params = LeveledParams { l0_merge_bytes, ..PARAMS };
         let mut view = Vec::new();
         let mut next_id = 1;
-        for (lo, width, bytes) in flushes {
-            view.push(seg(next_id, 0, lo, lo.saturating_add(width), bytes));
+        for (lo, width, bytes, ingested) in flushes {
+            let s = seg(next_id, 0, lo, lo.saturating_add(width), bytes);
+            let level = match ingested {
+                // Some loads larger than level 1's budget (1000 bytes).
+                true => check_ingest_level(&view, &s.span, bytes * 7, &params)?,
+                false => 0,
+            };
+            view.push(LevelSummary { level, ..s });
+            check_layout(&view)?;
             next_id += 1;
             let mut rounds = 0;
             while let Some(c) = choose(&view, &params) {

@@ -50,7 +50,7 @@ impl Placement {
 }
 
 /// The keys a segment's cells and range tombstones cover.
-fn span_of(h: &SegmentHandle) -> Span {
+pub(super) fn span_of(h: &SegmentHandle) -> Span {
     let s = h.stats();
     let mut span = (s.entry_count > 0).then(|| Span::of_keys(&s.min_key, &s.max_key));
     let ranges = h.range_tombstones();
@@ -84,7 +84,7 @@ impl Table {
     }
 
     /// The segments of `view` with their levels (the manifest's) and spans.
-    fn level_summaries(&self, view: &[SegmentHandle]) -> Vec<LevelSummary> {
+    pub(super) fn level_summaries(&self, view: &[SegmentHandle]) -> Vec<LevelSummary> {
         let levels = self.set.levels();
         let runs = self.l0_runs.lock();
         view.iter()

@@ -12,9 +12,12 @@
 //!    directory. Until step 5 they are orphans: a crash leaves them to the orphan scan.
 //! 4. Open the new segments and take every set's manifest lock (name order).
 //! 5. Publish the ingest journal naming every new segment: the commit point.
-//! 6. Replace each table's manifest with its new segments (level 0), then the journal
-//!    with an empty one: both before anything can read or compact the new segments, so
+//! 6. Replace each table's manifest with its new segments, then the journal with an
+//!    empty one: both before anything can read or compact the new segments, so
 //!    recovery's roll-forward never re-adds a segment compaction already replaced.
+//!    Under leveled compaction each segment joins the deepest level it overlaps nothing
+//!    in (`leveled::ingest_level`); a roll-forward after a crash adds them at level 0,
+//!    which is correct for any segment (its later merges take them down).
 //! 7. Under the commit lock (shared: a transaction's check is before or after the
 //!    whole ingest) and the install lock (exclusive: a read view sees every table's new
 //!    segments or none), swap every view.
@@ -28,6 +31,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::compact::span_of;
 use super::Table;
 use crate::error::{Error, Result};
 use crate::io::{fs::tmp_path, StoreFs};
@@ -36,6 +40,8 @@ use crate::lifecycle::set::Change;
 use crate::lifecycle::ingest_journal::IngestJournal;
 use crate::segment::{Component, SegmentName};
 use crate::table::ingest_source::{self, Source};
+use crate::table::leveled::{self, LevelSummary};
+use crate::table::CompactionStrategy;
 
 impl Table {
     /// Adopt segments written with [`SegmentWriter`](crate::segment::SegmentWriter)
@@ -164,9 +170,41 @@ enum Failed {
     Poisoned(Error),
 }
 
+/// The level each of `new`, segments to ingest into `t`, joins ([`leveled::ingest_level`]
+/// under leveled compaction, each seeing the ones before it; 0 under size-tiered). The
+/// caller holds the table quiet: no flush or compaction changes its segments or their
+/// levels meanwhile.
+fn levels_for(t: &Table, new: &[SegmentHandle]) -> Vec<u32> {
+    let config = t.config();
+    if config.compaction.strategy != CompactionStrategy::Leveled {
+        return vec![0; new.len()];
+    }
+    let params = config.compaction.leveled();
+    let mut view = t.level_summaries(&t.set.view().segments);
+    new.iter()
+        .map(|h| {
+            let (span, data_bytes) = (span_of(h), h.stats().data_len);
+            let level = leveled::ingest_level(&view, &span, data_bytes, &params);
+            view.push(LevelSummary {
+                id: h.name().id,
+                level,
+                data_bytes,
+                span,
+                runs: 1,
+            });
+            level
+        })
+        .collect()
+}
+
 /// Steps 4 to 7.
 fn commit(store_dir: &Path, parts: &[Part<'_>], handles: Vec<Vec<SegmentHandle>>) -> Result<()> {
     let ctx = &parts[0].table.ctx;
+    let levels: Vec<Vec<u32>> = parts
+        .iter()
+        .zip(&handles)
+        .map(|(p, h)| levels_for(p.table, h))
+        .collect();
     let changes: Result<Vec<Change<'_>>> = parts.iter().map(|p| p.table.set.lock_change()).collect();
     let mut changes = match changes {
         Ok(c) => c,
@@ -175,7 +213,7 @@ fn commit(store_dir: &Path, parts: &[Part<'_>], handles: Vec<Vec<SegmentHandle>>
             return Err(e);
         }
     };
-    match publish(store_dir, parts, &mut changes) {
+    match publish(store_dir, parts, &levels, &mut changes) {
         Ok(()) => {}
         Err(Failed::Retire(e)) => {
             drop(changes);
@@ -209,10 +247,12 @@ fn commit(store_dir: &Path, parts: &[Part<'_>], handles: Vec<Vec<SegmentHandle>>
     Ok(())
 }
 
-/// Steps 5 and 6: the journal (the commit point), every manifest, the empty journal.
+/// Steps 5 and 6: the journal (the commit point), every manifest (each new segment at
+/// its level of `levels`), the empty journal.
 fn publish(
     store_dir: &Path,
     parts: &[Part<'_>],
+    levels: &[Vec<u32>],
     changes: &mut [Change<'_>],
 ) -> std::result::Result<(), Failed> {
     let fs = parts[0].table.set.fs();
@@ -229,8 +269,8 @@ fn publish(
         return Err(Failed::Retire(e));
     }
     parts[0].table.ctx.point("ingest committed", store_dir);
-    for (p, c) in parts.iter().zip(changes.iter_mut()) {
-        if let Err(e) = c.store_added(&p.names) {
+    for ((p, c), l) in parts.iter().zip(changes.iter_mut()).zip(levels) {
+        if let Err(e) = c.store_added(&p.names, l) {
             let why = format!(
                 "the ingest is committed, but table {}'s manifest could not be replaced ({e})",
                 p.table.name
