@@ -122,11 +122,8 @@ impl Change<'_> {
             }
             next.segments.insert(n.id);
             next.next_id = next.next_id.max(n.id + 1);
-            match levels.get(i).copied().unwrap_or(0) {
-                0 => {}
-                level => {
-                    next.levels.insert(n.id, level);
-                }
+            if let Some(&level @ 1..) = levels.get(i) {
+                next.levels.insert(n.id, level);
             }
         }
         let path = manifest_path(&self.set.dir, &self.set.table);
