@@ -161,10 +161,36 @@ pub(crate) fn above(key: &[u8], lo: &Bound<Vec<u8>>) -> bool {
 /// Whether `key` is at or below the upper bound `hi`.
 #[inline(always)]
 pub(crate) fn below(key: &[u8], hi: &Bound<Vec<u8>>) -> bool {
-    match hi {
-        Bound::Included(h) => key_order(key, h).is_le(),
-        Bound::Excluded(h) => key_order(key, h).is_lt(),
-        Bound::Unbounded => true,
+    hi.admits(key)
+}
+
+/// An upper bound on keys, owned (an iterator's own) or borrowed (a scan's overlay caps
+/// its base segment's walk at the side's next key, which it borrows from the side
+/// rather than copying it for each side cell).
+pub(crate) trait UpperBound {
+    /// Whether `key` is at or below the bound.
+    fn admits(&self, key: &[u8]) -> bool;
+}
+
+impl UpperBound for Bound<Vec<u8>> {
+    #[inline(always)]
+    fn admits(&self, key: &[u8]) -> bool {
+        match self {
+            Bound::Included(h) => key_order(key, h).is_le(),
+            Bound::Excluded(h) => key_order(key, h).is_lt(),
+            Bound::Unbounded => true,
+        }
+    }
+}
+
+impl UpperBound for Bound<&[u8]> {
+    #[inline(always)]
+    fn admits(&self, key: &[u8]) -> bool {
+        match self {
+            Bound::Included(h) => key_order(key, h).is_le(),
+            Bound::Excluded(h) => key_order(key, h).is_lt(),
+            Bound::Unbounded => true,
+        }
     }
 }
 

@@ -413,7 +413,24 @@ fn scan_rows_under_writes(t: &segstore::Table, probes: &[u32], label: &str) {
         longer, shorter,
         "{label}: a scan's rows past its largest read-ahead batch allocated"
     );
+    let short = allocs_in(|| starts.iter().for_each(|&i| assert_eq!(scan(i, 50), 50)));
+    let per_scan = short as f64 / starts.len() as f64;
+    println!("zero_alloc: {label}: scans of 50 rows: {per_scan:.2} allocations each");
+    assert!(
+        per_scan <= SHORT_SCAN_ALLOCS as f64,
+        "{label}: a 50-row scan allocated {per_scan:.2} times, above {SHORT_SCAN_ALLOCS}"
+    );
 }
+
+/// What a warm 50-row scan over three segments and two memtables allocates, at most.
+/// Opening it: its start key, its pin, for each memtable its bounds (two) and its
+/// read-ahead queue, for each segment its walk's start bound, and the overlay with its
+/// list of side sources: 1 + 1 + 2 * 3 + 3 + 2 = 13. Then each memtable's queue grows
+/// as its batches double, once or twice within 50 rows of these (the memtables hold
+/// every seventh and every eleventh key): 4 more. (Each side source was boxed, and
+/// the overlay kept the side's next key and the last key yielded in buffers of its
+/// own, freed with it: 21 to open.)
+const SHORT_SCAN_ALLOCS: u64 = 17;
 
 /// Issue 19 item 3: a scan of a range where the memtables hold no key reads the one
 /// segment's own iterator, as at rest: its rows are lent from the map with no

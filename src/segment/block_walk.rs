@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::format::data_block::{BlockCell, DataBlock, FixedSteps, HeadKey, Shape};
 use crate::format::record::RecordRef;
 use crate::format::{key_hash, replace_tail, Malformed};
-use crate::range;
+use crate::range::{self, UpperBound};
 
 /// (data block, entry within it), ordered as the cells are.
 type Pos = (usize, usize);
@@ -405,11 +405,11 @@ impl BlockWalk {
 
     /// The next cell of the front within `lo..hi`, handed to `f`.
     #[inline]
-    pub(super) fn next<T>(
+    pub(super) fn next<T, H: UpperBound>(
         &mut self,
         r: &SegmentReader,
         lo: &Bound<Vec<u8>>,
-        hi: &Bound<Vec<u8>>,
+        hi: &H,
         f: impl FnOnce(RecordRef<'_>) -> T,
     ) -> Result<Option<T>> {
         match self.step(r, hi) {
@@ -425,7 +425,7 @@ impl BlockWalk {
     /// decoded from where the one before ended. [`Stepped::Elsewhere`] where that does
     /// not apply.
     #[inline(always)]
-    fn step<'a>(&'a mut self, r: &'a SegmentReader, hi: &Bound<Vec<u8>>) -> Stepped<'a> {
+    fn step<'a>(&'a mut self, r: &'a SegmentReader, hi: &impl UpperBound) -> Stepped<'a> {
         let (Some(p), Some(at)) = (self.front, self.front_at) else {
             return Stepped::Elsewhere;
         };
@@ -468,7 +468,7 @@ impl BlockWalk {
         }
         // The head's key is whole; any other row shares its prefix's bytes.
         self.kept = (g, if g == p.1 { self.key.len() } else { n });
-        if !range::below(&self.key, hi) {
+        if !hi.admits(&self.key) {
             // Past the upper bound: stay here (a seek may move the bound).
             return Stepped::Past;
         }
@@ -488,7 +488,7 @@ impl BlockWalk {
         r: &SegmentReader,
         (b, i): Pos,
         at: usize,
-        hi: &Bound<Vec<u8>>,
+        hi: &impl UpperBound,
     ) -> Option<FixedStep> {
         let l = &self.front_blk;
         let fx = l.fixed.as_ref()?;
@@ -506,7 +506,7 @@ impl BlockWalk {
             self.key.extend_from_slice(row.suffix);
         }
         self.kept = (usize::MAX, plen);
-        if !range::below(&self.key, hi) {
+        if !hi.admits(&self.key) {
             // Past the upper bound: stay here (a seek may move the bound).
             return Some(FixedStep::Past);
         }
@@ -526,7 +526,7 @@ impl BlockWalk {
         &mut self,
         r: &SegmentReader,
         lo: &Bound<Vec<u8>>,
-        hi: &Bound<Vec<u8>>,
+        hi: &impl UpperBound,
         mut f: Option<impl FnOnce(RecordRef<'_>) -> T>,
     ) -> Result<Option<T>> {
         // The key is rewritten whole below, perhaps from another block.
@@ -553,7 +553,7 @@ impl BlockWalk {
                         if skip && !range::above(k, lo) {
                             return Ok(None);
                         }
-                        if !range::below(k, hi) {
+                        if !hi.admits(k) {
                             return Err(());
                         }
                         Ok(Some(f.take().map(|f| f(c.with_key(k)))))

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::format::record::{self, RecordRef, MAX_HEADER_LEN};
 use crate::format::Malformed;
 use crate::io::MappedFile;
-use crate::range;
+use crate::range::{self, UpperBound};
 
 /// Standard-mode read-ahead: the first read of a scan is `FIRST_CHUNK` bytes (a short scan
 /// should not pay for 64 KiB), each later one twice the last, up to `CHUNK`.
@@ -366,14 +366,14 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
     #[inline(always)]
     pub(crate) fn next_below_with<T>(
         &mut self,
-        cap: &Bound<Vec<u8>>,
+        cap: Bound<&[u8]>,
         f: impl FnOnce(RecordRef<'_>) -> T,
     ) -> Option<Result<T>> {
         if self.failed {
             return None;
         }
         let r = match self.blocks.get_mut() {
-            Some(w) => w.next(&self.reader, &self.lo, cap, f),
+            Some(w) => w.next(&self.reader, &self.lo, &cap, f),
             None => self.next_record(Some(cap), f),
         };
         self.item(r)
@@ -396,7 +396,7 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
     /// The front's next cell below `cap` (the iterator's upper bound if `None`).
     fn next_record<T>(
         &mut self,
-        cap: Option<&Bound<Vec<u8>>>,
+        cap: Option<Bound<&[u8]>>,
         f: impl FnOnce(RecordRef<'_>) -> T,
     ) -> Result<Option<T>> {
         let body = self.body;
@@ -460,7 +460,11 @@ impl<R: Deref<Target = SegmentReader>> SegmentIter<R> {
                 continue;
             }
             // Past the upper bound: stay here (a seek may move the bound).
-            if !range::below(r.key, cap.unwrap_or(&self.hi)) {
+            let admitted = match cap {
+                Some(cap) => cap.admits(r.key),
+                None => self.hi.admits(r.key),
+            };
+            if !admitted {
                 return Ok(None);
             }
             self.pos = Some(pos + used as u64);

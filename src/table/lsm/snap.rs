@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use smallvec::{smallvec, SmallVec};
 
-use super::overlay::{Overlay, CHAIN};
+use super::overlay::{Overlay, SideCursor, CHAIN};
 use super::ranges::range_filter;
 use super::scan::{sole_segment, Merged};
 use super::ScanSource;
@@ -217,7 +217,7 @@ impl TableSnap {
     /// the one before.
     fn overlay(
         &self,
-        mems: Vec<OwnedMemtableIter>,
+        mems: Mems,
         meeting: &Meeting,
         at: u64,
         bounds: KeyBounds,
@@ -237,7 +237,7 @@ impl TableSnap {
             }
             chain.push(next);
         }
-        let side = CopyMerge::new(self.cursors(mems, &bounds, meeting, &chain, true));
+        let side = CopyMerge::new(self.side_cursors(mems, &bounds, meeting, &chain));
         let rest = chain[1..].iter().map(|&i| segs[i].clone()).collect();
         let mut overlay = Overlay::new(segs[base].clone(), rest, side, self.clone(), at, bounds);
         overlay.beside = meeting.count().saturating_sub(chain.len());
@@ -247,10 +247,10 @@ impl TableSnap {
     /// An iterator over `bounds` read at `at` per memtable holding a key there or a
     /// range tombstone (see [`TableSnap::scan`]); the probe for a key is the
     /// iterator's first batch ([`OwnedMemtableIter::prime`]).
-    fn mems_in(&self, at: u64, bounds: &KeyBounds) -> Vec<OwnedMemtableIter> {
+    fn mems_in(&self, at: u64, bounds: &KeyBounds) -> Mems {
         if self.mems.is_empty() {
             // A table at rest: no share of keys to weigh.
-            return Vec::new();
+            return Mems::new();
         }
         let keys = |m: &Arc<Memtable>| m.len() as u64;
         let total = self.mems.iter().map(keys).sum::<u64>()
@@ -279,7 +279,7 @@ impl TableSnap {
     /// The merge of `mems` and the segments `meeting` keeps.
     fn merge_of(
         &self,
-        mems: Vec<OwnedMemtableIter>,
+        mems: Mems,
         meeting: &Meeting,
         at: u64,
         bounds: KeyBounds,
@@ -291,7 +291,7 @@ impl TableSnap {
         // (`Table::scan_cells`): they check every block, as compaction does; live rows
         // (`Hide`) are the table's scans, which trust a checked mapped block as gets do.
         let trust = !matches!(policy, TombstonePolicy::Keep);
-        let sources = self.cursors(mems, &bounds, meeting, &[], trust);
+        let sources = self.cursors(mems, &bounds, meeting, trust);
         match ranges {
             Some(r) => MergeIter::with_ranges(sources, policy, r),
             None => MergeIter::new(sources, policy),
@@ -299,31 +299,60 @@ impl TableSnap {
     }
 
     /// A cursor per memtable iterator of `mems` and one over `bounds` per segment of
-    /// the view that `meeting` keeps but those at the indexes `except`; the segments' skip
-    /// the checksum of a checked mapped block if `trust`
-    /// (`SegmentIter::trusting_checked_blocks`).
+    /// the view that `meeting` keeps; the segments' skip the checksum of a checked
+    /// mapped block if `trust` (`SegmentIter::trusting_checked_blocks`).
     fn cursors(
         &self,
-        mems: Vec<OwnedMemtableIter>,
+        mems: Mems,
         bounds: &KeyBounds,
         meeting: &Meeting,
-        except: &[usize],
         trust: bool,
     ) -> Vec<BoxedCursor<'static>> {
-        let mut sources: Vec<BoxedCursor<'static>> = Vec::new();
-        for m in mems {
-            sources.push(Box::new(MemtableCursor(m)));
-        }
-        for (i, h) in self.view.segments.iter().enumerate() {
-            if meeting.keeps(i) && !except.contains(&i) {
-                let it = SegmentIter::with_bounds(h.clone(), bounds.0.clone(), bounds.1.clone());
-                let it = if trust { it.trusting_checked_blocks() } else { it };
-                sources.push(Box::new(it));
+        let mems = mems.into_iter().map(|m| Box::new(MemtableCursor(m)) as BoxedCursor);
+        let segs = self.walks(bounds, meeting, &[], trust);
+        mems.chain(segs.map(|s| Box::new(s) as BoxedCursor)).collect()
+    }
+
+    /// The overlay's side sources: a cursor per memtable iterator of `mems`, and one over
+    /// `bounds` per segment `meeting` keeps but those at the indexes of `chain` (its
+    /// base), each trusting a checked mapped block as the base's walk does.
+    fn side_cursors<'a>(
+        &'a self,
+        mems: Mems,
+        bounds: &'a KeyBounds,
+        meeting: &'a Meeting,
+        chain: &'a [usize],
+    ) -> impl Iterator<Item = SideCursor> + 'a {
+        let mems = mems.into_iter().map(|m| SideCursor::Mem(MemtableCursor(m)));
+        mems.chain(self.walks(bounds, meeting, chain, true).map(SideCursor::Seg))
+    }
+
+    /// An iterator over `bounds` per segment of the view that `meeting` keeps but those
+    /// at the indexes `except`, skipping the checksum of a checked mapped block if
+    /// `trust`.
+    fn walks<'a>(
+        &'a self,
+        bounds: &'a KeyBounds,
+        meeting: &'a Meeting,
+        except: &'a [usize],
+        trust: bool,
+    ) -> impl Iterator<Item = SegmentIter<SegmentHandle>> + 'a {
+        let segs = self.view.segments.iter().enumerate();
+        let kept = segs.filter(move |(i, _)| meeting.keeps(*i) && !except.contains(i));
+        kept.map(move |(_, h)| {
+            let it = SegmentIter::with_bounds(h.clone(), bounds.0.clone(), bounds.1.clone());
+            if trust {
+                it.trusting_checked_blocks()
+            } else {
+                it
             }
-        }
-        sources
+        })
     }
 }
+
+/// A scan's memtable iterators ([`TableSnap::mems_in`]): one or two hold keys of most
+/// ranges (the active memtable, and a frozen one while it flushes).
+type Mems = SmallVec<[OwnedMemtableIter; 2]>;
 
 /// The segments of a view a read of some bounds keeps: those that may hold a cell in
 /// them ([`meets`]). A bit per segment for the first 64; every segment past them is
