@@ -172,23 +172,12 @@ pub(crate) trait UpperBound {
     fn admits(&self, key: &[u8]) -> bool;
 }
 
-impl UpperBound for Bound<Vec<u8>> {
+impl<K: AsRef<[u8]>> UpperBound for Bound<K> {
     #[inline(always)]
     fn admits(&self, key: &[u8]) -> bool {
         match self {
-            Bound::Included(h) => key_order(key, h).is_le(),
-            Bound::Excluded(h) => key_order(key, h).is_lt(),
-            Bound::Unbounded => true,
-        }
-    }
-}
-
-impl UpperBound for Bound<&[u8]> {
-    #[inline(always)]
-    fn admits(&self, key: &[u8]) -> bool {
-        match self {
-            Bound::Included(h) => key_order(key, h).is_le(),
-            Bound::Excluded(h) => key_order(key, h).is_lt(),
+            Bound::Included(h) => key_order(key, h.as_ref()).is_le(),
+            Bound::Excluded(h) => key_order(key, h.as_ref()).is_lt(),
             Bound::Unbounded => true,
         }
     }
