@@ -56,9 +56,9 @@ use crate::table::merge::{stock, CopyMerge, Cursor, MemtableCursor, TombstonePol
 /// they reuse.
 pub(crate) type Side = CopyMerge<SideCursor>;
 
-/// A source of the side: a memtable's cells or a segment's, held inline. (Boxed as
-/// [`BoxedCursor`](crate::table::merge::BoxedCursor)s, a scan of a memtable and a segment beside its base allocated
-/// three times more and called each source's step through a pointer.)
+/// A source of the side: a memtable's cells or a segment's, held inline. (As a
+/// [`BoxedCursor`](crate::table::merge::BoxedCursor), each source cost a scan an
+/// allocation, and each of its steps a call through a pointer.)
 pub(crate) enum SideCursor {
     Mem(MemtableCursor),
     Seg(SegmentIter<SegmentHandle>),
