@@ -164,8 +164,10 @@ pub(crate) struct Overlay {
     held: Entry,
     holding: bool,
     seg_done: bool,
-    /// The last key yielded, when `yielded`.
-    last: Vec<u8>,
+    /// The last key yielded (its `key`), when `yielded`: a whole buffer from the
+    /// thread's stock, as `held`, given back whole (a buffer given back without its
+    /// value's capacity made the next scan allocate one).
+    last: Entry,
     yielded: bool,
     failed: bool,
     /// What the general merge is built from: the scan's picture, read at `at` (its
@@ -195,8 +197,7 @@ impl Overlay {
             held: stock::take(),
             holding: false,
             seg_done: false,
-            // A buffer from the thread's stock, as `held`.
-            last: stock::take().key,
+            last: stock::take(),
             yielded: false,
             failed: false,
             snap,
@@ -255,7 +256,7 @@ impl Overlay {
             if cell.is_dead_at(self.snap.now) {
                 continue;
             }
-            let (last, yielded) = (&mut self.last, &mut self.yielded);
+            let (last, yielded) = (&mut self.last.key, &mut self.yielded);
             return f
                 .take()
                 .map(|f| Ok(yield_row(last, yielded, &cell.key, &cell.value, f)));
@@ -271,7 +272,7 @@ impl Overlay {
     fn next_alone<T>(&mut self, f: impl FnOnce(&[u8], &[u8]) -> T) -> Option<Result<T>> {
         let mut f = Some(f);
         loop {
-            let (now, last, yielded) = (self.snap.now, &mut self.last, &mut self.yielded);
+            let (now, last, yielded) = (self.snap.now, &mut self.last.key, &mut self.yielded);
             let lent = self.seg.next_with(|r| {
                 if is_dead(r.tombstone, r.expires, || now) {
                     return None;
@@ -309,7 +310,7 @@ impl Overlay {
     ) -> Option<Result<T>> {
         // The cap borrows the side's key: no copy of it per side cell.
         let cap = Bound::Excluded(&self.side.current()?.key[..]);
-        let (now, last, yielded) = (self.snap.now, &mut self.last, &mut self.yielded);
+        let (now, last, yielded) = (self.snap.now, &mut self.last.key, &mut self.yielded);
         loop {
             let lent = self.seg.next_below_with(cap, |r| {
                 if is_dead(r.tombstone, r.expires, || now) {
@@ -334,7 +335,7 @@ impl Overlay {
         f: &mut Option<impl FnOnce(&[u8], &[u8]) -> T>,
     ) -> Option<Result<Seg<T>>> {
         let side = self.side.current();
-        let (now, last, yielded) = (self.snap.now, &mut self.last, &mut self.yielded);
+        let (now, last, yielded) = (self.snap.now, &mut self.last.key, &mut self.yielded);
         let (held, holding) = (&mut self.held, &mut self.holding);
         self.seg.next_with(|r| {
             if let Some(m) = side {
@@ -409,20 +410,17 @@ impl Overlay {
             .snap
             .merged(self.at, bounds, TombstonePolicy::Hide(self.snap.now));
         if self.yielded {
-            m.seek_after(&self.last);
+            m.seek_after(&self.last.key);
         }
         m
     }
 }
 
 impl Drop for Overlay {
-    /// The held cell's buffer goes back to the thread's stock, as the side's do, and
-    /// the last key's as one more.
+    /// The held cell's buffer and the last key's go back to the thread's stock, as the
+    /// side's do.
     fn drop(&mut self) {
         stock::give(std::mem::take(&mut self.held));
-        stock::give(Entry {
-            key: std::mem::take(&mut self.last),
-            ..Entry::default()
-        });
+        stock::give(std::mem::take(&mut self.last));
     }
 }
