@@ -283,6 +283,32 @@ impl SegmentSet {
         self.replace_guarded(old, new, level, || ())
     }
 
+    /// Give the live segments `ids` level `level` in the manifest (leveled
+    /// compaction's move of segments that overlap nothing below): their files and the
+    /// view stay as they are. A manifest whose durability is unknown (its directory
+    /// fsync failed) poisons nothing here: it and the one before name the same
+    /// segments, and either's levels are valid ones, so the next open may read either.
+    pub(crate) fn move_to_level(&self, ids: &[u64], level: u32) -> Result<()> {
+        let mut m = self.manifest.lock();
+        self.check_poisoned()?;
+        if let Some(id) = ids.iter().find(|id| !m.segments.contains(id)) {
+            return Err(Error::InvalidArgument(format!(
+                "segment {}-{id} is not live",
+                self.table
+            )));
+        }
+        let mut next = m.clone();
+        for &id in ids {
+            match level {
+                0 => next.levels.remove(&id),
+                n => next.levels.insert(id, n),
+            };
+        }
+        next.store(&manifest_path(&self.dir, &self.table), self.deleter.fs())?;
+        *m = next;
+        Ok(())
+    }
+
     /// Delete published segments that no manifest names and none will (the finished
     /// outputs of an abandoned compaction). A failure is logged: the next open's orphan
     /// scan removes them.

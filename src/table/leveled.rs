@@ -215,6 +215,29 @@ pub fn choose(view: &[LevelSummary], params: &LeveledParams) -> Option<LeveledCh
     Some(with_overlaps(view, &[pick], n + 1))
 }
 
+/// Whether `choice` can be carried out by giving its segments the level `to_level` in
+/// the manifest, rewriting nothing (RocksDB's trivial move): it merges into a level
+/// `n >= 1` and holds no segment of that level (none there overlaps the union of its
+/// spans, invariant 1), and its segments' spans are pairwise disjoint (level 0's may
+/// overlap one another; a deeper level's never do). Level `to_level` then stays
+/// pairwise disjoint (invariant 2). Keys written in ascending order (a log, a time
+/// series, an auto-increment key) flush into segments that overlap nothing, and each
+/// of them used to be rewritten once per level on its way down.
+pub fn moves_alone(view: &[LevelSummary], choice: &LeveledChoice) -> bool {
+    if choice.to_level == 0 {
+        return false;
+    }
+    let mut spans: Vec<&Span> = Vec::with_capacity(choice.ids.len());
+    for s in view.iter().filter(|s| choice.ids.contains(&s.id)) {
+        if s.level + 1 != choice.to_level {
+            return false;
+        }
+        spans.push(&s.span);
+    }
+    spans.sort_by(|a, b| a.start.cmp(&b.start));
+    spans.len() == choice.ids.len() && spans.windows(2).all(|w| !w[0].overlaps(w[1]))
+}
+
 /// Bytes of merge that one scan's seek into a level 0 segment is worth: about what this
 /// machine's merges write in the 3 µs such a seek and its rows cost a 1..100-row scan
 /// of a 1M-key table (YCSB E's end state: 16 µs a scan over three level 0 segments

@@ -277,7 +277,14 @@ proptest! {
             let mut rounds = 0;
             while let Some(c) = choose(&view, &params) {
                 check_choice(&view, &c, seed, &params)?;
-                apply(&mut view, &c, &mut next_id, target);
+                if moves_alone(&view, &c) {
+                    // The table moves them: their levels change, nothing else.
+                    for s in view.iter_mut().filter(|s| c.ids.contains(&s.id)) {
+                        s.level = c.to_level;
+                    }
+                } else {
+                    apply(&mut view, &c, &mut next_id, target);
+                }
                 check_layout(&view)?;
                 rounds += 1;
                 prop_assert!(rounds < 1000, "the policy never rests");
@@ -353,4 +360,46 @@ fn scans_seeks_merge_level_0_once_they_cost_what_the_merge_does() {
     };
     assert_eq!(choose_for_reads(&view, seeks), Some(want));
     assert_eq!(choose_for_reads(&view[..3], u64::MAX), None, "no level 0");
+}
+
+/// A choice whose segments overlap nothing in the level below and nothing among
+/// themselves moves without a rewrite; any overlap, or a level 0 merge, rewrites.
+#[test]
+fn disjoint_segments_over_nothing_below_move_without_a_rewrite() {
+    let params = LeveledParams {
+        l0_trigger: 2,
+        ..PARAMS
+    };
+    let moves = |view: &[LevelSummary]| {
+        let c = choose(view, &params).expect("a choice");
+        (moves_alone(view, &c), c)
+    };
+    // Keys written in order: two flushes side by side, level 1 below them.
+    let (alone, c) = moves(&[
+        seg(1, 1, 0, 99, 100),
+        seg(2, 0, 100, 199, 100),
+        seg(3, 0, 200, 299, 100),
+    ]);
+    assert!(alone, "{c:?}");
+    assert_eq!(c.ids, [2, 3]);
+    // Two flushes of the same keys: a merge.
+    assert!(!moves(&[seg(2, 0, 100, 199, 100), seg(3, 0, 150, 299, 100)]).0);
+    // A flush over a level 1 segment: that segment is in the choice, a merge.
+    let (alone, c) = moves(&[seg(1, 1, 0, 120, 100), seg(2, 0, 100, 199, 100), seg(3, 0, 200, 299, 100)]);
+    assert!(!alone);
+    assert_eq!(c.ids, [1, 2, 3]);
+    // A level over budget pushes a segment down into a gap of the level below.
+    let (alone, c) = moves(&[
+        seg(1, 1, 0, 99, 700),
+        seg(2, 1, 100, 199, 700),
+        seg(3, 2, 300, 399, 100),
+    ]);
+    assert!(alone, "{c:?}");
+    assert_eq!((c.ids.len(), c.to_level), (1, 2));
+    // A level 0 merge (rule 2) always rewrites.
+    let merge = LeveledChoice {
+        ids: vec![2, 3],
+        to_level: 0,
+    };
+    assert!(!moves_alone(&[seg(2, 0, 100, 199, 10), seg(3, 0, 200, 299, 10)], &merge));
 }

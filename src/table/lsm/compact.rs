@@ -181,6 +181,17 @@ impl Table {
                     // Level 0 merges away: the seeks into it are paid for.
                     self.scan_seeks.store(0, Ordering::Relaxed);
                 }
+                // A compaction filter sees every cell its compactions write: a table
+                // with one rewrites what it could have moved.
+                if leveled::moves_alone(&summaries, &c) && self.compaction_filter.read().is_none()
+                {
+                    drop(view);
+                    self.set.move_to_level(&c.ids, c.to_level)?;
+                    self.note_runs(&c.ids, &[], 1);
+                    self.moves.fetch_add(c.ids.len() as u64, Ordering::Relaxed);
+                    tracing::debug!(table = %self.name, moved = ?c.ids, level = c.to_level, "segments moved");
+                    return Ok(true);
+                }
                 if c.to_level == 0 {
                     // Level 0 merged into one segment (one: pieces would be merged
                     // again), holding its inputs' flushes.

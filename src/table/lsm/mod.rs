@@ -155,6 +155,11 @@ pub struct TableStats {
     /// Data bytes compactions wrote since open (with `flush_bytes`, the table's write
     /// amplification: everything written over what flushes wrote).
     pub compaction_bytes: u64,
+    /// Segments leveled compaction moved down a level since open without rewriting
+    /// them: they overlapped nothing in the level below nor one another (keys written
+    /// in ascending order). Moves count toward neither `compactions` nor
+    /// `compaction_bytes`.
+    pub moves: u64,
     /// Seeks scans made into segments beside their base chain (a leveled table's
     /// level 0) since level 0 last merged: leveled compaction merges level 0 once these,
     /// at 256 bytes each (`leveled::SCAN_SEEK_BYTES`), come to that merge's bytes.
@@ -210,6 +215,7 @@ pub struct Table {
     compactions: AtomicU64,
     flush_bytes: AtomicU64,
     compaction_bytes: AtomicU64,
+    moves: AtomicU64,
     pub(crate) flush_queued: AtomicBool,
     pub(crate) compaction_queued: AtomicBool,
     /// A background round found the compaction lock held: its holder looks again.
@@ -273,6 +279,7 @@ impl Table {
             compactions: AtomicU64::new(0),
             flush_bytes: AtomicU64::new(0),
             compaction_bytes: AtomicU64::new(0),
+            moves: AtomicU64::new(0),
             flush_queued: AtomicBool::new(false),
             compaction_queued: AtomicBool::new(false),
             compaction_rerun: AtomicBool::new(false),
@@ -371,6 +378,7 @@ impl Table {
             compactions: self.compactions.load(Ordering::Relaxed),
             flush_bytes: self.flush_bytes.load(Ordering::Relaxed),
             compaction_bytes: self.compaction_bytes.load(Ordering::Relaxed),
+            moves: self.moves.load(Ordering::Relaxed),
             scan_seeks: self.scan_seeks.load(Ordering::Relaxed),
         }
     }
