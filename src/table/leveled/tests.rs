@@ -293,7 +293,8 @@ proptest! {
             let runs: u32 = l0.iter().map(|s| s.runs).sum();
             prop_assert!((runs as usize) < params.l0_trigger, "level 0 below its trigger at rest");
             let l0_bytes: u64 = l0.iter().map(|s| s.data_bytes).sum();
-            prop_assert!(l0.len() < 2 || l0_bytes >= l0_merge_bytes, "level 0 merged at rest");
+            let apart = disjoint(l0.iter().map(|s| &s.span));
+            prop_assert!(l0.len() < 2 || l0_bytes >= l0_merge_bytes || apart, "level 0 merged at rest");
             for n in 1..=view.iter().map(|s| s.level).max().unwrap_or(0) {
                 let bytes: u64 = view.iter().filter(|s| s.level == n).map(|s| s.data_bytes).sum();
                 prop_assert!(bytes <= PARAMS.budget(n), "level {n} over budget at rest");
@@ -312,7 +313,7 @@ fn level_0_merges_into_one_segment_until_it_holds_its_trigger_in_flushes() {
     };
     let mut v = vec![seg(1, 1, 0, 299, 300), seg(10, 0, 150, 160, 10)];
     assert_eq!(choose(&v, &merging), None, "one level 0 segment");
-    v.push(seg(11, 0, 100, 120, 10));
+    v.push(seg(11, 0, 100, 155, 10));
     let both = LeveledChoice {
         ids: vec![10, 11],
         to_level: 0,
@@ -323,7 +324,7 @@ fn level_0_merges_into_one_segment_until_it_holds_its_trigger_in_flushes() {
     v.truncate(1);
     v.push(seg(12, 0, 100, 160, 30));
     v[1].runs = 3;
-    v.push(seg(13, 0, 0, 10, 10));
+    v.push(seg(13, 0, 0, 110, 10));
     let into_1 = LeveledChoice {
         ids: vec![1, 12, 13],
         to_level: 1,
@@ -396,6 +397,16 @@ fn disjoint_segments_over_nothing_below_move_without_a_rewrite() {
     ]);
     assert!(alone, "{c:?}");
     assert_eq!((c.ids.len(), c.to_level), (1, 2));
+    // Rule 2 leaves level 0 segments that overlap nothing among themselves to rule 1.
+    let merging = LeveledParams {
+        l0_trigger: 4,
+        l0_merge_bytes: 1000,
+        ..PARAMS
+    };
+    let l0 = [seg(2, 0, 100, 199, 10), seg(3, 0, 200, 299, 10)];
+    assert_eq!(choose(&l0, &merging), None);
+    let l0 = [seg(2, 0, 100, 199, 10), seg(3, 0, 150, 299, 10)];
+    assert_eq!(choose(&l0, &merging).map(|c| c.to_level), Some(0));
     // A level 0 merge (rule 2) always rewrites.
     let merge = LeveledChoice {
         ids: vec![2, 3],
