@@ -19,6 +19,11 @@
 //!   (ns per get), with that skip and without it (`table::lsm::set_key_range_skip`),
 //!   taking turns three times, median.
 //!
+//! Then keys written in ascending order (`log<i>`, as a log or a time series writes
+//! them): the same load into each policy, write amplification, the segments leveled
+//! compaction moved down a level without a rewrite (`TableStats::moves`), and the
+//! seconds the load and its compactions took.
+//!
 //! Then the rate limit: a major compaction of the leveled table with
 //! `write_bytes_per_sec` unset, then set to `AMP_RATE` (default 4 MiB/s): bytes written
 //! per second of each.
@@ -222,6 +227,33 @@ fn run(variant: Variant, records: u64, ops: u64, seed: u64) -> Row {
     row
 }
 
+/// Keys written in ascending order (a log, a time series, an auto-increment key):
+/// `records` records loaded into a fresh table of `variant`, then the background work
+/// drained. Write amplification (data bytes flushes and compactions wrote over what
+/// flushes wrote), the segments leveled compaction moved without a rewrite
+/// (`TableStats::moves`), and the seconds the load and its compactions took.
+fn ascending(variant: Variant, records: u64) -> (f64, u64, f64) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = Config::default();
+    cfg.commitlog.sync = CommitLogSync::Periodic { period_ms: 10_000 };
+    let store = Store::open(tmp.path(), cfg).unwrap();
+    let t = store.table_with("t", table_config(variant)).unwrap();
+    let mut value = vec![b'v'; VALUE];
+    let start = Instant::now();
+    for i in 0..records {
+        value[..8].copy_from_slice(&i.to_le_bytes());
+        t.put(format!("log{i:019}"), &value).unwrap();
+    }
+    t.flush().unwrap();
+    store.tables().wait_idle();
+    let secs = start.elapsed().as_secs_f64();
+    let s = t.stats();
+    drop(t);
+    store.close().unwrap();
+    let amp = (s.flush_bytes + s.compaction_bytes) as f64 / s.flush_bytes as f64;
+    (amp, s.moves, secs)
+}
+
 /// A major compaction of a leveled table of `records` records, rate limited to `rate`
 /// bytes per second (0: none): data bytes written per second.
 fn paced(records: u64, rate: u64) -> f64 {
@@ -291,6 +323,21 @@ fn main() {
             m(|r| r.get_ns),
             m(|r| r.get_ns_no_skip),
             m(|r| r.levels),
+        );
+    }
+    println!("Ascending keys, {records} records loaded, median of {rounds} rounds");
+    println!(
+        "{:<12} {:>9} {:>9} {:>9}",
+        "strategy", "write amp", "moves", "seconds"
+    );
+    for v in VARIANTS {
+        let runs: Vec<(f64, u64, f64)> = (0..rounds).map(|_| ascending(v, records)).collect();
+        println!(
+            "{:<12} {:>9.2} {:>9.0} {:>9.2}",
+            v.name,
+            median(runs.iter().map(|r| r.0).collect()),
+            median(runs.iter().map(|r| r.1 as f64).collect()),
+            median(runs.iter().map(|r| r.2).collect()),
         );
     }
     let rate = env("AMP_RATE", 4 * MIB);
