@@ -18,12 +18,15 @@
 //! 2. Otherwise, two or more level 0 segments whose data bytes together are below
 //!    `l0_merge_bytes`, and two of which overlap: merge them into one level 0 segment
 //!    (segments whose spans are disjoint, as keys written in ascending order leave,
-//!    are left for rule 1 to move: a scan meets only those its range does). A scan seeks into every
-//!    level 0 segment its range meets, and with random keys that is all of them: in
-//!    YCSB E's end state (1M keys, 20,000 in the memtable), 1..100-row scans took 8.3
-//!    to 8.7 µs over one level 0 segment of 244K keys against 11.0 to 12.4 over three
-//!    of 88K (a scratch program, 2 vCPUs). The cells of each flush are written once
-//!    more per later flush until level 0 merges into level 1.
+//!    are left for rule 1 to move: a scan meets only those its range does). A scan
+//!    seeks into every level 0 segment its range meets, and with random keys that is
+//!    all of them: in YCSB E's end state (1M keys, 20,000 in the memtable), 1..100-row
+//!    scans took 8.3 to 8.7 µs over one level 0 segment of 244K keys against 11.0 to
+//!    12.4 over three of 88K (a scratch program, 2 vCPUs). The cells of each flush are
+//!    written once more per later flush until level 0 merges into level 1.
+//!
+//! A choice whose segments overlap nothing in the level they go to, nor one another,
+//! is carried out by the manifest alone ([`moves_alone`]: RocksDB's trivial move).
 //! 3. Otherwise the level `n >= 1` whose bytes exceed its budget by the largest ratio
 //!    (bytes / budget, at least 1) gives one segment: the one whose overlap with level
 //!    `n + 1` is the fewest bytes per byte of its own (RocksDB's
