@@ -291,12 +291,7 @@ impl SegmentSet {
     pub(crate) fn move_to_level(&self, ids: &[u64], level: u32) -> Result<()> {
         let mut m = self.manifest.lock();
         self.check_poisoned()?;
-        if let Some(id) = ids.iter().find(|id| !m.segments.contains(id)) {
-            return Err(Error::InvalidArgument(format!(
-                "segment {}-{id} is not live",
-                self.table
-            )));
-        }
+        self.check_live(&m, ids)?;
         let mut next = m.clone();
         for &id in ids {
             match level {
@@ -307,6 +302,17 @@ impl SegmentSet {
         next.store(&manifest_path(&self.dir, &self.table), self.deleter.fs())?;
         *m = next;
         Ok(())
+    }
+
+    /// Refuse a change of segments `ids` unless manifest `m` names each of them.
+    fn check_live(&self, m: &Manifest, ids: &[u64]) -> Result<()> {
+        match ids.iter().find(|id| !m.segments.contains(id)) {
+            Some(id) => Err(Error::InvalidArgument(format!(
+                "segment {}-{id} is not live",
+                self.table
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Delete published segments that no manifest names and none will (the finished
@@ -351,12 +357,7 @@ impl SegmentSet {
             }
         }
         self.check_poisoned()?;
-        if let Some(id) = old.iter().find(|id| !m.segments.contains(id)) {
-            return Err(Error::InvalidArgument(format!(
-                "segment {}-{id} is not live",
-                self.table
-            )));
-        }
+        self.check_live(&m, old)?;
         let mut opened = Vec::with_capacity(new.len());
         for n in new {
             if n.table != self.table {

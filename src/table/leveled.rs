@@ -24,15 +24,15 @@
 //!    scans took 8.3 to 8.7 µs over one level 0 segment of 244K keys against 11.0 to
 //!    12.4 over three of 88K (a scratch program, 2 vCPUs). The cells of each flush are
 //!    written once more per later flush until level 0 merges into level 1.
-//!
-//! A choice whose segments overlap nothing in the level they go to, nor one another,
-//! is carried out by the manifest alone ([`moves_alone`]: RocksDB's trivial move).
 //! 3. Otherwise the level `n >= 1` whose bytes exceed its budget by the largest ratio
 //!    (bytes / budget, at least 1) gives one segment: the one whose overlap with level
 //!    `n + 1` is the fewest bytes per byte of its own (RocksDB's
 //!    `kMinOverlappingRatio`: the cheapest to push down), ties to the smallest id. It is
 //!    merged with the level `n + 1` segments its span overlaps, into level `n + 1`.
 //! 4. Otherwise nothing.
+//!
+//! A choice whose segments overlap nothing in the level they go to, nor one another,
+//! is carried out by the manifest alone ([`moves_alone`]: RocksDB's trivial move).
 //!
 //! And one rule for reads ([`choose_for_reads`], asked when those choose nothing): scans
 //! seek into every level 0 segment their range meets (with random keys, all of them),
