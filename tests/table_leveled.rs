@@ -366,6 +366,85 @@ fn scans_seeking_into_level_0_merge_it_once_they_have_paid_for_the_merge() {
     s.close().unwrap();
 }
 
+/// The rule for reads with two level 0 segments: scans that seek into both merge them
+/// into one level 0 segment once the seeks that merge saves (one of each scan's two)
+/// come to level 0's bytes, and not one seek sooner, well before they would pay for
+/// the merge into level 1. The merged segment holds both flushes, so each seek into it
+/// counts twice toward that merge, and the seeks counted before are kept, halved.
+/// Every scan answers as the model does.
+#[test]
+fn scans_seeking_into_two_level_0_segments_merge_them_into_one() {
+    use segstore::table::leveled::SCAN_SEEK_BYTES;
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Store::open(tmp.path(), config()).unwrap();
+    let (t, mut model) = level_0_over_level_1(&s);
+    for i in (5..1_000).step_by(10) {
+        t.put(key(i), value(i, 2)).unwrap();
+        model.insert(key(i), value(i, 2));
+    }
+    t.flush().unwrap();
+    assert_eq!(
+        t.compact_pending().unwrap(),
+        0,
+        "two flushes: below the trigger"
+    );
+    let l0 = |t: &segstore::Table| t.segment_levels().iter().filter(|l| l.1 == 0).count();
+    assert_eq!(l0(&t), 2);
+    let view = t.segments().view();
+    let l0_bytes: u64 = view.segments[..2].iter().map(|h| h.stats().data_len).sum();
+    let all_bytes: u64 = view.segments.iter().map(|h| h.stats().data_len).sum();
+    drop(view);
+    // Each scan of the first half seeks into both: two seeks, one of them saved.
+    let scans = l0_bytes.div_ceil(SCAN_SEEK_BYTES);
+    assert!(
+        2 * scans * SCAN_SEEK_BYTES < all_bytes,
+        "{all_bytes}: short of the merge into level 1"
+    );
+    let scan = |from: u32| {
+        let got: Vec<_> = t
+            .scan(key(from)..)
+            .unwrap()
+            .take(20)
+            .map(|r| r.unwrap())
+            .collect();
+        let want: Vec<_> = model
+            .range(key(from)..)
+            .take(20)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(got, want, "scan from {from}");
+    };
+    for n in 0..scans - 1 {
+        scan((n % 900) as u32);
+    }
+    assert_eq!(t.stats().scan_seeks, 2 * (scans - 1));
+    assert_eq!(t.compact_pending().unwrap(), 0, "one scan short");
+    scan(0);
+    assert_eq!(t.compact_pending().unwrap(), 1, "paid for: level 0 merges");
+    // Kept, counted per seek into the one segment: half as many.
+    assert_eq!(t.stats().scan_seeks, scans);
+    assert_eq!(l0(&t), 1, "{:?}", t.segment_levels());
+    for from in [0, 5, 995, 1_990] {
+        scan(from);
+    }
+    // The merged segment holds two flushes: each seek into it counts twice toward
+    // level 0's merge into level 1 (the scans above that reached level 0 count
+    // already).
+    let seeks = level_0_merge_bytes(&t).div_ceil(2 * SCAN_SEEK_BYTES);
+    for n in t.stats().scan_seeks..seeks - 1 {
+        scan((n % 900) as u32);
+    }
+    assert_eq!(t.stats().scan_seeks, seeks - 1);
+    assert_eq!(t.compact_pending().unwrap(), 0, "one seek short");
+    scan(0);
+    assert_eq!(t.compact_pending().unwrap(), 1, "into level 1");
+    assert_eq!(l0(&t), 0, "{:?}", t.segment_levels());
+    let got: BTreeMap<Vec<u8>, Vec<u8>> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(got, model);
+    drop(t);
+    s.close().unwrap();
+}
+
 /// `l0_merge_bytes`: a second level 0 segment merges level 0 into one (every read
 /// answering as the model does), the merged segment counts the flushes it holds
 /// toward `l0_trigger`, and with 0 level 0 keeps a segment per flush as before.

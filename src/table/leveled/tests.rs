@@ -22,6 +22,12 @@ const PARAMS: LeveledParams = LeveledParams {
     level_multiplier: 10,
 };
 
+/// [`PARAMS`] with room in level 1 for any view here.
+const PARAMS_ROOMY: LeveledParams = LeveledParams {
+    base_level_size: 1 << 20,
+    ..PARAMS
+};
+
 /// The key range `[lo, hi]` of a span made by [`seg`] or by [`apply`].
 fn bounds(s: &Span) -> (u16, u16) {
     let lo = u16::from_be_bytes([s.start[0], s.start[1]]);
@@ -78,7 +84,7 @@ fn check_choice(
     view: &[LevelSummary],
     c: &LeveledChoice,
     seed: u64,
-    params: &LeveledParams,
+    chooser: &dyn Fn(&[LevelSummary]) -> Option<LeveledChoice>,
 ) -> Result<(), TestCaseError> {
     let mut uniq = c.ids.clone();
     uniq.dedup();
@@ -89,7 +95,7 @@ fn check_choice(
         let l0: Vec<u64> = view.iter().filter(|s| s.level == 0).map(|s| s.id).collect();
         prop_assert_eq!(l0.len(), c.ids.len(), "invariant 1: every level 0 segment");
         prop_assert!(chosen.iter().all(|s| s.level == 0), "invariant 1: level 0 only");
-        return check_shuffled(view, c, seed, params);
+        return check_shuffled(view, c, seed, chooser);
     }
     prop_assert!(chosen
         .iter()
@@ -104,7 +110,7 @@ fn check_choice(
             prop_assert!(c.ids.contains(&below.id), "invariant 1: overlaps all taken");
         }
     }
-    check_shuffled(view, c, seed, params)
+    check_shuffled(view, c, seed, chooser)
 }
 
 /// [`ingest_level`] for a segment of `data_bytes` spanning `span`, checked against its
@@ -135,7 +141,7 @@ fn check_shuffled(
     view: &[LevelSummary],
     c: &LeveledChoice,
     seed: u64,
-    params: &LeveledParams,
+    chooser: &dyn Fn(&[LevelSummary]) -> Option<LeveledChoice>,
 ) -> Result<(), TestCaseError> {
     let mut shuffled = view.to_vec();
     let mut s = seed | 1;
@@ -145,7 +151,7 @@ fn check_shuffled(
         s ^= s << 17;
         shuffled.swap(i, (s % (i as u64 + 1)) as usize);
     }
-    prop_assert_eq!(choose(&shuffled, params), Some(c.clone()));
+    prop_assert_eq!(chooser(&shuffled), Some(c.clone()));
     Ok(())
 }
 
@@ -249,12 +255,17 @@ fn spans_are_half_open() {
 
 proptest! {
     /// Random flushes and ingests, each followed by compactions until the policy
-    /// rests: every choice keeps invariants 1 and 3, every layout invariant 2 (an
-    /// ingested segment's level too), and the policy always comes to rest.
+    /// rests, then by the rule for reads with a random count of seeks: every choice
+    /// keeps invariants 1 and 3, every layout invariant 2 (an ingested segment's level
+    /// too), and the policy always comes to rest.
     #[test]
     fn simulated_compactions_keep_levels_disjoint(
         flushes in proptest::collection::vec(
-            (0u16..2000, 0u16..400, 1u64..400, prop_oneof![3 => Just(false), 1 => Just(true)]),
+            (
+                (0u16..2000, 0u16..400, 1u64..400),
+                prop_oneof![3 => Just(false), 1 => Just(true)],
+                prop_oneof![2 => Just(0u64), 1 => 0u64..40],
+            ),
             1..40,
         ),
         target in 50u64..800,
@@ -264,7 +275,7 @@ proptest! {
         let params = LeveledParams { l0_merge_bytes, ..PARAMS };
         let mut view = Vec::new();
         let mut next_id = 1;
-        for (lo, width, bytes, ingested) in flushes {
+        for ((lo, width, bytes), ingested, seeks) in flushes {
             let s = seg(next_id, 0, lo, lo.saturating_add(width), bytes);
             let level = match ingested {
                 // Some loads larger than level 1's budget (1000 bytes).
@@ -276,7 +287,7 @@ proptest! {
             next_id += 1;
             let mut rounds = 0;
             while let Some(c) = choose(&view, &params) {
-                check_choice(&view, &c, seed, &params)?;
+                check_choice(&view, &c, seed, &|v| choose(v, &params))?;
                 if moves_alone(&view, &c) {
                     // The table moves them: their levels change, nothing else.
                     for s in view.iter_mut().filter(|s| c.ids.contains(&s.id)) {
@@ -298,6 +309,12 @@ proptest! {
             for n in 1..=view.iter().map(|s| s.level).max().unwrap_or(0) {
                 let bytes: u64 = view.iter().filter(|s| s.level == n).map(|s| s.data_bytes).sum();
                 prop_assert!(bytes <= PARAMS.budget(n), "level {n} over budget at rest");
+            }
+            // Scans have sought into level 0 `seeks` times.
+            if let Some(c) = choose_for_reads(&view, seeks) {
+                check_choice(&view, &c, seed, &|v| choose_for_reads(v, seeks))?;
+                apply(&mut view, &c, &mut next_id, target);
+                check_layout(&view)?;
             }
         }
     }
@@ -361,6 +378,75 @@ fn scans_seeks_merge_level_0_once_they_cost_what_the_merge_does() {
     };
     assert_eq!(choose_for_reads(&view, seeks), Some(want));
     assert_eq!(choose_for_reads(&view[..3], u64::MAX), None, "no level 0");
+}
+
+/// The rule for reads with several level 0 segments: once the seeks a merge of level 0
+/// into one segment would have saved (all but one of each scan's) come to level 0's
+/// bytes, level 0 merges into one level 0 segment; at the bytes of the merge into level
+/// 1, that merge, its seeks counted per flush. Disjoint level 0 segments, which a scan
+/// does not all meet, never merge into one for reads.
+#[test]
+fn scans_seeks_merge_overlapping_level_0_into_one_before_into_level_1() {
+    let view = vec![
+        seg(1, 1, 0, 99, 40_000),
+        seg(2, 1, 100, 199, 40_000),
+        seg(3, 0, 10, 150, 1_000),
+        seg(4, 0, 20, 160, 1_000),
+        seg(5, 0, 30, 170, 1_000),
+    ];
+    // Three level 0 segments: 3,000 bytes, paid for by 4,500 bytes of seeks (each
+    // scan's seeks into two of three are saved).
+    let seeks = 4_500u64.div_ceil(SCAN_SEEK_BYTES);
+    assert_eq!(choose(&view, &PARAMS_ROOMY), None, "below the trigger");
+    assert_eq!(choose_for_reads(&view, seeks - 1), None);
+    let into_one = LeveledChoice {
+        ids: vec![3, 4, 5],
+        to_level: 0,
+    };
+    assert_eq!(choose_for_reads(&view, seeks), Some(into_one.clone()));
+    // At the bytes of level 0 and level 1 (83,000), the merge into level 1.
+    let all = 83_000u64.div_ceil(SCAN_SEEK_BYTES);
+    assert_eq!(choose_for_reads(&view, all - 1), Some(into_one));
+    let into_1 = LeveledChoice {
+        ids: vec![1, 2, 3, 4, 5],
+        to_level: 1,
+    };
+    assert_eq!(choose_for_reads(&view, all), Some(into_1.clone()));
+    // Merged into one segment holding their three flushes, each seek into it counts
+    // three toward the merge into level 1 (83,000 bytes).
+    let merged = vec![
+        view[0].clone(),
+        view[1].clone(),
+        LevelSummary {
+            runs: 3,
+            ..seg(6, 0, 10, 170, 3_000)
+        },
+    ];
+    let by_flush = 83_000u64.div_ceil(3 * SCAN_SEEK_BYTES);
+    assert_eq!(choose_for_reads(&merged, by_flush - 1), None);
+    let into_1 = LeveledChoice {
+        ids: vec![1, 2, 6],
+        ..into_1
+    };
+    assert_eq!(choose_for_reads(&merged, by_flush), Some(into_1));
+    // Level 0 segments of disjoint spans: a scan meets one of them. Seeks worth
+    // 10,000 bytes: five times level 0's, a quarter of the merge into level 1.
+    let mut disjoint = vec![
+        seg(1, 1, 0, 299, 40_000),
+        seg(3, 0, 0, 9, 1_000),
+        seg(4, 0, 100, 109, 1_000),
+    ];
+    let seeks = 10_000 / SCAN_SEEK_BYTES;
+    assert_eq!(choose_for_reads(&disjoint, seeks), None);
+    disjoint[2].span = Span::of_keys(&key(5), &key(109));
+    assert_eq!(
+        choose_for_reads(&disjoint, seeks),
+        Some(LeveledChoice {
+            ids: vec![3, 4],
+            to_level: 0
+        }),
+        "overlapping, they merge"
+    );
 }
 
 /// A choice whose segments overlap nothing in the level below and nothing among

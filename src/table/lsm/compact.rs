@@ -172,14 +172,26 @@ impl Table {
             CompactionStrategy::Leveled => {
                 let summaries = self.level_summaries(&view.segments);
                 let seeks = self.scan_seeks.load(Ordering::Relaxed);
-                let choice = leveled::choose(&summaries, &config.compaction.leveled())
-                    .or_else(|| leveled::choose_for_reads(&summaries, seeks));
+                let (choice, for_reads) =
+                    match leveled::choose(&summaries, &config.compaction.leveled()) {
+                        Some(c) => (Some(c), false),
+                        None => (leveled::choose_for_reads(&summaries, seeks), true),
+                    };
                 let Some(c) = choice else {
                     return Ok(false);
                 };
                 if c.to_level == 1 {
                     // Level 0 merges away: the seeks into it are paid for.
                     self.scan_seeks.store(0, Ordering::Relaxed);
+                } else if for_reads {
+                    // Level 0's `n` segments merge into one for the seeks scans made.
+                    // A seek into the one counts once per flush it holds toward the
+                    // merge into level 1 (`leveled::choose_for_reads`): the count
+                    // goes on in those units, `1/n` of the seeks.
+                    let n = c.ids.len() as u64;
+                    let _ = self
+                        .scan_seeks
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(v / n));
                 }
                 // A compaction filter sees every cell its compactions write: a table
                 // with one rewrites what it could have moved.
