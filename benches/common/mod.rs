@@ -3,6 +3,8 @@
 //! bench uses part of it.
 #![allow(dead_code)]
 
+pub mod e_state;
+
 /// xorshift64 from a nonzero seed.
 pub struct XorShift(pub u64);
 
