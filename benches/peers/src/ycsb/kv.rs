@@ -345,10 +345,12 @@ impl Kv for Seg {
     fn state(&self) -> Option<String> {
         let ts = self.t.stats();
         Some(format!(
-            "{}; memtable {}K keys, {} frozen",
+            "{}; memtable {}K keys, {} frozen; {} compactions, {} scan seeks",
             segment_shape(&self.store, &self.t).join(", "),
             ts.memtable_keys / 1000,
-            ts.frozen_memtables
+            ts.frozen_memtables,
+            ts.compactions,
+            ts.scan_seeks
         ))
     }
     fn read(&self, key: &[u8]) -> usize {
