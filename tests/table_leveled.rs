@@ -304,6 +304,22 @@ fn level_0_merge_bytes(t: &segstore::Table) -> u64 {
         .sum()
 }
 
+/// A scan of 20 rows from `key(from)` in `t` answers as `model` does.
+fn check_scan(t: &segstore::Table, model: &BTreeMap<Vec<u8>, Vec<u8>>, from: u32) {
+    let got: Vec<_> = t
+        .scan(key(from)..)
+        .unwrap()
+        .take(20)
+        .map(|r| r.unwrap())
+        .collect();
+    let want: Vec<_> = model
+        .range(key(from)..)
+        .take(20)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(got, want, "scan from {from}");
+}
+
 /// Leveled compaction's rule for reads: scans that seek into level 0 (beside level 1's
 /// chain) merge it into level 1 below `l0_trigger`, once their seeks, at
 /// `SCAN_SEEK_BYTES` each, come to the merge's bytes, and not one seek sooner; scans
@@ -320,20 +336,7 @@ fn scans_seeking_into_level_0_merge_it_once_they_have_paid_for_the_merge() {
         "one level 0 segment: below the trigger"
     );
     let seeks = level_0_merge_bytes(&t).div_ceil(SCAN_SEEK_BYTES);
-    let scan = |from: u32| {
-        let got: Vec<_> = t
-            .scan(key(from)..)
-            .unwrap()
-            .take(20)
-            .map(|r| r.unwrap())
-            .collect();
-        let want: Vec<_> = model
-            .range(key(from)..)
-            .take(20)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        assert_eq!(got, want, "scan from {from}");
-    };
+    let scan = |from: u32| check_scan(&t, &model, from);
     // Scans of the second half: level 0 ends below them; they count nothing.
     for n in 0..seeks {
         scan(1_100 + (n % 800) as u32);
@@ -400,20 +403,7 @@ fn scans_seeking_into_two_level_0_segments_merge_them_into_one() {
         2 * scans * SCAN_SEEK_BYTES < all_bytes,
         "{all_bytes}: short of the merge into level 1"
     );
-    let scan = |from: u32| {
-        let got: Vec<_> = t
-            .scan(key(from)..)
-            .unwrap()
-            .take(20)
-            .map(|r| r.unwrap())
-            .collect();
-        let want: Vec<_> = model
-            .range(key(from)..)
-            .take(20)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        assert_eq!(got, want, "scan from {from}");
-    };
+    let scan = |from: u32| check_scan(&t, &model, from);
     for n in 0..scans - 1 {
         scan((n % 900) as u32);
     }

@@ -365,11 +365,7 @@ fn scans_seeks_merge_level_0_once_they_cost_what_the_merge_does() {
     ];
     // Level 0 and the two level 1 segments it overlaps: 9,000 bytes.
     let seeks = 9_000u64.div_ceil(SCAN_SEEK_BYTES);
-    let roomy = LeveledParams {
-        base_level_size: 1 << 20,
-        ..PARAMS
-    };
-    assert_eq!(choose(&view, &roomy), None, "one level 0 segment, below the trigger");
+    assert_eq!(choose(&view, &PARAMS_ROOMY), None, "one level 0 segment, below the trigger");
     assert_eq!(choose_for_reads(&view, 0), None);
     assert_eq!(choose_for_reads(&view, seeks - 1), None);
     let want = LeveledChoice {
