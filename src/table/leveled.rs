@@ -49,11 +49,12 @@
 //! (RocksDB's intra-L0 compaction, for reads): a fraction of the merge into level 1
 //! (in YCSB E's state, three level 0 segments of 10 MB over 120 MB in level 1). The
 //! merged segment holds its inputs' flushes, and a seek into it counts once per flush
-//! toward the merge into level 1; the table keeps the seeks counted before, in those
-//! units (`1/n` of them for `n` segments merged). So the merge into level 1 comes
-//! after as many scans as it would have without the first (with random keys; with the
-//! count restarted and counted per segment, it came `n` times later, and level 0 stayed
-//! longer than without the first merge).
+//! toward the merge into level 1; once the merge is done, the table keeps the seeks
+//! counted before in those units (`1/n` of them for `n` segments merged). So the merge
+//! into level 1 comes after as many scans as it would have without the first, with
+//! random keys. (An earlier try restarted the count and counted each seek once: the
+//! merge into level 1 then took `n` times the scans, and level 0 stayed longer than
+//! without the first merge.)
 //!
 //! # Invariants (property tests below, over simulated compactions)
 //! 1. A [`LeveledChoice`] names distinct ids of the input, from levels `to_level - 1`

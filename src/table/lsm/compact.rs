@@ -161,6 +161,9 @@ impl Table {
         self.ctx.check_unsealed()?;
         let config = self.config();
         let view = self.set.view();
+        // Level 0's segments merged into one for reads: their count, which divides the
+        // scans' seeks once the merge is done.
+        let mut merged_for_reads = None;
         // `held`: the flushes each level 0 output holds (`leveled::choose`'s rule 1).
         let (ids, placement, held) = match config.compaction.strategy {
             CompactionStrategy::SizeTiered => {
@@ -184,14 +187,7 @@ impl Table {
                     // Level 0 merges away: the seeks into it are paid for.
                     self.scan_seeks.store(0, Ordering::Relaxed);
                 } else if for_reads {
-                    // Level 0's `n` segments merge into one for the seeks scans made.
-                    // A seek into the one counts once per flush it holds toward the
-                    // merge into level 1 (`leveled::choose_for_reads`): the count
-                    // goes on in those units, `1/n` of the seeks.
-                    let n = c.ids.len() as u64;
-                    let _ = self
-                        .scan_seeks
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(v / n));
+                    merged_for_reads = Some(c.ids.len() as u64);
                 }
                 // A compaction filter sees every cell its compactions write: a table
                 // with one rewrites what it could have moved.
@@ -225,6 +221,16 @@ impl Table {
         drop(view);
         let new = self.merge_segments(&ids, placement)?;
         self.note_runs(&ids, &new, held);
+        if let Some(n) = merged_for_reads {
+            // Level 0's `n` segments are one now, for the seeks scans made into them
+            // (each into every one, a flush each, until now). A seek into the one
+            // counts once per flush it holds toward the merge into level 1
+            // (`leveled::choose_for_reads`): the count goes on in those units, `1/n` of
+            // the seeks.
+            let _ = self
+                .scan_seeks
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(v / n));
+        }
         Ok(true)
     }
 
