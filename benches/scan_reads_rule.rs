@@ -8,7 +8,7 @@
 //! 0 held after it; the end, the passes at which level 0 became one segment and none,
 //! and the seconds all the passes took.
 //!
-//! `cargo bench --bench scan_reads_rule` (about 30 seconds; `SCAN_RULE_PASSES`, 30 by
+//! `cargo bench --bench scan_reads_rule` (about 10 seconds; `SCAN_RULE_PASSES`, 30 by
 //! default, sets the passes). Timing depends on when the background merges finish,
 //! so compare runs of one build by their trajectory, not one pass.
 
