@@ -161,10 +161,12 @@ pub struct TableStats {
     /// `compaction_bytes`.
     pub moves: u64,
     /// Seeks scans made into segments beside their base chain (a leveled table's
-    /// level 0) since level 0 last merged into level 1 or, for reads, into one segment:
-    /// leveled compaction merges level 0 into level 1 once these, at 256 bytes each (`leveled::SCAN_SEEK_BYTES`) and counted once
-    /// per flush level 0 holds, come to that merge's bytes; overlapping level 0
-    /// segments into one once the seeks that saves come to level 0's bytes.
+    /// level 0) since level 0 last merged into level 1, divided by the segments merged
+    /// whenever level 0 merged into one segment for reads (so counted per flush a
+    /// segment holds). Leveled compaction merges level 0 into level 1 once these, at
+    /// 256 bytes each (`leveled::SCAN_SEEK_BYTES`) and counted once per flush level 0
+    /// holds, come to that merge's bytes; overlapping level 0 segments into one once
+    /// the seeks that saves come to level 0's bytes.
     pub scan_seeks: u64,
 }
 
@@ -223,9 +225,9 @@ pub struct Table {
     /// A background round found the compaction lock held: its holder looks again.
     compaction_rerun: AtomicBool,
     /// Segments scans have sought into beside their base chain (a leveled table's
-    /// level 0) since the last merge of level 0 for reads or into level 1: what
-    /// leveled compaction's rule for reads weighs against those merges' bytes
-    /// (`leveled::choose_for_reads`).
+    /// level 0) since level 0 last merged into level 1, divided by the segments merged
+    /// at each merge of level 0 into one segment for reads: what leveled compaction's
+    /// rule for reads weighs against those merges' bytes (`leveled::choose_for_reads`).
     scan_seeks: CachePadded<AtomicU64>,
     /// Flushes a level 0 segment merged by leveled compaction holds, for those holding
     /// more than one (`leveled::choose`'s rule 1; not kept across a reopen).
