@@ -34,27 +34,31 @@
 //! A choice whose segments overlap nothing in the level they go to, nor one another,
 //! is carried out by the manifest alone ([`moves_alone`]: RocksDB's trivial move).
 //!
-//! And one rule for reads ([`choose_for_reads`], asked when those choose nothing): scans
-//! seek into every level 0 segment their range meets (with random keys, all of them),
-//! about 1 µs each on a 1M-key table, while level 1 is one sorted chain they read in
-//! order. Once the seeks scans have made into level 0 since its last merge, at
-//! [`SCAN_SEEK_BYTES`] each, add up to the bytes that merge would read (level 0 and
-//! the level 1 segments it overlaps), level 0 merges into level 1 below `l0_trigger`:
-//! the reads have then paid as much as the merge costs, so a table that is scanned
-//! more than it is written converges to no level 0 at all, and one that is written
-//! more never pays more than twice what it would have (LevelDB's seek compaction,
-//! `allowed_seeks`, weighed for seeks that hit memory, not a disk). Before that, two
-//! or more level 0 segments, two of which overlap, merge into one level 0 segment once
-//! the seeks that merge saves (each scan's into all but one) add up to level 0's bytes
-//! (RocksDB's intra-L0 compaction, for reads): a fraction of the merge into level 1
-//! (in YCSB E's state, three level 0 segments of 10 MB over 120 MB in level 1). The
-//! merged segment holds its inputs' flushes, and a seek into it counts once per flush
-//! toward the merge into level 1; once the merge is done, the table keeps the seeks
-//! counted before in those units (`1/n` of them for `n` segments merged). So the merge
-//! into level 1 comes after as many scans as it would have without the first, with
-//! random keys. (An earlier try restarted the count and counted each seek once: the
-//! merge into level 1 then took `n` times the scans, and level 0 stayed longer than
-//! without the first merge.)
+//! And one rule for reads ([`choose_for_reads`], asked when those choose nothing):
+//! scans seek into every level 0 segment their range meets (with random keys, all of
+//! them), about 1 µs each on a 1M-key table, while level 1 is one sorted chain they
+//! read in order. Once the seeks scans have made into level 0 since its last merge into
+//! level 1, at [`SCAN_SEEK_BYTES`] each, add up to the bytes that merge would read
+//! (level 0 and the level 1 segments it overlaps), level 0 merges into level 1 below
+//! `l0_trigger`: the reads have then paid as much as the merge costs, so a table that
+//! is scanned more than it is written converges to no level 0 at all, and one that is
+//! written more never pays more than twice what it would have (LevelDB's seek
+//! compaction, `allowed_seeks`, weighed for seeks that hit memory, not a disk; but see
+//! the seeks counted per flush below). Before that, two or more level 0 segments, two
+//! of which overlap, merge into one level 0 segment once the seeks that merge saves
+//! (each scan's into all but one) add up to level 0's bytes (RocksDB's intra-L0
+//! compaction, for reads): a fraction of the merge into level 1 (in YCSB E's state,
+//! three level 0 segments of 10 MB over 120 MB in level 1). The merged segment holds
+//! its inputs' flushes, and a seek into it counts once per flush toward the merge into
+//! level 1; once the merge is done, the table keeps the seeks counted before in those
+//! units (`1/n` of them for `n` segments merged). So the merge into level 1 comes after
+//! as many scans as it would have without the first, with random keys. (An earlier try
+//! restarted the count and counted each seek once: the merge into level 1 then took `n`
+//! times the scans, and level 0 stayed longer than without the first merge.) Counted
+//! per flush, the seeks a merge into level 1 waits for may come to `k` times fewer
+//! bytes than it writes, for a level 0 segment of `k` flushes (below `l0_trigger`): a
+//! table merged that way, or kept to one level 0 segment by `l0_merge_bytes`, is merged
+//! as if it held a segment per flush.
 //!
 //! # Invariants (property tests below, over simulated compactions)
 //! 1. A [`LeveledChoice`] names distinct ids of the input, from levels `to_level - 1`
