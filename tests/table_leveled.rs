@@ -304,6 +304,11 @@ fn level_0_merge_bytes(t: &segstore::Table) -> u64 {
         .sum()
 }
 
+/// The level 0 segments of `t`.
+fn level_0_segments(t: &segstore::Table) -> usize {
+    t.segment_levels().iter().filter(|l| l.1 == 0).count()
+}
+
 /// A scan of 20 rows from `key(from)` in `t` answers as `model` does.
 fn check_scan(t: &segstore::Table, model: &BTreeMap<Vec<u8>, Vec<u8>>, from: u32) {
     let got: Vec<_> = t
@@ -391,8 +396,7 @@ fn scans_seeking_into_two_level_0_segments_merge_them_into_one() {
         0,
         "two flushes: below the trigger"
     );
-    let l0 = |t: &segstore::Table| t.segment_levels().iter().filter(|l| l.1 == 0).count();
-    assert_eq!(l0(&t), 2);
+    assert_eq!(level_0_segments(&t), 2);
     let view = t.segments().view();
     let l0_bytes: u64 = view.segments[..2].iter().map(|h| h.stats().data_len).sum();
     let all_bytes: u64 = view.segments.iter().map(|h| h.stats().data_len).sum();
@@ -413,7 +417,7 @@ fn scans_seeking_into_two_level_0_segments_merge_them_into_one() {
     assert_eq!(t.compact_pending().unwrap(), 1, "paid for: level 0 merges");
     // Kept, counted per seek into the one segment: half as many.
     assert_eq!(t.stats().scan_seeks, scans);
-    assert_eq!(l0(&t), 1, "{:?}", t.segment_levels());
+    assert_eq!(level_0_segments(&t), 1, "{:?}", t.segment_levels());
     for from in [0, 5, 995, 1_990] {
         scan(from);
     }
@@ -428,7 +432,7 @@ fn scans_seeking_into_two_level_0_segments_merge_them_into_one() {
     assert_eq!(t.compact_pending().unwrap(), 0, "one seek short");
     scan(0);
     assert_eq!(t.compact_pending().unwrap(), 1, "into level 1");
-    assert_eq!(l0(&t), 0, "{:?}", t.segment_levels());
+    assert_eq!(level_0_segments(&t), 0, "{:?}", t.segment_levels());
     let got: BTreeMap<Vec<u8>, Vec<u8>> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
     assert_eq!(got, model);
     drop(t);
@@ -449,10 +453,6 @@ fn level_0_merges_into_one_segment_and_counts_its_flushes() {
         tc.compaction.l0_merge_bytes = if merge { 1 << 20 } else { 0 };
         let t = s.table_with("t", tc).unwrap();
         let mut model = BTreeMap::new();
-        let level_0 = |t: &segstore::Table| {
-            let levels = t.segment_levels();
-            levels.iter().filter(|l| l.1 == 0).count()
-        };
         for flush in 1..=4u32 {
             for i in (flush * 37..2_000).step_by(5) {
                 t.put(key(i), value(i, flush)).unwrap();
@@ -466,7 +466,11 @@ fn level_0_merges_into_one_segment_and_counts_its_flushes() {
                 (true, _) => (1, 1),           // merged into one
                 (false, n) => (n as usize, 0), // a segment per flush
             };
-            assert_eq!(level_0(&t), want_l0, "merge {merge}, flush {flush}");
+            assert_eq!(
+                level_0_segments(&t),
+                want_l0,
+                "merge {merge}, flush {flush}"
+            );
             assert_eq!(rounds, want_rounds, "merge {merge}, flush {flush}");
             let got: BTreeMap<Vec<u8>, Vec<u8>> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
             assert_eq!(got, model, "merge {merge}, flush {flush}");
@@ -501,14 +505,13 @@ fn after_a_reopen_a_merged_level_0_segment_counts_as_one_flush() {
         t.flush().unwrap();
         t.compact_pending().unwrap();
     };
-    let level_0 = |t: &segstore::Table| t.segment_levels().iter().filter(|l| l.1 == 0).count();
     {
         let s = Store::open(tmp.path(), config()).unwrap();
         let t = s.table_with("t", tc.clone()).unwrap();
         write(&t, 1);
         write(&t, 2);
         assert_eq!(
-            level_0(&t),
+            level_0_segments(&t),
             1,
             "two flushes merged into one level 0 segment"
         );
@@ -519,9 +522,13 @@ fn after_a_reopen_a_merged_level_0_segment_counts_as_one_flush() {
     write(&t, 3);
     // Held in memory, the merged segment's two flushes and this one would make the
     // trigger (3); counted as one, they merge into level 0 again.
-    assert_eq!(level_0(&t), 1, "merged again into level 0");
+    assert_eq!(level_0_segments(&t), 1, "merged again into level 0");
     write(&t, 4);
-    assert_eq!(level_0(&t), 0, "three flushes by the count: into level 1");
+    assert_eq!(
+        level_0_segments(&t),
+        0,
+        "three flushes by the count: into level 1"
+    );
     let got: BTreeMap<Vec<u8>, Vec<u8>> = t.scan(..).unwrap().map(|r| r.unwrap()).collect();
     assert_eq!(got, model);
 }
