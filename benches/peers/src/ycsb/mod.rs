@@ -24,6 +24,10 @@ pub struct Args {
     pub rounds: usize,
     /// Operations per thread per phase (E does a tenth: its scans read up to 100 rows).
     pub ops: usize,
+    /// `--e-ops N`: operations per thread in E's phases instead of a tenth of `ops`
+    /// (YCSB runs every workload for the same `operationcount`; a tenth keeps the
+    /// default run short, but leaves E's phases some 20 ms long).
+    pub e_ops: Option<usize>,
     pub dir: Option<PathBuf>,
     pub only: Option<String>,
     /// Cap (MiB) of the memory cgroup the capped-gets child runs in.
@@ -45,7 +49,7 @@ pub struct Args {
 
 const USAGE: &str =
     "usage: segstore-peers --ycsb [--quick] [--keys N | --ten-million] [--rounds R] \
-[--ops N] [--dir DIR] [--only ID[,ID]] [--phases A,B,C,D,E,F,P] [--cap-mib MIB] [--cap-secs S] \
+[--ops N] [--e-ops N] [--dir DIR] [--only ID[,ID]] [--phases A,B,C,D,E,F,P] [--cap-mib MIB] [--cap-secs S] \
 [--no-rounds] [--values random|json] [--perf PHASE FIFO]\n\
 systems: seg_auto seg_auto_nocrc seg_auto_m64 seg_auto_st seg_auto_t2 seg_auto_pread seg_auto_v3 seg_auto_v5 seg_auto_v6 seg_auto_v7 seg_auto_zstd seg_mmap seg_mmap_v5 seg_mmap_index_only seg_standard lmdb rocksdb fjall \
 fjall_buffered redb";
@@ -55,6 +59,7 @@ fn parse(args: impl Iterator<Item = String>) -> Args {
         keys: 1_000_000,
         rounds: 3,
         ops: 30_000,
+        e_ops: None,
         dir: None,
         only: None,
         cap_mib: None,
@@ -75,6 +80,7 @@ fn parse(args: impl Iterator<Item = String>) -> Args {
             "--ten-million" => a.keys = 10_000_000,
             "--rounds" => a.rounds = val().parse().expect("--rounds R"),
             "--ops" => a.ops = val().parse().expect("--ops N"),
+            "--e-ops" => a.e_ops = Some(val().parse().expect("--e-ops N")),
             "--dir" => a.dir = Some(PathBuf::from(val())),
             "--only" => a.only = Some(val()),
             "--cap-mib" => a.cap_mib = Some(val().parse().expect("--cap-mib MIB")),
@@ -108,8 +114,8 @@ fn parse(args: impl Iterator<Item = String>) -> Args {
         }
     }
     assert!(
-        a.keys >= 100 && a.ops >= 10,
-        "--keys and --ops too small\n{USAGE}"
+        a.keys >= 100 && a.ops >= 10 && a.e_ops.is_none_or(|n| n >= 1),
+        "--keys, --ops or --e-ops too small\n{USAGE}"
     );
     a
 }
@@ -139,11 +145,12 @@ pub fn phases() -> Vec<(Workload, usize)> {
     v
 }
 
-fn ops_of(wl: Workload, ops: usize) -> usize {
+/// Operations per thread in a phase of `wl`.
+fn ops_of(wl: Workload, a: &Args) -> usize {
     match wl {
-        Workload::E => (ops / 10).max(1),
-        Workload::Puts => (ops / 2).max(1),
-        _ => ops,
+        Workload::E => a.e_ops.unwrap_or((a.ops / 10).max(1)),
+        Workload::Puts => (a.ops / 2).max(1),
+        _ => a.ops,
     }
 }
 
@@ -203,8 +210,8 @@ pub fn main(args: impl Iterator<Item = String>) {
         },
         a.rounds,
         a.ops,
-        ops_of(Workload::E, a.ops),
-        ops_of(Workload::Puts, a.ops),
+        ops_of(Workload::E, &a),
+        ops_of(Workload::Puts, &a),
         root.display()
     );
     let sorted = sorted_items(a.keys);
@@ -259,7 +266,7 @@ fn rounds(root: &Path, ids: &[&'static str], a: &Args) {
     let planned: usize = phases
         .iter()
         .filter(|(w, _)| w.inserts())
-        .map(|&(w, t)| ops_of(w, a.ops) * t)
+        .map(|&(w, t)| ops_of(w, a) * t)
         .sum::<usize>()
         * a.rounds
         / 20; // 5% of D's and E's operations insert
@@ -302,7 +309,7 @@ fn rounds(root: &Path, ids: &[&'static str], a: &Args) {
                     &spaces[si],
                     wl,
                     threads,
-                    ops_of(wl, a.ops),
+                    ops_of(wl, a),
                     seed,
                 );
                 sample(b"disable\n");
