@@ -214,6 +214,9 @@ proptest! {
         // before runs out), flushed in key order or in reverse.
         cuts in proptest::collection::vec(0u8..40, 0..4),
         reverse in any::<bool>(),
+        // The segments beside the scan's chain merged into a side run, read in their
+        // place (`side_run.rs`).
+        side_run in any::<bool>(),
     ) {
         let mut pieces = vec![BTreeMap::new(); cuts.len() + 1];
         for (k, v) in seg.into_iter().filter(|(k, _)| (span.0..=span.1).contains(k)) {
@@ -223,6 +226,9 @@ proptest! {
             pieces.reverse();
         }
         let (_dir, store, t, model) = build(&pieces, &ops, flush_at, format);
+        if side_run {
+            t.build_side_run();
+        }
         let range = (
             lo.map_or(Bound::Unbounded, |k| Bound::Included(key(k))),
             hi.map_or(Bound::Unbounded, |k| Bound::Excluded(key(k))),
@@ -380,6 +386,162 @@ fn a_scan_runs_through_a_chain_of_disjoint_segments() {
         &mixed,
     )
     .unwrap();
+}
+
+/// The segments beside a scan's chain read from a side run in their place: before the
+/// run and after it, scans from every start agree with the model; the run holds the
+/// side segment's cells and serves the scans that meet it; a flush makes it stale
+/// (scans read the segments again) until it is built anew over both side segments; a
+/// run past `side_run_bytes`, or the setting at 0, is not built.
+#[test]
+fn a_side_run_serves_scans_in_place_of_the_segments_beside_the_chain() {
+    let piece = |r: std::ops::Range<u8>| -> BTreeMap<u8, u8> { r.map(|k| (k, k)).collect() };
+    let pieces = [piece(20..40), piece(0..20)];
+    let ops = [
+        Op::Put(9, 1),
+        Op::Delete(10),
+        Op::PutOld(19, 2),
+        Op::Expired(30),
+        // In the memtable from here.
+        Op::Put(29, 3),
+        Op::Delete(21),
+    ];
+    let (_dir, store, t, mut model) = build(&pieces, &ops, 4, FORMAT);
+    assert_eq!(t.stats().segments, 3);
+    scan_from_every_start(&t, &model);
+    assert_eq!((t.stats().side_run_bytes, t.stats().side_run_scans), (0, 0));
+    assert!(t.build_side_run());
+    // The side segment's four cells (a put, a tombstone, an old put, an expired put).
+    assert_eq!(t.stats().side_run_cells, 4);
+    assert!(t.stats().side_run_bytes > 4 * 40);
+    scan_from_every_start(&t, &model);
+    let served = t.stats().side_run_scans;
+    assert!(served > 0, "no scan read the side run");
+    // A flush: a new view, the run stale until built again.
+    t.put(key(2), [7]).unwrap();
+    model.insert(key(2), vec![7]);
+    t.flush().unwrap();
+    scan_from_every_start(&t, &model);
+    assert_eq!(t.stats().side_run_scans, served, "a stale run was read");
+    assert!(t.build_side_run());
+    assert_eq!(t.stats().side_run_cells, 7); // both side segments' cells, merged
+    scan_from_every_start(&t, &model);
+    assert!(t.stats().side_run_scans > served);
+    // Too small a budget, then none at all: no run, the same answers.
+    for budget in [100, 0] {
+        let mut c = (*t.config()).clone();
+        c.side_run_bytes = budget;
+        store.set_table_config("t", c).unwrap();
+        assert!(!t.build_side_run(), "a run within {budget} bytes");
+        assert_eq!(t.stats().side_run_bytes, 0);
+        scan_from_every_start(&t, &model);
+    }
+}
+
+/// A run is built when a scan asks: `compact_pending` builds none before the table is
+/// scanned, and one after a scan met the segment beside its chain; with background
+/// compaction, the round that scan schedules builds it.
+#[test]
+fn a_scan_beside_the_chain_asks_for_a_side_run() {
+    let piece = |r: std::ops::Range<u8>| -> BTreeMap<u8, u8> { r.map(|k| (k, k)).collect() };
+    for background in [false, true] {
+        // Key 5 in a segment beside the chain, key 7 in the memtable.
+        let ops = [Op::Put(5, 1), Op::Put(7, 3)];
+        let (_dir, store, t, model) = build(&[piece(0..40)], &ops, 1, FORMAT);
+        if background {
+            let mut c = (*t.config()).clone();
+            c.background_compaction = true;
+            store.set_table_config("t", c).unwrap();
+        } else {
+            t.compact_pending().unwrap();
+            assert_eq!(t.stats().side_run_bytes, 0, "built before any scan");
+        }
+        check(
+            &t,
+            &model,
+            (Bound::Included(key(4)), Bound::Unbounded),
+            &[Step::Next; 3],
+        )
+        .unwrap();
+        if background {
+            let deadline = std::time::Instant::now() + Duration::from_secs(120);
+            while t.stats().side_run_bytes == 0 {
+                assert!(std::time::Instant::now() < deadline, "no side run built");
+                std::thread::yield_now();
+            }
+        } else {
+            t.compact_pending().unwrap();
+        }
+        assert_eq!(t.stats().side_run_cells, 1);
+        check(
+            &t,
+            &model,
+            (Bound::Included(key(4)), Bound::Unbounded),
+            &[Step::Next; 3],
+        )
+        .unwrap();
+        assert_eq!(t.stats().side_run_scans, 1);
+    }
+}
+
+/// A table whose scans read its side run gets one built ahead of its scans after each
+/// flush, for `side_run::INTEREST` (8) views; then, unscanned, no more until a scan
+/// asks again.
+#[test]
+fn a_scanned_table_gets_its_side_run_ahead_of_its_scans() {
+    let (_dir, store, t) = open_table(FORMAT);
+    // Level 0 stays beside level 1 here: no merge at a count of flushes, and level 1's
+    // 80 KB are more than these scans' seeks pay for.
+    let mut c = (*t.config()).clone();
+    c.compaction.l0_trigger = 100;
+    store.set_table_config("t", c).unwrap();
+    let mut model = Model::new();
+    for k in 0..40 {
+        t.put(key(k), vec![k; 2000]).unwrap();
+        model.insert(key(k), vec![k; 2000]);
+    }
+    t.flush().unwrap();
+    t.compact().unwrap();
+    // Key 5 in a level 0 segment, key 7 in the memtable.
+    for k in [5, 7] {
+        t.put(key(k), [k, 1]).unwrap();
+        model.insert(key(k), vec![k, 1]);
+        if k == 5 {
+            t.flush().unwrap();
+        }
+    }
+    let from_4 = (Bound::Included(key(4)), Bound::Unbounded);
+    check(&t, &model, from_4.clone(), &[Step::Next; 3]).unwrap();
+    t.compact_pending().unwrap();
+    check(&t, &model, from_4.clone(), &[Step::Next; 3]).unwrap();
+    assert_eq!(t.stats().side_run_scans, 1);
+    let flush = |k: u8, model: &mut Model| {
+        t.put(key(k), [k, 1]).unwrap();
+        model.insert(key(k), vec![k, 1]);
+        t.flush().unwrap();
+        t.compact_pending().unwrap();
+    };
+    for k in 10..18 {
+        flush(k, &mut model);
+        let st = t.stats();
+        assert!(
+            st.side_run_bytes > 0,
+            "no run ahead of the scans after key {k}"
+        );
+        assert_eq!(st.side_run_cells, u64::from(k) - 7); // keys 5 and 10..=k
+    }
+    flush(18, &mut model);
+    assert_eq!(
+        t.stats().side_run_bytes,
+        0,
+        "a run built for a ninth view unscanned"
+    );
+    // A scan asks again; it is read once built.
+    check(&t, &model, from_4.clone(), &[Step::Next; 3]).unwrap();
+    t.compact_pending().unwrap();
+    assert_eq!(t.stats().side_run_cells, 11); // keys 5, 7 and 10..=18
+    check(&t, &model, from_4, &[Step::Next; 3]).unwrap();
+    assert_eq!(t.stats().side_run_scans, 2);
 }
 
 /// "After an error the scan is done": a forward scan that meets a damaged block returns

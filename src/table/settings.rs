@@ -18,8 +18,8 @@
 //! `default_ttl_secs` (missing: 0, no default TTL); since per-table compression,
 //! `compression` (`default`: the store's `segment.compression`, or `none`, `lz4`,
 //! `zstd`; missing: `default`); since level 0 merges, `compaction_l0_merge_bytes`
-//! (missing: its default). A missing (of the
-//! first nine), unknown or malformed key, or settings that fail
+//! (missing: its default); since side runs, `side_run_bytes` (missing: its default). A
+//! missing (of the first nine), unknown or malformed key, or settings that fail
 //! [`TableConfig::validate`], make the manifest `Corrupt`.
 
 use std::collections::BTreeMap;
@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::table::{CompactionConfig, CompactionStrategy, TableConfig};
 
 /// The keys every settings manifest holds, then [`LATER`]'s.
-const KEYS: [&str; 18] = [
+const KEYS: [&str; 19] = [
     "memtable_flush_bytes",
     "max_frozen_memtables",
     "gc_grace_secs",
@@ -49,6 +49,7 @@ const KEYS: [&str; 18] = [
     "default_ttl_secs",
     "compression",
     "compaction_l0_merge_bytes",
+    "side_run_bytes",
 ];
 
 /// [`KEYS`] from this index on may be missing (manifests written before them).
@@ -76,6 +77,7 @@ pub fn encode(c: &TableConfig) -> BTreeMap<String, String> {
         c.default_ttl_secs.to_string(),
         compression_text(c.compression).to_string(),
         k.l0_merge_bytes.to_string(),
+        c.side_run_bytes.to_string(),
     ];
     KEYS.iter().map(|k| k.to_string()).zip(values).collect()
 }
@@ -113,6 +115,7 @@ pub fn decode(manifest: &Path, lines: &BTreeMap<String, String>) -> Result<Optio
         "0".to_string(),
         "default".to_string(),
         defaults.l0_merge_bytes.to_string(),
+        crate::table::lsm::DEFAULT_SIDE_RUN_BYTES.to_string(),
     ];
     let text = |i: usize| match lines.get(KEYS[i]) {
         Some(v) => Ok(v),
@@ -156,6 +159,7 @@ pub fn decode(manifest: &Path, lines: &BTreeMap<String, String>) -> Result<Optio
         gc_grace_secs: int(2)?,
         background_compaction,
         default_ttl_secs: int(15)?,
+        side_run_bytes: int(18)?,
         compaction: CompactionConfig {
             min_threshold: size(4)?,
             max_threshold: size(5)?,
@@ -187,6 +191,7 @@ mod tests {
             background_compaction: false,
             default_ttl_secs: 3600,
             compression: Some(Compression::Zstd),
+            side_run_bytes: 12_345,
             compaction: CompactionConfig {
                 min_threshold: 2,
                 max_threshold: 7,
@@ -227,6 +232,7 @@ mod tests {
         assert_eq!(c.compaction.min_threshold, 2);
         assert_eq!(c.default_ttl_secs, 0);
         assert_eq!(c.compression, None);
+        assert_eq!(c.side_run_bytes, crate::table::lsm::DEFAULT_SIDE_RUN_BYTES);
         let mut lines = encode(&odd());
         lines.insert("compaction_strategy".into(), "tiered".into());
         assert!(decode(path, &lines)

@@ -134,6 +134,9 @@ impl Table {
             }
         };
         let merged = self.compact_round()?;
+        if !merged {
+            self.refresh_side_run();
+        }
         drop(guard);
         Ok(if merged { Round::Merged } else { Round::Nothing })
     }
@@ -153,6 +156,7 @@ impl Table {
         while self.compact_round()? {
             rounds += 1;
         }
+        self.refresh_side_run();
         Ok(rounds)
     }
 

@@ -54,6 +54,17 @@ pub struct TableConfig {
     /// later: checked when the table's settings are given, and when a table whose
     /// persisted settings name it opens (`InvalidConfig` naming `compression`).
     pub compression: Option<crate::config::Compression>,
+    /// Bytes of cells (keys, values and 40 bytes each) the table may hold in memory as
+    /// its side run: the cells of its segments beside its largest chain of disjoint
+    /// segments (a leveled table's level 0), merged into one sorted array that forward
+    /// scans read in place of those segments. Built by a compaction round after a scan
+    /// meets such segments, for the table's current segments; dropped when they change
+    /// (a flush, a compaction) and built again when a scan asks. A table whose side
+    /// segments hold more gets none. 0 keeps none.
+    ///
+    /// Default 64 MiB: level 0 of the default leveled settings (up to three 16 MiB
+    /// flushes before it merges into level 1). README "Measured", "Side run".
+    pub side_run_bytes: u64,
 }
 
 /// `gc_grace` in a configuration file: duration text in whole seconds (written in the
@@ -129,6 +140,9 @@ mod secs_text {
     }
 }
 
+/// [`TableConfig::side_run_bytes`]' default: 64 MiB.
+pub const DEFAULT_SIDE_RUN_BYTES: u64 = 64 << 20;
+
 impl Default for TableConfig {
     fn default() -> Self {
         TableConfig {
@@ -139,6 +153,7 @@ impl Default for TableConfig {
             background_compaction: true,
             default_ttl_secs: 0,
             compression: None,
+            side_run_bytes: DEFAULT_SIDE_RUN_BYTES,
         }
     }
 }

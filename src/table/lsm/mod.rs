@@ -92,7 +92,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex, RwLock};
 use serde::Serialize;
@@ -113,6 +113,7 @@ mod overlay;
 mod ranges;
 mod read;
 mod scan;
+mod side_run;
 mod snap;
 #[cfg(test)]
 mod tests;
@@ -121,6 +122,7 @@ mod write;
 pub(crate) use compact::Round;
 pub(crate) use ingest::ingest_tables;
 pub use config::TableConfig;
+pub(crate) use config::DEFAULT_SIDE_RUN_BYTES;
 #[cfg(feature = "testing")]
 pub use read::set_key_range_skip;
 pub(crate) use scan::ScanSource;
@@ -168,6 +170,14 @@ pub struct TableStats {
     /// holds, come to that merge's bytes; overlapping level 0 segments into one once
     /// the seeks that saves come to level 0's bytes.
     pub scan_seeks: u64,
+    /// Bytes of the table's side run (0: none): the cells of the segments beside its
+    /// largest chain of disjoint segments (a leveled table's level 0), merged in
+    /// memory for scans, at most `side_run_bytes`. See README "Configuration".
+    pub side_run_bytes: u64,
+    /// Cells the side run holds.
+    pub side_run_cells: u64,
+    /// Scans that read the side run in place of segments, since open.
+    pub side_run_scans: u64,
 }
 
 /// A test hook run with the table at a chosen point.
@@ -232,6 +242,18 @@ pub struct Table {
     /// Flushes a level 0 segment merged by leveled compaction holds, for those holding
     /// more than one (`leveled::choose`'s rule 1; not kept across a reopen).
     l0_runs: Mutex<std::collections::HashMap<u64, u32>>,
+    /// The side run of some view (`side_run.rs`), read only with a picture of that view.
+    side_run: ArcSwapOption<side_run::SideRun>,
+    /// A scan met segments beside its chain with no side run of its view: the next
+    /// compaction round builds one.
+    side_run_wanted: AtomicBool,
+    /// The generation of a view whose side run a round did not build (too large, or a
+    /// segment failed to read): its scans do not ask again (`u64::MAX`: none).
+    side_run_skip: AtomicU64,
+    /// Views still to get a side run built ahead of their scans (`side_run::INTEREST`).
+    side_run_interest: std::sync::atomic::AtomicU32,
+    /// Scans that read the side run.
+    side_run_scans: CachePadded<AtomicU64>,
     /// Dropped ([`crate::Store::drop_table`]): writes are refused; read under the
     /// memtable read lock, so once a drop has taken the write lock no write is left.
     dropped: AtomicBool,
@@ -290,6 +312,11 @@ impl Table {
             compaction_rerun: AtomicBool::new(false),
             scan_seeks: CachePadded::new(AtomicU64::new(0)),
             l0_runs: Mutex::new(std::collections::HashMap::new()),
+            side_run: ArcSwapOption::empty(),
+            side_run_wanted: AtomicBool::new(false),
+            side_run_skip: AtomicU64::new(u64::MAX),
+            side_run_interest: std::sync::atomic::AtomicU32::new(0),
+            side_run_scans: CachePadded::new(AtomicU64::new(0)),
             dropped: AtomicBool::new(false),
             #[cfg(test)]
             cutoff_hook: Mutex::new(None),
@@ -348,6 +375,8 @@ impl Table {
     /// Replace this table's settings (persisted by the caller first).
     pub(crate) fn set_config(&self, config: TableConfig) {
         self.config.store(Arc::new(config));
+        // A new `side_run_bytes` may fit a view's side run that did not fit before.
+        self.side_run_skip.store(u64::MAX, Ordering::Relaxed);
     }
 
     /// The table's segments (manifest and view).
@@ -371,6 +400,7 @@ impl Table {
 
     /// Counters.
     pub fn stats(&self) -> TableStats {
+        let run = self.side_run.load_full();
         let m = self.mem.read();
         TableStats {
             memtable_keys: m.active.len(),
@@ -385,6 +415,9 @@ impl Table {
             compaction_bytes: self.compaction_bytes.load(Ordering::Relaxed),
             moves: self.moves.load(Ordering::Relaxed),
             scan_seeks: self.scan_seeks.load(Ordering::Relaxed),
+            side_run_bytes: run.as_ref().map_or(0, |r| r.charged()),
+            side_run_cells: run.as_ref().map_or(0, |r| r.len() as u64),
+            side_run_scans: self.side_run_scans.load(Ordering::Relaxed),
         }
     }
 }

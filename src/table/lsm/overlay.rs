@@ -43,6 +43,7 @@ use std::ops::Bound;
 use smallvec::SmallVec;
 
 use super::scan::Merged;
+use super::side_run::RunCursor;
 use super::snap::TableSnap;
 use crate::error::Result;
 use crate::format::{key_order, replace_tail};
@@ -62,6 +63,8 @@ pub(crate) type Side = CopyMerge<SideCursor>;
 pub(crate) enum SideCursor {
     Mem(MemtableCursor),
     Seg(SegmentIter<SegmentHandle>),
+    /// The segments a side run covers, merged in memory (`side_run.rs`).
+    Run(RunCursor),
 }
 
 impl Iterator for SideCursor {
@@ -70,6 +73,7 @@ impl Iterator for SideCursor {
         match self {
             SideCursor::Mem(m) => m.next(),
             SideCursor::Seg(s) => s.next(),
+            SideCursor::Run(r) => r.next(),
         }
     }
 }
@@ -79,6 +83,7 @@ impl DoubleEndedIterator for SideCursor {
         match self {
             SideCursor::Mem(m) => m.next_back(),
             SideCursor::Seg(s) => s.next_back(),
+            SideCursor::Run(r) => r.next_back(),
         }
     }
 }
@@ -88,12 +93,14 @@ impl Cursor for SideCursor {
         match self {
             SideCursor::Mem(m) => Cursor::seek(m, lo),
             SideCursor::Seg(s) => Cursor::seek(s, lo),
+            SideCursor::Run(r) => Cursor::seek(r, lo),
         }
     }
     fn seek_back(&mut self, hi: Bound<&[u8]>) {
         match self {
             SideCursor::Mem(m) => Cursor::seek_back(m, hi),
             SideCursor::Seg(s) => Cursor::seek_back(s, hi),
+            SideCursor::Run(r) => Cursor::seek_back(r, hi),
         }
     }
     #[inline]
@@ -101,6 +108,7 @@ impl Cursor for SideCursor {
         match self {
             SideCursor::Mem(m) => Cursor::next_into(m, into),
             SideCursor::Seg(s) => Cursor::next_into(s, into),
+            SideCursor::Run(r) => Cursor::next_into(r, into),
         }
     }
 }
@@ -156,6 +164,8 @@ pub(crate) struct Overlay {
     /// The segments the side seeks into (kept, outside the chain): what the scan
     /// counts toward leveled compaction's rule for reads.
     pub(crate) beside: usize,
+    /// Its side reads a side run in place of the segments beside the chain.
+    pub(crate) on_run: bool,
     /// The memtables' and the other segments' cells in the scan's range (tombstones
     /// kept).
     side: Side,
@@ -193,6 +203,7 @@ impl Overlay {
             seg: Self::walk(seg, &bounds),
             chain: chain.into_iter(),
             beside: 0,
+            on_run: false,
             side,
             held: stock::take(),
             holding: false,
@@ -204,6 +215,11 @@ impl Overlay {
             at,
             bounds,
         }
+    }
+
+    /// The generation of the view it reads.
+    pub(crate) fn generation(&self) -> u64 {
+        self.snap.view.generation
     }
 
     /// The next live row, lent to `f`. `None` at the end; after an error, done.

@@ -48,10 +48,11 @@ impl Table {
             }
             let mut snap = TableSnap::of_view(&self.set, 0);
             snap.now = self.expiry_now_for(&[], &snap.view);
-            return Ok(Scan::new(self.counted(snap.scan(u64::MAX, bounds)), None));
+            snap.run = self.side_run_for(&snap.view);
+            return Ok(Scan::new(self.counted(snap.into_scan(u64::MAX, bounds)), None));
         }
         let (pin, snap) = self.capture();
-        Ok(Scan::new(self.counted(snap.scan(pin.seq(), bounds)), Some(pin)))
+        Ok(Scan::new(self.counted(snap.into_scan(pin.seq(), bounds)), Some(pin)))
     }
 
     /// `src`, its seeks beside its base chain counted toward leveled compaction's rule
@@ -59,6 +60,11 @@ impl Table {
     /// each time the count passes a multiple of [`SEEKS_PER_LOOK`].
     fn counted(&self, src: ScanSource) -> ScanSource {
         if let ScanSource::Overlay(o) = &src {
+            if o.on_run {
+                self.count_side_run_scan();
+            } else if o.beside > 0 {
+                self.want_side_run(o.generation());
+            }
             let n = o.beside as u64;
             if n > 0 {
                 let before = self.scan_seeks.fetch_add(n, Ordering::Relaxed);

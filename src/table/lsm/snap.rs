@@ -8,6 +8,7 @@ use smallvec::{smallvec, SmallVec};
 use super::overlay::{Overlay, SideCursor, CHAIN};
 use super::ranges::range_filter;
 use super::scan::{sole_segment, Merged};
+use super::side_run::{RunCursor, SideRun};
 use super::ScanSource;
 use super::{MemList, Table};
 use crate::error::Result;
@@ -69,10 +70,12 @@ impl Table {
         // each point read through a view a search of it.
         let mut mems = self.memtables();
         mems.retain(|m| !m.is_empty());
+        let view = self.set.view();
         TableSnap {
             set: Arc::clone(&self.set),
             mems,
-            view: self.set.view(),
+            run: self.side_run_for(&view),
+            view,
             now,
         }
     }
@@ -88,6 +91,8 @@ pub(crate) struct TableSnap {
     pub(crate) set: Arc<SegmentSet>,
     pub(crate) mems: MemList,
     pub(crate) view: Arc<View>,
+    /// The table's side run of `view`, if it has one (`side_run.rs` invariant 2).
+    pub(crate) run: Option<Arc<SideRun>>,
     /// The moment on the expiry clock its reads judge expiry at, fixed at its capture
     /// (so a read view never changes: a cell expiring later is live in it).
     pub(crate) now: u64,
@@ -100,6 +105,7 @@ impl TableSnap {
             set,
             mems: MemList::new(),
             view: Arc::new(View::default()),
+            run: None,
             now,
         }
     }
@@ -110,6 +116,7 @@ impl TableSnap {
             set: Arc::clone(set),
             mems: MemList::new(),
             view: set.view(),
+            run: None,
             now,
         }
     }
@@ -166,9 +173,22 @@ impl TableSnap {
     /// scan's range scans as one at rest (issue 19). Segments are left out by their key
     /// spans alike ([`meets`]).
     pub(crate) fn scan(&self, at: u64, bounds: KeyBounds) -> ScanSource {
+        self.scan_with(at, bounds, self.run.clone())
+    }
+
+    /// [`TableSnap::scan`] of a picture used once: its side run moved into the scan
+    /// rather than cloned (each count of a run shared by every scan of the table is a
+    /// write to one cache line, which scans on other cores then miss).
+    pub(crate) fn into_scan(mut self, at: u64, bounds: KeyBounds) -> ScanSource {
+        let run = self.run.take();
+        self.scan_with(at, bounds, run)
+    }
+
+    /// [`TableSnap::scan`] with `run`, the picture's side run.
+    fn scan_with(&self, at: u64, bounds: KeyBounds, run: Option<Arc<SideRun>>) -> ScanSource {
         let segs = &self.view.segments;
         let meeting = Meeting::of(&self.view, &bounds);
-        self.prefetch_seeks(&meeting, &bounds.0);
+        self.prefetch_seeks(&meeting, &bounds.0, run.as_deref());
         let mems = self.mems_in(at, &bounds);
         match meeting.sole() {
             Some(i) if mems.is_empty() && segs[i].range_tombstones().is_empty() => {
@@ -183,7 +203,7 @@ impl TableSnap {
             && segs.iter().all(|h| h.range_tombstones().is_empty())
             && mems.iter().all(|m| !m.memtable().has_ranges())
         {
-            return self.overlay(mems, &meeting, at, bounds);
+            return self.overlay(mems, &meeting, at, bounds, run);
         }
         let policy = TombstonePolicy::Hide(self.now);
         ScanSource::Merged(self.merge_of(mems, &meeting, at, bounds, policy))
@@ -193,12 +213,15 @@ impl TableSnap {
     /// `lo`, what the scan's seek there reads first, when it seeks into more than one
     /// source (a segment or a memtable): those misses then overlap one another and the
     /// memtables' searches, where each seek used to wait for its own.
-    fn prefetch_seeks(&self, meeting: &Meeting, lo: &Bound<Vec<u8>>) {
+    fn prefetch_seeks(&self, meeting: &Meeting, lo: &Bound<Vec<u8>>, run: Option<&SideRun>) {
         let (Bound::Included(k) | Bound::Excluded(k)) = lo else {
             return;
         };
         let p = key_prefix(k);
-        let seeks = |i: &usize| meeting.keeps(*i) && !self.view.leaves_out(*i, k, p);
+        // A segment a side run covers is read there, not sought into.
+        let covered = |i: usize| run.is_some_and(|r| r.covers(i));
+        let seeks =
+            |i: &usize| meeting.keeps(*i) && !covered(*i) && !self.view.leaves_out(*i, k, p);
         let n = self.view.segments.len();
         if self.mems.is_empty() && (0..n).filter(seeks).nth(1).is_none() {
             return; // one seek: nothing to overlap
@@ -221,14 +244,34 @@ impl TableSnap {
         meeting: &Meeting,
         at: u64,
         bounds: KeyBounds,
+        run: Option<Arc<SideRun>>,
     ) -> ScanSource {
         let segs = &self.view.segments;
-        let base = (0..segs.len())
+        let chain = self.base_chain(meeting, &bounds.0);
+        let bit = |i: usize| 1u64.checked_shl(i as u32).unwrap_or(0);
+        let chain_bits = chain.iter().fold(0, |b, &i| b | bit(i));
+        let run = run.filter(|r| r.serves(chain_bits, meeting.bits));
+        let on_run = run.is_some();
+        let side = match run {
+            Some(r) => CopyMerge::new(run_side(mems, r, &bounds)),
+            None => CopyMerge::new(self.side_cursors(mems, &bounds, meeting, &chain)),
+        };
+        let rest = chain[1..].iter().map(|&i| segs[i].clone()).collect();
+        let picture = self.without_run();
+        let mut overlay = Overlay::new(segs[chain[0]].clone(), rest, side, picture, at, bounds);
+        // Counted as the seeks it would make without the run: leveled compaction's rule
+        // for reads weighs level 0 as before.
+        overlay.beside = meeting.count().saturating_sub(chain.len());
+        overlay.on_run = on_run;
+        ScanSource::Overlay(Box::new(overlay))
+    }
+
+    /// The overlay's base and the kept segments of its chain, in key order (see
+    /// [`TableSnap::overlay`]).
+    fn base_chain(&self, meeting: &Meeting, lo: &Bound<Vec<u8>>) -> SmallVec<[usize; CHAIN + 1]> {
+        let base = (0..self.view.segments.len())
             .filter(|&i| meeting.keeps(i))
-            .max_by_key(|&i| {
-                let holds = meeting.holds_start(&self.view, i, &bounds.0);
-                (holds, self.view.chain_cells(i))
-            })
+            .max_by_key(|&i| (meeting.holds_start(&self.view, i, lo), self.view.chain_cells(i)))
             .unwrap_or(0);
         let mut chain: SmallVec<[usize; CHAIN + 1]> = smallvec![base];
         while let Some(next) = self.view.next_disjoint(chain[chain.len() - 1]) {
@@ -237,11 +280,19 @@ impl TableSnap {
             }
             chain.push(next);
         }
-        let side = CopyMerge::new(self.side_cursors(mems, &bounds, meeting, &chain));
-        let rest = chain[1..].iter().map(|&i| segs[i].clone()).collect();
-        let mut overlay = Overlay::new(segs[base].clone(), rest, side, self.clone(), at, bounds);
-        overlay.beside = meeting.count().saturating_sub(chain.len());
-        ScanSource::Overlay(Box::new(overlay))
+        chain
+    }
+
+    /// This picture without its side run: what an overlay keeps to turn into the general
+    /// merge, which reads the segments (no count of the run taken for it).
+    fn without_run(&self) -> TableSnap {
+        TableSnap {
+            set: Arc::clone(&self.set),
+            mems: self.mems.clone(),
+            view: Arc::clone(&self.view),
+            run: None,
+            now: self.now,
+        }
     }
 
     /// An iterator over `bounds` read at `at` per memtable holding a key there or a
@@ -436,4 +487,14 @@ fn meets(h: &SegmentHandle, bounds: &KeyBounds) -> bool {
     }
     let st = h.stats();
     st.entry_count > 0 && range::above(&st.max_key, &bounds.0) && range::below(&st.min_key, &bounds.1)
+}
+
+/// The overlay's side sources with side run `run` in place of the segments beside its
+/// chain: a cursor per memtable iterator of `mems`, and the run's cells in `bounds`
+/// (none if it holds none there).
+fn run_side(mems: Mems, run: Arc<SideRun>, bounds: &KeyBounds) -> impl Iterator<Item = SideCursor> {
+    let mems = mems.into_iter().map(|m| SideCursor::Mem(MemtableCursor(m)));
+    let (lo, hi) = (range::as_ref(&bounds.0), range::as_ref(&bounds.1));
+    let cells = RunCursor::new(run, lo, hi);
+    mems.chain((!cells.is_empty()).then_some(SideCursor::Run(cells)))
 }

@@ -1,0 +1,457 @@
+//! A side run: the cells of a view's segments beside its main chain (a leveled
+//! table's level 0), merged once into one sorted array in memory, that forward scans
+//! read in their place (issue 19 item 3, YCSB E).
+//!
+//! A scan under writes seeks into every level 0 segment its range meets: each seek is
+//! a search of the segment's summary and of a block, a few cache misses, and each of
+//! its rows is a step of a block walk and a comparison in the side merge
+//! ([`super::overlay`]). In YCSB E's state (two or three level 0 segments beside level
+//! 1 and a memtable) these came to about a third of a scan's time, and LMDB reads one
+//! B-tree. A side run is what REMIX (Zhong et al., FAST '21) and RocksDB's
+//! memtable-like caches point at: the overlapping segments' cells merged ahead of the
+//! reads, so a scan makes one binary search over an array and steps along it.
+//!
+//! Invariants:
+//! 1. A run holds, for every key some segment it covers holds, the winner of those
+//!    segments' cells of the key by [`crate::table::cell`]'s rule (tombstones and
+//!    expired cells included), keys strictly ascending: what the side merge would
+//!    take from those segments (the merge's invariant 1, over a subset of its
+//!    sources, gives the same winner overall).
+//! 2. A run is built from one view (`generation`) and read only with a picture of that
+//!    view ([`Table::side_run_for`]): views never change, so a run never goes stale
+//!    for the scans that use it.
+//! 3. A scan reads the run in place of segments only when its base chain holds no
+//!    segment the run covers, and every other segment it meets is covered
+//!    ([`SideRun::serves`]); otherwise it reads the segments, as without a run.
+//! 4. A run is never larger than the table's `side_run_bytes` (cells and bytes
+//!    counted); a view whose side segments do not fit gets none.
+//!
+//! When a run is built is decided by hints, not locks: a scan without a run of its
+//! view asks (`side_run_wanted`, one compaction round scheduled), scans that read or
+//! ask renew the table's interest ([`INTEREST`] views built ahead), and a view whose
+//! run did not fit or failed to build is skipped (`side_run_skip`). The table holds
+//! one run at a time (`arc_swap`), replaced under the compaction lock. A hint lost to a
+//! race costs a build, or a scan read the segments, never a wrong answer: a scan
+//! reads a run only of its own view (invariant 2).
+
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::format::{cmp_keys, key_prefix};
+use crate::lifecycle::View;
+use crate::segment::{Entry, RecordRef, SegmentIter};
+use crate::table::merge::{CopyMerge, Cursor};
+
+use super::overlay::SideCursor;
+use super::Table;
+
+#[cfg(test)]
+mod tests;
+
+/// One cell of a run: its key and value at `at` in the run's bytes.
+#[derive(Debug, Clone, Copy)]
+struct RunCell {
+    ts: u64,
+    expires: u64,
+    at: u32,
+    key_len: u32,
+    val_len: u32,
+    tombstone: bool,
+}
+
+/// Bytes a run charges per cell beyond its key and value: the cell and its key's
+/// prefix (a fence's eight bytes per [`FENCE`] cells are charged too).
+pub(crate) const CELL_BYTES: usize = std::mem::size_of::<RunCell>() + 8;
+
+/// Cells per fence: a search finds the fence before its key among a run's fences, then
+/// the key among the [`FENCE`] prefixes after it (a few cache lines), rather than
+/// probing cells across the whole array (with 85,000 cells, a binary search over the
+/// cells took as long as seeking into the level 0 segment they came from).
+const FENCE: usize = 32;
+
+/// The merged cells of a view's side segments: see the module docs.
+#[derive(Debug)]
+pub(crate) struct SideRun {
+    /// The view it was built from ([`View::generation`]).
+    pub(crate) generation: u64,
+    /// The view's segments it covers, a bit per index (views of at most 64 segments).
+    covers: u64,
+    cells: Vec<RunCell>,
+    /// Each cell's key's [`key_prefix`], apart from the cells: what a search reads.
+    prefixes: Vec<u64>,
+    /// Every [`FENCE`]th prefix.
+    fences: Vec<u64>,
+    bytes: Vec<u8>,
+}
+
+impl SideRun {
+    /// The run of `view`'s segments beside its main chain ([`side_segments`]), if
+    /// there are any, none holds range tombstones, and their merged cells fit in
+    /// `budget` bytes (invariant 4).
+    pub(crate) fn build(view: &View, budget: u64) -> Result<Option<SideRun>> {
+        let Some(covers) = side_segments(view) else {
+            return Ok(None);
+        };
+        // Their cells' bookkeeping alone past the budget: none, without reading them.
+        let cells: u64 = (0..view.segments.len())
+            .filter(|i| covers >> i & 1 == 1)
+            .map(|i| view.segments[i].stats().entry_count)
+            .sum();
+        if cells.saturating_mul(CELL_BYTES as u64) > budget {
+            return Ok(None);
+        }
+        let walks = (0..view.segments.len())
+            .filter(|i| covers >> i & 1 == 1)
+            .map(|i| {
+                let h = view.segments[i].clone();
+                let all = SegmentIter::with_bounds(h, Bound::Unbounded, Bound::Unbounded);
+                SideCursor::Seg(all.trusting_checked_blocks())
+            });
+        let mut merge = CopyMerge::new(walks);
+        let mut run = SideRun {
+            generation: view.generation,
+            covers,
+            cells: Vec::new(),
+            prefixes: Vec::new(),
+            fences: Vec::new(),
+            bytes: Vec::new(),
+        };
+        loop {
+            merge.settle()?;
+            let Some(c) = merge.current() else {
+                return Ok(Some(run));
+            };
+            if !run.push(c.as_ref(), budget) {
+                return Ok(None);
+            }
+            merge.take();
+        }
+    }
+
+    /// Append cell `r` (keys ascending), unless the run would pass `budget` bytes.
+    fn push(&mut self, r: RecordRef<'_>, budget: u64) -> bool {
+        let at = self.bytes.len();
+        let after = at + r.key.len() + r.value.len();
+        let fences = self.fences.len() + usize::from(self.cells.len() % FENCE == 0);
+        let charged = (after + (self.cells.len() + 1) * CELL_BYTES + fences * 8) as u64;
+        let (Ok(at), Ok(key_len), Ok(val_len)) = (
+            u32::try_from(at),
+            u32::try_from(r.key.len()),
+            u32::try_from(r.value.len()),
+        ) else {
+            return false;
+        };
+        if charged > budget || u32::try_from(after).is_err() {
+            return false;
+        }
+        self.bytes.extend_from_slice(r.key);
+        self.bytes.extend_from_slice(r.value);
+        let prefix = key_prefix(r.key);
+        if self.cells.len() % FENCE == 0 {
+            self.fences.push(prefix);
+        }
+        self.prefixes.push(prefix);
+        self.cells.push(RunCell {
+            ts: r.ts,
+            expires: r.expires,
+            at,
+            key_len,
+            val_len,
+            tombstone: r.tombstone,
+        });
+        true
+    }
+
+    /// Bytes it holds: its cells, keys and values (what `side_run_bytes` bounds).
+    pub(crate) fn charged(&self) -> u64 {
+        (self.bytes.len() + self.cells.len() * CELL_BYTES + self.fences.len() * 8) as u64
+    }
+
+    /// Cells it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// Whether a scan whose base chain is the segments `chain` (a bit per view index)
+    /// and which meets the segments `meets` may read this run in place of every
+    /// segment it meets beside its chain (invariant 3).
+    #[inline]
+    pub(crate) fn serves(&self, chain: u64, meets: u64) -> bool {
+        chain & self.covers == 0 && meets & !chain & !self.covers == 0
+    }
+
+    /// Whether it covers segment `i` of its view.
+    #[inline]
+    pub(crate) fn covers(&self, i: usize) -> bool {
+        i < 64 && self.covers >> i & 1 == 1
+    }
+
+    fn record(&self, i: usize) -> RecordRef<'_> {
+        let c = &self.cells[i];
+        let key_end = (c.at + c.key_len) as usize;
+        RecordRef {
+            key: &self.bytes[c.at as usize..key_end],
+            value: &self.bytes[key_end..key_end + c.val_len as usize],
+            ts: c.ts,
+            tombstone: c.tombstone,
+            expires: c.expires,
+        }
+    }
+
+    /// The index of the first cell whose key lies above `lo` (a lower bound): the
+    /// cells whose prefix is below the key's come first, then those sharing it, in key
+    /// order.
+    fn first_above(&self, lo: Bound<&[u8]>) -> usize {
+        let (k, strict) = match lo {
+            Bound::Unbounded => return 0,
+            Bound::Included(k) => (k, false),
+            Bound::Excluded(k) => (k, true),
+        };
+        let p = key_prefix(k);
+        let (mut at, mut end) = (self.prefix_point(|x| x < p), self.prefix_point(|x| x <= p));
+        while at < end {
+            let mid = at + (end - at) / 2;
+            let o = cmp_keys(k, p, self.key_of(&self.cells[mid]));
+            if o.is_gt() || (strict && o.is_eq()) {
+                at = mid + 1;
+            } else {
+                end = mid;
+            }
+        }
+        at
+    }
+
+    /// The index of the first cell whose prefix is not `below` (a predicate true up to
+    /// some prefix and false after): its fence, then its place among the fence's cells.
+    fn prefix_point(&self, below: impl Fn(u64) -> bool) -> usize {
+        let f = self.fences.partition_point(|&x| below(x));
+        if f == 0 {
+            return 0;
+        }
+        let lo = (f - 1) * FENCE;
+        let hi = (f * FENCE).min(self.prefixes.len());
+        lo + self.prefixes[lo..hi].partition_point(|&x| below(x))
+    }
+
+    /// The index past the last cell whose key lies below `hi` (an upper bound).
+    fn past_below(&self, hi: Bound<&[u8]>) -> usize {
+        match hi {
+            Bound::Unbounded => self.cells.len(),
+            Bound::Included(k) => self.first_above(Bound::Excluded(k)),
+            Bound::Excluded(k) => self.first_above(Bound::Included(k)),
+        }
+    }
+
+    fn key_of(&self, c: &RunCell) -> &[u8] {
+        &self.bytes[c.at as usize..(c.at + c.key_len) as usize]
+    }
+}
+
+/// The segments of `view` beside its main chain, a bit per index: the chain holding
+/// the most cells ([`View::chain_cells`]), from its first segment (of those, the one
+/// with the smallest key) along [`View::next_disjoint`]. `None` when there are none,
+/// when the view has more than 64 segments, or when a segment holds range tombstones
+/// (scans then merge every source: `TableSnap::scan`).
+pub(crate) fn side_segments(view: &View) -> Option<u64> {
+    let segs = &view.segments;
+    if segs.len() > 64 || segs.iter().any(|h| !h.range_tombstones().is_empty()) {
+        return None;
+    }
+    let first = (0..segs.len()).max_by(|&a, &b| {
+        let by_cells = view.chain_cells(a).cmp(&view.chain_cells(b));
+        // Of equal chains, the one with the smallest key is the chain's first.
+        by_cells.then_with(|| segs[b].stats().min_key.cmp(&segs[a].stats().min_key))
+    })?;
+    let mut main = 1u64 << first;
+    let mut at = first;
+    while let Some(next) = view.next_disjoint(at) {
+        if main >> next & 1 == 1 {
+            break; // a cycle cannot happen (keys ascend); guard all the same
+        }
+        main |= 1 << next;
+        at = next;
+    }
+    let all = if segs.len() == 64 {
+        u64::MAX
+    } else {
+        (1u64 << segs.len()) - 1
+    };
+    let side = all & !main;
+    (side != 0).then_some(side)
+}
+
+/// A cursor over a run's cells within bounds: a side source of the overlay in place of
+/// the segments the run covers.
+pub(crate) struct RunCursor {
+    run: Arc<SideRun>,
+    /// The bounds' cells are `lo_at..hi_at`; the front is at `front`, the back
+    /// before `back` (the ends meet).
+    lo_at: usize,
+    hi_at: usize,
+    front: usize,
+    back: usize,
+}
+
+impl RunCursor {
+    /// The cells of `run` within `lo`..`hi`.
+    pub(crate) fn new(run: Arc<SideRun>, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> RunCursor {
+        let lo_at = run.first_above(lo);
+        let hi_at = run.past_below(hi).max(lo_at);
+        RunCursor {
+            run,
+            lo_at,
+            hi_at,
+            front: lo_at,
+            back: hi_at,
+        }
+    }
+
+    /// Whether it holds no cell (within its bounds, from the start).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lo_at == self.hi_at
+    }
+}
+
+impl Iterator for RunCursor {
+    type Item = Result<Entry>;
+    fn next(&mut self) -> Option<Result<Entry>> {
+        let mut e = Entry::default();
+        self.next_into(&mut e).map(|r| r.map(|()| e))
+    }
+}
+
+impl DoubleEndedIterator for RunCursor {
+    fn next_back(&mut self) -> Option<Result<Entry>> {
+        if self.back <= self.front {
+            return None;
+        }
+        self.back -= 1;
+        let mut e = Entry::default();
+        e.set_from(self.run.record(self.back));
+        Some(Ok(e))
+    }
+}
+
+impl Cursor for RunCursor {
+    fn seek(&mut self, lo: Bound<&[u8]>) {
+        let at = self.run.first_above(lo).max(self.lo_at);
+        self.front = at.min(self.back);
+    }
+    fn seek_back(&mut self, hi: Bound<&[u8]>) {
+        let at = self.run.past_below(hi).min(self.hi_at);
+        self.back = at.max(self.front);
+    }
+    #[inline]
+    fn next_into(&mut self, into: &mut Entry) -> Option<Result<()>> {
+        if self.front >= self.back {
+            return None;
+        }
+        into.set_from(self.run.record(self.front));
+        self.front += 1;
+        Some(Ok(()))
+    }
+}
+
+impl Table {
+    /// The table's side run of `view`, if it holds one (invariant 2).
+    #[inline]
+    pub(crate) fn side_run_for(&self, view: &View) -> Option<Arc<SideRun>> {
+        let run = self.side_run.load();
+        match &*run {
+            Some(r) if r.generation == view.generation => Some(Arc::clone(r)),
+            _ => None,
+        }
+    }
+
+    /// A scan of the view of `generation` met segments beside its chain and read them
+    /// (no run of its view): the table is scanned ([`INTEREST`]), and the next
+    /// compaction round is asked to build a run, if the table keeps one
+    /// (`side_run_bytes` above 0) and a round has not found that view's side segments
+    /// too large (or unreadable). Asks once until a round looks.
+    pub(crate) fn want_side_run(&self, generation: u64) {
+        if self.side_run_wanted.load(Ordering::Relaxed)
+            || self.side_run_skip.load(Ordering::Relaxed) == generation
+            || self.config().side_run_bytes == 0
+        {
+            return;
+        }
+        self.note_side_run_interest();
+        if !self.side_run_wanted.swap(true, Ordering::AcqRel) {
+            self.ctx.schedule_compaction(self);
+        }
+    }
+
+    /// A scan read the side run.
+    #[inline]
+    pub(crate) fn count_side_run_scan(&self) {
+        self.side_run_scans.fetch_add(1, Ordering::Relaxed);
+        self.note_side_run_interest();
+    }
+
+    /// A scan read or asked for a side run: the next [`INTEREST`] views get one built
+    /// ahead of their scans. (A load first: scans do not all write the same line.)
+    #[inline]
+    fn note_side_run_interest(&self) {
+        if self.side_run_interest.load(Ordering::Relaxed) != INTEREST {
+            self.side_run_interest.store(INTEREST, Ordering::Relaxed);
+        }
+    }
+
+    /// After a compaction round found nothing to merge: drop a side run of an older
+    /// view (its memory), and build one of the current view if the table keeps one and
+    /// a scan asked for it, or scans read or asked for one within the last
+    /// [`INTEREST`] views (each view built ahead spends one). A run that cannot be
+    /// built (a segment fails to read) is left out: scans read the segments and report
+    /// the error themselves.
+    pub(crate) fn refresh_side_run(&self) {
+        let budget = self.config().side_run_bytes;
+        let view = self.set.view();
+        // A run of this view within the budget (which a new setting may have cut) stays.
+        if budget > 0 && self.side_run_for(&view).is_some_and(|r| r.charged() <= budget) {
+            return;
+        }
+        self.side_run.store(None);
+        let asked = self.side_run_wanted.swap(false, Ordering::AcqRel);
+        if budget == 0 || self.side_run_skip.load(Ordering::Relaxed) == view.generation {
+            return;
+        }
+        let ahead = || {
+            let spend = |n: u32| n.checked_sub(1);
+            let interest = &self.side_run_interest;
+            interest.fetch_update(Ordering::Relaxed, Ordering::Relaxed, spend).is_ok()
+        };
+        if !asked && !ahead() {
+            return;
+        }
+        match SideRun::build(&view, budget) {
+            Ok(Some(run)) => self.side_run.store(Some(Arc::new(run))),
+            // Not for this view again: its scans would ask after every round.
+            Ok(None) => self.side_run_skip.store(view.generation, Ordering::Relaxed),
+            Err(e) => {
+                self.side_run_skip.store(view.generation, Ordering::Relaxed);
+                tracing::warn!(table = %self.name, error = %e, "side run not built");
+            }
+        }
+    }
+}
+
+/// Views a table keeps a side run built for, ahead of their scans, after its scans last
+/// read or asked for one: a table scanned under writes finds the run of the view a
+/// flush installs there when its scans come back, one scanned once in a while stops
+/// paying for runs nobody reads.
+pub(crate) const INTEREST: u32 = 8;
+
+#[cfg(feature = "testing")]
+impl Table {
+    /// Build the side run of the current view now, as a compaction round would after a
+    /// scan asked (tests: without the round's merges). Whether the table holds one.
+    #[doc(hidden)]
+    pub fn build_side_run(&self) -> bool {
+        let _one_at_a_time = self.compaction_lock.lock();
+        self.side_run_wanted.store(true, Ordering::Release);
+        self.refresh_side_run();
+        self.side_run_for(&self.set.view()).is_some()
+    }
+}
