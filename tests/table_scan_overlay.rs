@@ -456,13 +456,11 @@ fn a_scan_beside_the_chain_asks_for_a_side_run() {
             t.compact_pending().unwrap();
             assert_eq!(t.stats().side_run_bytes, 0, "built before any scan");
         }
-        check(
-            &t,
-            &model,
-            (Bound::Included(key(4)), Bound::Unbounded),
-            &[Step::Next; 3],
-        )
-        .unwrap();
+        let scan_from_4 = || {
+            let from_4 = (Bound::Included(key(4)), Bound::Unbounded);
+            check(&t, &model, from_4, &[Step::Next; 3]).unwrap();
+        };
+        scan_from_4();
         if background {
             let deadline = std::time::Instant::now() + Duration::from_secs(120);
             while t.stats().side_run_bytes == 0 {
@@ -473,13 +471,7 @@ fn a_scan_beside_the_chain_asks_for_a_side_run() {
             t.compact_pending().unwrap();
         }
         assert_eq!(t.stats().side_run_cells, 1);
-        check(
-            &t,
-            &model,
-            (Bound::Included(key(4)), Bound::Unbounded),
-            &[Step::Next; 3],
-        )
-        .unwrap();
+        scan_from_4();
         assert_eq!(t.stats().side_run_scans, 1);
     }
 }

@@ -59,11 +59,13 @@ pub struct TableConfig {
     /// segments (a leveled table's level 0), merged into one sorted array that forward
     /// scans read in place of those segments. Built by a compaction round after a scan
     /// meets such segments, for the table's current segments; dropped when they change
-    /// (a flush, a compaction) and built again when a scan asks. A table whose side
-    /// segments hold more gets none. 0 keeps none.
+    /// (a flush, a compaction) and built again when a scan asks, or at once while the
+    /// table's scans read or asked for one within its last eight changes. A table whose
+    /// side segments hold more gets none. 0 keeps none.
     ///
     /// Default 64 MiB: level 0 of the default leveled settings (up to three 16 MiB
-    /// flushes before it merges into level 1). README "Measured", "Side run".
+    /// flushes before it merges into level 1). README "Compaction", "Level 0 in memory for
+    /// scans", and "Measured", "Side runs".
     pub side_run_bytes: u64,
 }
 

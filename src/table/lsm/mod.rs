@@ -172,7 +172,7 @@ pub struct TableStats {
     pub scan_seeks: u64,
     /// Bytes of the table's side run (0: none): the cells of the segments beside its
     /// largest chain of disjoint segments (a leveled table's level 0), merged in
-    /// memory for scans, at most `side_run_bytes`. See README "Configuration".
+    /// memory for scans, at most `side_run_bytes`. README "Level 0 in memory for scans".
     pub side_run_bytes: u64,
     /// Cells the side run holds.
     pub side_run_cells: u64,
