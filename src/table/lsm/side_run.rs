@@ -7,9 +7,10 @@
 //! its rows is a step of a block walk and a comparison in the side merge
 //! ([`super::overlay`]). In YCSB E's state (two or three level 0 segments beside level
 //! 1 and a memtable) these came to about a third of a scan's time, and LMDB reads one
-//! B-tree. A side run is what REMIX (Zhong et al., FAST '21) and RocksDB's
-//! memtable-like caches point at: the overlapping segments' cells merged ahead of the
-//! reads, so a scan makes one binary search over an array and steps along it.
+//! B-tree. A side run merges the overlapping segments' cells ahead of the reads, so a
+//! scan makes one search of an array and steps along it: the idea of REMIX (Zhong et
+//! al., FAST '21), which keeps a sorted view across runs; this one copies the cells,
+//! bounded by a budget, rather than pointing into the segments.
 //!
 //! Invariants:
 //! 1. A run holds, for every key some segment it covers holds, the winner of those
@@ -110,17 +111,20 @@ impl SideRun {
                 SideCursor::Seg(all.trusting_checked_blocks())
             });
         let mut merge = CopyMerge::new(walks);
+        // At most one cell per cell of the segments (fewer where they share keys).
+        let most = usize::try_from(cells).unwrap_or(usize::MAX);
         let mut run = SideRun {
             generation: view.generation,
             covers,
-            cells: Vec::new(),
-            prefixes: Vec::new(),
-            fences: Vec::new(),
+            cells: Vec::with_capacity(most),
+            prefixes: Vec::with_capacity(most),
+            fences: Vec::with_capacity(most.div_ceil(FENCE)),
             bytes: Vec::new(),
         };
         loop {
             merge.settle()?;
             let Some(c) = merge.current() else {
+                run.shrink();
                 return Ok(Some(run));
             };
             if !run.push(c.as_ref(), budget) {
@@ -162,6 +166,15 @@ impl SideRun {
             tombstone: r.tombstone,
         });
         true
+    }
+
+    /// Give back what its arrays hold beyond their cells (their growth's spare room),
+    /// so what it charges is what it holds.
+    fn shrink(&mut self) {
+        self.cells.shrink_to_fit();
+        self.prefixes.shrink_to_fit();
+        self.fences.shrink_to_fit();
+        self.bytes.shrink_to_fit();
     }
 
     /// Bytes it holds: its cells, keys and values (what `side_run_bytes` bounds).
