@@ -46,6 +46,7 @@ use crate::segment::{Entry, RecordRef, SegmentIter};
 use crate::table::merge::{CopyMerge, Cursor};
 
 use super::overlay::SideCursor;
+use super::snap::first_segments;
 use super::Table;
 
 #[cfg(test)]
@@ -286,12 +287,7 @@ pub(crate) fn side_segments(view: &View) -> Option<u64> {
         main |= 1 << next;
         at = next;
     }
-    let all = if segs.len() == 64 {
-        u64::MAX
-    } else {
-        (1u64 << segs.len()) - 1
-    };
-    let side = all & !main;
+    let side = first_segments(segs.len()) & !main;
     (side != 0).then_some(side)
 }
 

@@ -427,7 +427,7 @@ impl Meeting {
                 Bound::Included(k) | Bound::Excluded(k) => a <= k && k < b,
             };
             if start_in && range::below(a, &bounds.1) {
-                let bits = if len >= 64 { u64::MAX } else { (1 << len) - 1 };
+                let bits = first_segments(len);
                 return Meeting {
                     bits,
                     len,
@@ -475,6 +475,15 @@ impl Meeting {
             Bound::Unbounded => true,
             Bound::Included(k) | Bound::Excluded(k) => !view.leaves_out(i, k, key_prefix(k)),
         }
+    }
+}
+
+/// A bit for each of a view's first `len` segments, up to 64 (what [`Meeting`] and a
+/// side run's cover hold).
+pub(super) fn first_segments(len: usize) -> u64 {
+    match len {
+        64.. => u64::MAX,
+        n => (1u64 << n) - 1,
     }
 }
 
