@@ -41,6 +41,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::format::{cmp_keys, key_prefix};
+use crate::io::prefetch::prefetch_read;
 use crate::lifecycle::View;
 use crate::segment::{Entry, RecordRef, SegmentIter};
 use crate::table::merge::{CopyMerge, Cursor};
@@ -72,6 +73,9 @@ pub(crate) const CELL_BYTES: usize = std::mem::size_of::<RunCell>() + 8;
 /// probing cells across the whole array (with 85,000 cells, a binary search over the
 /// cells took as long as seeking into the level 0 segment they came from).
 const FENCE: usize = 32;
+
+/// Prefixes in a cache line: a fence's group is four lines, prefetched together.
+const LINE_PREFIXES: usize = 64 / 8;
 
 /// The merged cells of a view's side segments: see the module docs.
 #[derive(Debug)]
@@ -202,6 +206,16 @@ impl SideRun {
         i < 64 && self.covers >> i & 1 == 1
     }
 
+    /// Start loading what reading cell `i` reads: its bytes (its cell was prefetched
+    /// a step before, so finding them waits on nothing) and the cell after it.
+    #[inline]
+    fn prefetch(&self, i: usize) {
+        if let Some(c) = self.cells.get(i) {
+            prefetch_read(&self.bytes, c.at as usize);
+            prefetch_read(&self.cells, i + 1);
+        }
+    }
+
     fn record(&self, i: usize) -> RecordRef<'_> {
         let c = &self.cells[i];
         let key_end = (c.at + c.key_len) as usize;
@@ -240,13 +254,32 @@ impl SideRun {
     /// The index of the first cell whose prefix is not `below` (a predicate true up to
     /// some prefix and false after): its fence, then its place among the fence's cells.
     fn prefix_point(&self, below: impl Fn(u64) -> bool) -> usize {
-        let f = self.fences.partition_point(|&x| below(x));
-        if f == 0 {
+        let Some((lo, hi)) = self.fence_group(&below) else {
             return 0;
-        }
-        let lo = (f - 1) * FENCE;
-        let hi = (f * FENCE).min(self.prefixes.len());
+        };
         lo + self.prefixes[lo..hi].partition_point(|&x| below(x))
+    }
+
+    /// The cells after the last fence `below` holds (see [`Self::prefix_point`]), their
+    /// prefixes' lines started loading at once (four of them): the search's probes then
+    /// wait for one miss, not one each. `None` where no fence is below.
+    #[inline]
+    fn fence_group(&self, below: impl Fn(u64) -> bool) -> Option<(usize, usize)> {
+        let f = self.fences.partition_point(|&x| below(x));
+        let lo = f.checked_sub(1)? * FENCE;
+        let hi = (f * FENCE).min(self.prefixes.len());
+        for at in (lo..hi).step_by(LINE_PREFIXES) {
+            prefetch_read(&self.prefixes, at);
+        }
+        Some((lo, hi))
+    }
+
+    /// Start loading what a search for `key` reads: the prefixes after its fence. A
+    /// scan calls it beside the seeks it prefetches, before its memtables' searches,
+    /// so these misses overlap theirs.
+    pub(crate) fn prefetch_seek(&self, key: &[u8]) {
+        let p = key_prefix(key);
+        let _ = self.fence_group(|x| x < p);
     }
 
     /// The index past the last cell whose key lies below `hi` (an upper bound).
@@ -308,6 +341,10 @@ impl RunCursor {
     pub(crate) fn new(run: Arc<SideRun>, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> RunCursor {
         let lo_at = run.first_above(lo);
         let hi_at = run.past_below(hi).max(lo_at);
+        // The search compared no cell where no key shares the start's prefix: the
+        // first two cells (and, through `next_into`, the bytes after) start loading.
+        prefetch_read(&run.cells, lo_at);
+        prefetch_read(&run.cells, lo_at + 1);
         RunCursor {
             run,
             lo_at,
@@ -359,6 +396,9 @@ impl Cursor for RunCursor {
         }
         into.set_from(self.run.record(self.front));
         self.front += 1;
+        // The next cell is read when the scan's walk of its chain reaches its key, a
+        // few rows on: its loads overlap that walk.
+        self.run.prefetch(self.front);
         Some(Ok(()))
     }
 }

@@ -210,9 +210,10 @@ impl TableSnap {
     }
 
     /// Start loading, in every segment `meeting` keeps whose key span holds the start
-    /// `lo`, what the scan's seek there reads first, when it seeks into more than one
-    /// source (a segment or a memtable): those misses then overlap one another and the
-    /// memtables' searches, where each seek used to wait for its own.
+    /// `lo` and in the side run `run`, what the scan's seek there reads first, when it
+    /// seeks into more than one source (a segment, a memtable or the run): those misses
+    /// then overlap one another and the memtables' searches, where each seek used to
+    /// wait for its own.
     fn prefetch_seeks(&self, meeting: &Meeting, lo: &Bound<Vec<u8>>, run: Option<&SideRun>) {
         let (Bound::Included(k) | Bound::Excluded(k)) = lo else {
             return;
@@ -223,11 +224,14 @@ impl TableSnap {
         let seeks =
             |i: &usize| meeting.keeps(*i) && !covered(*i) && !self.view.leaves_out(*i, k, p);
         let n = self.view.segments.len();
-        if self.mems.is_empty() && (0..n).filter(seeks).nth(1).is_none() {
+        if self.mems.is_empty() && run.is_none() && (0..n).filter(seeks).nth(1).is_none() {
             return; // one seek: nothing to overlap
         }
         for i in (0..n).filter(seeks) {
             self.view.segments[i].prefetch_seek(k);
+        }
+        if let Some(r) = run {
+            r.prefetch_seek(k);
         }
     }
 
