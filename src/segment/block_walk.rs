@@ -22,8 +22,9 @@ type Pos = (usize, usize);
 /// How far ahead of a forward step its mapped block is prefetched: eight cache lines,
 /// about four rows of 16-byte keys and 100-byte values. A step takes some 35 ns, a
 /// load from memory longer; at 256 bytes, YCSB E's scans still waited on each row's
-/// first line (`scan_states`-like scratch runs, 1M keys in level 1: 3.5% faster at
-/// 512, slower again at 768 and 1,024).
+/// first line. `cargo bench --bench scan_states`: scans of a table at rest took 0.90
+/// of the time (README "Measured", "Prefetches for E's scans"); in a scratch program
+/// 768 and 1,024 bytes were slower than 512.
 const PREFETCH_AHEAD: usize = 512;
 
 /// [`BlockWalk::kept`] when the key buffer is known to share nothing.
