@@ -47,7 +47,7 @@ use crate::segment::{Entry, RecordRef, SegmentIter};
 use crate::table::merge::{CopyMerge, Cursor};
 
 use super::overlay::SideCursor;
-use super::snap::first_segments;
+use super::snap::{first_segments, segment_bit};
 use super::Table;
 
 #[cfg(test)]
@@ -100,21 +100,20 @@ impl SideRun {
         let Some(covers) = side_segments(view) else {
             return Ok(None);
         };
+        let side = || {
+            let segs = view.segments.iter().enumerate();
+            segs.filter(move |&(i, _)| covers & segment_bit(i) != 0)
+                .map(|(_, h)| h)
+        };
         // Their cells' bookkeeping alone past the budget: none, without reading them.
-        let cells: u64 = (0..view.segments.len())
-            .filter(|i| covers >> i & 1 == 1)
-            .map(|i| view.segments[i].stats().entry_count)
-            .sum();
+        let cells: u64 = side().map(|h| h.stats().entry_count).sum();
         if cells.saturating_mul(CELL_BYTES as u64) > budget {
             return Ok(None);
         }
-        let walks = (0..view.segments.len())
-            .filter(|i| covers >> i & 1 == 1)
-            .map(|i| {
-                let h = view.segments[i].clone();
-                let all = SegmentIter::with_bounds(h, Bound::Unbounded, Bound::Unbounded);
-                SideCursor::Seg(all.trusting_checked_blocks())
-            });
+        let walks = side().map(|h| {
+            let all = SegmentIter::with_bounds(h.clone(), Bound::Unbounded, Bound::Unbounded);
+            SideCursor::Seg(all.trusting_checked_blocks())
+        });
         let mut merge = CopyMerge::new(walks);
         // At most one cell per cell of the segments (fewer where they share keys).
         let most = usize::try_from(cells).unwrap_or(usize::MAX);
@@ -203,7 +202,7 @@ impl SideRun {
     /// Whether it covers segment `i` of its view.
     #[inline]
     pub(crate) fn covers(&self, i: usize) -> bool {
-        i < 64 && self.covers >> i & 1 == 1
+        self.covers & segment_bit(i) != 0
     }
 
     /// Start loading what reading cell `i` reads: its bytes (its cell was prefetched
@@ -311,13 +310,13 @@ pub(crate) fn side_segments(view: &View) -> Option<u64> {
         // Of equal chains, the one with the smallest key is the chain's first.
         by_cells.then_with(|| segs[b].stats().min_key.cmp(&segs[a].stats().min_key))
     })?;
-    let mut main = 1u64 << first;
+    let mut main = segment_bit(first);
     let mut at = first;
     while let Some(next) = view.next_disjoint(at) {
-        if main >> next & 1 == 1 {
+        if main & segment_bit(next) != 0 {
             break; // a cycle cannot happen (keys ascend); guard all the same
         }
-        main |= 1 << next;
+        main |= segment_bit(next);
         at = next;
     }
     let side = first_segments(segs.len()) & !main;

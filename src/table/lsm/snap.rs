@@ -252,8 +252,7 @@ impl TableSnap {
     ) -> ScanSource {
         let segs = &self.view.segments;
         let chain = self.base_chain(meeting, &bounds.0);
-        let bit = |i: usize| 1u64.checked_shl(i as u32).unwrap_or(0);
-        let chain_bits = chain.iter().fold(0, |b, &i| b | bit(i));
+        let chain_bits = chain.iter().fold(0, |b, &i| b | segment_bit(i));
         let run = run.filter(|r| r.serves(chain_bits, meeting.bits));
         let on_run = run.is_some();
         let side = match run {
@@ -480,6 +479,15 @@ impl Meeting {
             Bound::Included(k) | Bound::Excluded(k) => !view.leaves_out(i, k, key_prefix(k)),
         }
     }
+}
+
+/// Segment `i`'s bit in a mask of a view's segments ([`Meeting`], a side run's cover,
+/// an overlay's chain): 0 past the 64th, which no mask holds.
+pub(super) fn segment_bit(i: usize) -> u64 {
+    u32::try_from(i)
+        .ok()
+        .and_then(|i| 1u64.checked_shl(i))
+        .unwrap_or(0)
 }
 
 /// A bit for each of a view's first `len` segments, up to 64 (what [`Meeting`] and a
