@@ -92,7 +92,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arc_swap::{ArcSwap, ArcSwapOption};
+use arc_swap::ArcSwap;
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex, RwLock};
 use serde::Serialize;
@@ -242,18 +242,8 @@ pub struct Table {
     /// Flushes a level 0 segment merged by leveled compaction holds, for those holding
     /// more than one (`leveled::choose`'s rule 1; not kept across a reopen).
     l0_runs: Mutex<std::collections::HashMap<u64, u32>>,
-    /// The side run of some view (`side_run.rs`), read only with a picture of that view.
-    side_run: ArcSwapOption<side_run::SideRun>,
-    /// A scan met segments beside its chain with no side run of its view: the next
-    /// compaction round builds one.
-    side_run_wanted: AtomicBool,
-    /// The generation of a view whose side run a round did not build (too large, or a
-    /// segment failed to read): its scans do not ask again (`u64::MAX`: none).
-    side_run_skip: AtomicU64,
-    /// Views still to get a side run built ahead of their scans (`side_run::INTEREST`).
-    side_run_interest: std::sync::atomic::AtomicU32,
-    /// Scans that read the side run.
-    side_run_scans: CachePadded<AtomicU64>,
+    /// Its side run and the hints that decide when one is built (`side_run.rs`).
+    side_runs: side_run::SideRuns,
     /// Dropped ([`crate::Store::drop_table`]): writes are refused; read under the
     /// memtable read lock, so once a drop has taken the write lock no write is left.
     dropped: AtomicBool,
@@ -312,11 +302,7 @@ impl Table {
             compaction_rerun: AtomicBool::new(false),
             scan_seeks: CachePadded::new(AtomicU64::new(0)),
             l0_runs: Mutex::new(std::collections::HashMap::new()),
-            side_run: ArcSwapOption::empty(),
-            side_run_wanted: AtomicBool::new(false),
-            side_run_skip: AtomicU64::new(u64::MAX),
-            side_run_interest: std::sync::atomic::AtomicU32::new(0),
-            side_run_scans: CachePadded::new(AtomicU64::new(0)),
+            side_runs: side_run::SideRuns::new(),
             dropped: AtomicBool::new(false),
             #[cfg(test)]
             cutoff_hook: Mutex::new(None),
@@ -376,7 +362,7 @@ impl Table {
     pub(crate) fn set_config(&self, config: TableConfig) {
         self.config.store(Arc::new(config));
         // A new `side_run_bytes` may fit a view's side run that did not fit before.
-        self.side_run_skip.store(u64::MAX, Ordering::Relaxed);
+        self.side_runs.retry_skipped();
     }
 
     /// The table's segments (manifest and view).
@@ -400,7 +386,7 @@ impl Table {
 
     /// Counters.
     pub fn stats(&self) -> TableStats {
-        let run = self.side_run.load_full();
+        let (side_run_bytes, side_run_cells, side_run_scans) = self.side_runs.stats();
         let m = self.mem.read();
         TableStats {
             memtable_keys: m.active.len(),
@@ -415,9 +401,9 @@ impl Table {
             compaction_bytes: self.compaction_bytes.load(Ordering::Relaxed),
             moves: self.moves.load(Ordering::Relaxed),
             scan_seeks: self.scan_seeks.load(Ordering::Relaxed),
-            side_run_bytes: run.as_ref().map_or(0, |r| r.charged()),
-            side_run_cells: run.as_ref().map_or(0, |r| r.len() as u64),
-            side_run_scans: self.side_run_scans.load(Ordering::Relaxed),
+            side_run_bytes,
+            side_run_cells,
+            side_run_scans,
         }
     }
 }

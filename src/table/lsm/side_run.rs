@@ -28,16 +28,19 @@
 //!    counted); a view whose side segments do not fit gets none.
 //!
 //! When a run is built is decided by hints, not locks: a scan without a run of its
-//! view asks (`side_run_wanted`, one compaction round scheduled), scans that read or
+//! view asks (`SideRuns::wanted`, one compaction round scheduled), scans that read or
 //! ask renew the table's interest ([`INTEREST`] views built ahead), and a view whose
-//! run did not fit or failed to build is skipped (`side_run_skip`). The table holds
+//! run did not fit or failed to build is skipped (`SideRuns::skip`). The table holds
 //! one run at a time (`arc_swap`), replaced under the compaction lock. A hint lost to a
 //! race costs a build, or a scan read the segments, never a wrong answer: a scan
 //! reads a run only of its own view (invariant 2).
 
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use crossbeam_utils::CachePadded;
 
 use crate::error::Result;
 use crate::format::{cmp_keys, key_prefix};
@@ -402,11 +405,51 @@ impl Cursor for RunCursor {
     }
 }
 
+/// A table's side run and the hints that decide when one is built (the module docs).
+pub(crate) struct SideRuns {
+    /// The side run of some view, read only with a picture of that view.
+    run: ArcSwapOption<SideRun>,
+    /// A scan met segments beside its chain with no side run of its view: the next
+    /// compaction round builds one.
+    wanted: AtomicBool,
+    /// The generation of a view whose side run a round did not build (too large, or a
+    /// segment failed to read): its scans do not ask again (`u64::MAX`: none).
+    skip: AtomicU64,
+    /// Views still to get a side run built ahead of their scans ([`INTEREST`]).
+    interest: AtomicU32,
+    /// Scans that read the side run.
+    scans: CachePadded<AtomicU64>,
+}
+
+impl SideRuns {
+    pub(crate) fn new() -> SideRuns {
+        SideRuns {
+            run: ArcSwapOption::empty(),
+            wanted: AtomicBool::new(false),
+            skip: AtomicU64::new(u64::MAX),
+            interest: AtomicU32::new(0),
+            scans: CachePadded::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Forget the view skipped as too large: a new budget may fit it.
+    pub(crate) fn retry_skipped(&self) {
+        self.skip.store(u64::MAX, Ordering::Relaxed);
+    }
+
+    /// The run's bytes and cells (0 without one), and the scans that read a run.
+    pub(crate) fn stats(&self) -> (u64, u64, u64) {
+        let run = self.run.load();
+        let (bytes, cells) = run.as_ref().map_or((0, 0), |r| (r.charged(), r.len() as u64));
+        (bytes, cells, self.scans.load(Ordering::Relaxed))
+    }
+}
+
 impl Table {
     /// The table's side run of `view`, if it holds one (invariant 2).
     #[inline]
     pub(crate) fn side_run_for(&self, view: &View) -> Option<Arc<SideRun>> {
-        let run = self.side_run.load();
+        let run = self.side_runs.run.load();
         match &*run {
             Some(r) if r.generation == view.generation => Some(Arc::clone(r)),
             _ => None,
@@ -419,14 +462,14 @@ impl Table {
     /// (`side_run_bytes` above 0) and a round has not found that view's side segments
     /// too large (or unreadable). Asks once until a round looks.
     pub(crate) fn want_side_run(&self, generation: u64) {
-        if self.side_run_wanted.load(Ordering::Relaxed)
-            || self.side_run_skip.load(Ordering::Relaxed) == generation
+        if self.side_runs.wanted.load(Ordering::Relaxed)
+            || self.side_runs.skip.load(Ordering::Relaxed) == generation
             || self.config().side_run_bytes == 0
         {
             return;
         }
         self.note_side_run_interest();
-        if !self.side_run_wanted.swap(true, Ordering::AcqRel) {
+        if !self.side_runs.wanted.swap(true, Ordering::AcqRel) {
             self.ctx.schedule_compaction(self);
         }
     }
@@ -434,7 +477,7 @@ impl Table {
     /// A scan read the side run.
     #[inline]
     pub(crate) fn count_side_run_scan(&self) {
-        self.side_run_scans.fetch_add(1, Ordering::Relaxed);
+        self.side_runs.scans.fetch_add(1, Ordering::Relaxed);
         self.note_side_run_interest();
     }
 
@@ -442,8 +485,8 @@ impl Table {
     /// ahead of their scans. (A load first: scans do not all write the same line.)
     #[inline]
     fn note_side_run_interest(&self) {
-        if self.side_run_interest.load(Ordering::Relaxed) != INTEREST {
-            self.side_run_interest.store(INTEREST, Ordering::Relaxed);
+        if self.side_runs.interest.load(Ordering::Relaxed) != INTEREST {
+            self.side_runs.interest.store(INTEREST, Ordering::Relaxed);
         }
     }
 
@@ -460,25 +503,25 @@ impl Table {
         if budget > 0 && self.side_run_for(&view).is_some_and(|r| r.charged() <= budget) {
             return;
         }
-        self.side_run.store(None);
-        let asked = self.side_run_wanted.swap(false, Ordering::AcqRel);
-        if budget == 0 || self.side_run_skip.load(Ordering::Relaxed) == view.generation {
+        self.side_runs.run.store(None);
+        let asked = self.side_runs.wanted.swap(false, Ordering::AcqRel);
+        if budget == 0 || self.side_runs.skip.load(Ordering::Relaxed) == view.generation {
             return;
         }
         let ahead = || {
             let spend = |n: u32| n.checked_sub(1);
-            let interest = &self.side_run_interest;
+            let interest = &self.side_runs.interest;
             interest.fetch_update(Ordering::Relaxed, Ordering::Relaxed, spend).is_ok()
         };
         if !asked && !ahead() {
             return;
         }
         match SideRun::build(&view, budget) {
-            Ok(Some(run)) => self.side_run.store(Some(Arc::new(run))),
+            Ok(Some(run)) => self.side_runs.run.store(Some(Arc::new(run))),
             // Not for this view again: its scans would ask after every round.
-            Ok(None) => self.side_run_skip.store(view.generation, Ordering::Relaxed),
+            Ok(None) => self.side_runs.skip.store(view.generation, Ordering::Relaxed),
             Err(e) => {
-                self.side_run_skip.store(view.generation, Ordering::Relaxed);
+                self.side_runs.skip.store(view.generation, Ordering::Relaxed);
                 tracing::warn!(table = %self.name, error = %e, "side run not built");
             }
         }
@@ -498,7 +541,7 @@ impl Table {
     #[doc(hidden)]
     pub fn build_side_run(&self) -> bool {
         let _one_at_a_time = self.compaction_lock.lock();
-        self.side_run_wanted.store(true, Ordering::Release);
+        self.side_runs.wanted.store(true, Ordering::Release);
         self.refresh_side_run();
         self.side_run_for(&self.set.view()).is_some()
     }
