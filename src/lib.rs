@@ -92,6 +92,7 @@ testing_pub! { pub mod range; }
 mod recovery;
 pub mod repair;
 pub mod segment;
+mod shelf;
 testing_pub! { pub mod snapshot; }
 testing_pub! { pub mod store; }
 testing_pub! { pub mod table; }

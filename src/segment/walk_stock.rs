@@ -9,8 +9,8 @@
 //! comes from its thread's stock, renewed in place, and goes back to it when the
 //! iterator is dropped, holding no block, its buffers' capacity kept.
 //!
-//! The stock is the thread's own (no lock, no atomic): a walk taken on one thread and
-//! given back on another joins that thread's stock. It keeps at most [`KEPT`] walks of
+//! The stock is the thread's own ([`Shelf`]): a walk taken on one thread and given
+//! back on another joins that thread's stock. It keeps at most [`KEPT`] walks of
 //! at most [`KEPT_BYTES`] of buffers each (about 1 MiB a thread at the very most); a
 //! walk with larger buffers goes back to the allocator.
 
@@ -18,6 +18,7 @@ use std::cell::RefCell;
 
 use super::block_walk::BlockWalk;
 use super::reader::SegmentReader;
+use crate::shelf::Shelf;
 
 /// The most walks a thread keeps: a scan of sixteen segments' worth.
 const KEPT: usize = 16;
@@ -29,8 +30,10 @@ const KEPT_BYTES: usize = 64 << 10;
 thread_local! {
     // Boxed: the box itself is what a `Walk` holds and the stock keeps.
     #[allow(clippy::vec_box)]
-    static STOCK: RefCell<Vec<Box<BlockWalk>>> = const { RefCell::new(Vec::new()) };
+    static LOCAL: RefCell<Vec<Box<BlockWalk>>> = const { RefCell::new(Vec::new()) };
 }
+
+static STOCK: Shelf<Box<BlockWalk>> = Shelf::new(&LOCAL, KEPT);
 
 /// A [`SegmentIter`](super::SegmentIter)'s block walk, if its segment has blocks
 /// (format 4 and later), given back to the thread's stock when dropped. (The Drop is
@@ -75,7 +78,7 @@ impl Drop for Walk {
 
 /// A walk from this thread's stock (to be renewed for its segment), if it has one.
 fn take() -> Option<Box<BlockWalk>> {
-    STOCK.try_with(|s| s.borrow_mut().pop()).ok().flatten()
+    STOCK.take()
 }
 
 /// Give `w` back to this thread's stock, holding no block, unless the stock is full or
@@ -85,15 +88,10 @@ fn give(mut w: Box<BlockWalk>) {
     if w.release() > KEPT_BYTES {
         return;
     }
-    let _ = STOCK.try_with(|s| {
-        let mut s = s.borrow_mut();
-        if s.len() < KEPT {
-            s.push(w);
-        }
-    });
+    STOCK.give(w);
 }
 
 #[cfg(test)]
 pub(super) fn kept() -> usize {
-    STOCK.with(|s| s.borrow().len())
+    STOCK.len()
 }

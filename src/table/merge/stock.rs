@@ -7,16 +7,15 @@
 //! its buffers from its thread's stock and gives them back when it is dropped, so a
 //! thread that scans again reuses them, their capacity kept.
 //!
-//! The stock is the thread's own (no lock, no atomic): a buffer taken on one thread
-//! and given back on another joins that thread's stock. It holds at most [`KEPT`]
-//! buffers of at most [`KEPT_BYTES`] each, so a thread keeps some 100 KiB at most,
-//! and a buffer grown past that by a large value goes back to the allocator. A crate
-//! pool (`object-pool`, `lifeguard`) shares one stock across threads behind a lock or
-//! an atomic stack, which each take and give would pay for here.
+//! The stock is the thread's own ([`Shelf`]): a buffer taken on one thread and given
+//! back on another joins that thread's stock. It holds at most [`KEPT`] buffers of at
+//! most [`KEPT_BYTES`] each, so a thread keeps some 100 KiB at most, and a buffer grown
+//! past that by a large value goes back to the allocator.
 
 use std::cell::RefCell;
 
 use crate::segment::Entry;
+use crate::shelf::Shelf;
 
 /// The most buffers a thread keeps: a scan of sixteen side sources and the next one's.
 pub(crate) const KEPT: usize = 40;
@@ -25,17 +24,15 @@ pub(crate) const KEPT: usize = 40;
 pub(crate) const KEPT_BYTES: usize = 2048;
 
 thread_local! {
-    static STOCK: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+    static LOCAL: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
 }
+
+static STOCK: Shelf<Entry> = Shelf::new(&LOCAL, KEPT);
 
 /// A buffer from this thread's stock (an empty cell, its buffers' capacity kept), or a
 /// new one.
 pub(crate) fn take() -> Entry {
-    STOCK
-        .try_with(|s| s.borrow_mut().pop())
-        .ok()
-        .flatten()
-        .unwrap_or_default()
+    STOCK.take().unwrap_or_default()
 }
 
 /// Give `e` back to this thread's stock, emptied, unless the stock is full or `e` is
@@ -47,17 +44,12 @@ pub(crate) fn give(mut e: Entry) {
     e.key.clear();
     e.value.clear();
     (e.ts, e.tombstone, e.expires) = (0, false, 0);
-    let _ = STOCK.try_with(|s| {
-        let mut s = s.borrow_mut();
-        if s.len() < KEPT {
-            s.push(e);
-        }
-    });
+    STOCK.give(e);
 }
 
 #[cfg(test)]
 pub(crate) fn kept() -> usize {
-    STOCK.with(|s| s.borrow().len())
+    STOCK.len()
 }
 
 #[cfg(test)]
