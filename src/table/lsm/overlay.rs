@@ -38,6 +38,7 @@
 //! caller checks). A step back or a seek turns it into the general merge over the same
 //! picture ([`Overlay::into_merge`]), its front placed after the last key it yielded.
 
+use std::cell::RefCell;
 use std::ops::Bound;
 
 use smallvec::SmallVec;
@@ -51,11 +52,31 @@ use crate::lifecycle::SegmentHandle;
 use crate::range::KeyBounds;
 use crate::segment::{Entry, SegmentIter};
 use crate::table::cell::{cmp_versions, entry_version, is_dead, version};
-use crate::table::merge::{stock, CopyMerge, Cursor, MemtableCursor, TombstonePolicy};
+use crate::shelf::Shelf;
+use crate::table::merge::{stock, CopyMerge, Cursor, MemtableCursor, Places, TombstonePolicy};
 
 /// The memtables' and the other segments' cells, merged among themselves into buffers
 /// they reuse.
 pub(crate) type Side = CopyMerge<SideCursor>;
+
+/// The most sides' rooms ([`Places`]) a thread keeps: those of a few scans.
+const PLACES_KEPT: usize = 4;
+
+/// The most sources a kept room holds (some 4 KiB): a scan with more side sources gives
+/// its room back to the allocator.
+const PLACES_MAX: usize = 8;
+
+thread_local! {
+    static PLACES_LOCAL: RefCell<Vec<Places<SideCursor>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The rooms the thread's last overlays held their side's sources in, empty.
+static PLACES: Shelf<Places<SideCursor>> = Shelf::new(&PLACES_LOCAL, PLACES_KEPT);
+
+/// Room for a side's sources: one the thread's last scans used, or a new one.
+pub(crate) fn side_places() -> Places<SideCursor> {
+    PLACES.take().unwrap_or_default()
+}
 
 /// A source of the side: a memtable's cells or a segment's, held inline. (As a
 /// [`BoxedCursor`](crate::table::merge::BoxedCursor), each source cost a scan an
@@ -438,5 +459,9 @@ impl Drop for Overlay {
     fn drop(&mut self) {
         stock::give(std::mem::take(&mut self.held));
         stock::give(std::mem::take(&mut self.last));
+        let places = self.side.take_places();
+        if places.capacity() <= PLACES_MAX {
+            PLACES.give(places);
+        }
     }
 }

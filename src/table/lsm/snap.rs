@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use smallvec::{smallvec, SmallVec};
 
-use super::overlay::{Overlay, SideCursor, CHAIN};
+use super::overlay::{side_places, Overlay, SideCursor, CHAIN};
 use super::ranges::range_filter;
 use super::scan::{sole_segment, Merged};
 use super::side_run::{RunCursor, SideRun};
@@ -256,8 +256,11 @@ impl TableSnap {
         let run = run.filter(|r| r.serves(chain_bits, meeting.bits));
         let on_run = run.is_some();
         let side = match run {
-            Some(r) => CopyMerge::new(run_side(mems, r, &bounds)),
-            None => CopyMerge::new(self.side_cursors(mems, &bounds, meeting, &chain)),
+            Some(r) => CopyMerge::new_in(side_places(), run_side(mems, r, &bounds)),
+            None => CopyMerge::new_in(
+                side_places(),
+                self.side_cursors(mems, &bounds, meeting, &chain),
+            ),
         };
         let rest = chain[1..].iter().map(|&i| segs[i].clone()).collect();
         let picture = self.without_run();

@@ -2,6 +2,7 @@
 //! [`OwnedMemtableIter`] holding it by `Arc`, double-ended and seekable (scans through
 //! the merge), reading at a sequence number.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
@@ -12,17 +13,17 @@ use super::{key, Key, Memtable, Node};
 use crate::io::prefetch::prefetch_read;
 use crate::range::{self, KeyRange};
 use crate::segment::{Entry, RecordRef};
+use crate::shelf::Shelf;
 use crate::table::merge::stock;
 
 impl Memtable {
     /// Cells with keys in `range`, in key order, borrowing the memtable. Writes that
     /// race with the iteration may or may not be seen.
     pub fn range<K: AsRef<[u8]> + ?Sized>(&self, range: impl RangeBounds<K>) -> MemtableIter<'_> {
-        let own = |b: Bound<&K>| b.map(|k| k.as_ref().to_vec());
         MemtableIter {
             memtable: self,
-            front: Front::new(own(range.start_bound()), AHEAD_MAX),
-            end: own(range.end_bound()),
+            front: Front::new(range.start_bound().map(|k| k.as_ref()), AHEAD_MAX),
+            end: range.end_bound().map(|k| k.as_ref().to_vec()),
         }
     }
 
@@ -46,7 +47,7 @@ impl Memtable {
         OwnedMemtableIter {
             at,
             memtable: Arc::clone(self),
-            front: Front::new(start.clone(), AHEAD_FIRST),
+            front: Front::new(range::as_ref(&start), AHEAD_FIRST),
             back: end.clone(),
             start,
             end,
@@ -119,7 +120,8 @@ struct Front {
     /// A cell buffer from the thread's stock (`merge/stock.rs`), whole so it goes back
     /// as it came: its value holds the short values of the cells in `ahead`
     /// ([`Held::Copied`]), at most a batch of [`AHEAD_MAX`] values of [`COPY_MAX`]
-    /// bytes (16 KiB), cleared when `ahead` runs empty.
+    /// bytes (16 KiB), cleared when `ahead` runs empty. Its key buffer became `next`'s
+    /// bytes when the front was made, and takes `next`'s back when it is dropped.
     stocked: Entry,
     /// Nodes the next batch walks.
     batch: usize,
@@ -151,9 +153,33 @@ enum Held {
     Shared(Arc<[u8]>),
 }
 
+/// The most read-ahead queues a thread keeps ([`Front`]'s): one per memtable of a few
+/// scans.
+const QUEUES_KEPT: usize = 8;
+
+thread_local! {
+    static QUEUES_LOCAL: RefCell<Vec<VecDeque<Ahead>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Read-ahead queues the thread's last scans used, empty, their capacity kept (at most
+/// a batch of [`AHEAD_MAX`] cells): a scan's memtable allocates none.
+static QUEUES: Shelf<VecDeque<Ahead>> = Shelf::new(&QUEUES_LOCAL, QUEUES_KEPT);
+
 impl Drop for Front {
+    /// The buffers go back to the thread's stocks: the cell buffer (with the bound's
+    /// bytes as its key buffer, whence they came) and the queue.
     fn drop(&mut self) {
+        if let Bound::Included(k) | Bound::Excluded(k) =
+            std::mem::replace(&mut self.next, Bound::Unbounded)
+        {
+            self.stocked.key = k;
+        }
         stock::give(std::mem::take(&mut self.stocked));
+        let mut ahead = std::mem::take(&mut self.ahead);
+        ahead.clear();
+        if ahead.capacity() <= AHEAD_MAX {
+            QUEUES.give(ahead);
+        }
     }
 }
 
@@ -201,12 +227,20 @@ impl Ahead {
 }
 
 impl Front {
-    fn new(next: Bound<Vec<u8>>, batch: usize) -> Front {
+    /// A front from `next`. The buffers come from the thread's stocks, so a scan
+    /// allocates none: the cell buffer the thread's last scans grew (the bound's bytes
+    /// go in its key buffer, which read-ahead does not use) and a queue.
+    fn new(next: Bound<&[u8]>, batch: usize) -> Front {
+        let mut stocked = stock::take();
+        let next = next.map(|k| {
+            let mut v = std::mem::take(&mut stocked.key);
+            v.extend_from_slice(k);
+            v
+        });
         Front {
             next,
-            ahead: VecDeque::new(),
-            // A buffer the thread's last scans grew, so a scan allocates none.
-            stocked: stock::take(),
+            ahead: QUEUES.take().unwrap_or_default(),
+            stocked,
             batch,
         }
     }

@@ -600,7 +600,7 @@ impl<I: DoubleEndedIterator<Item = Result<Entry>>> DoubleEndedIterator for Merge
 
 mod copy;
 pub(crate) mod stock;
-pub(crate) use copy::CopyMerge;
+pub(crate) use copy::{CopyMerge, Places};
 
 #[cfg(test)]
 mod tests;
