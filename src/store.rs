@@ -140,8 +140,9 @@ impl CloseReport {
     }
 }
 
-/// Counts across the store.
+/// Counts across the store. Fields may be added: read them by name.
 #[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
 pub struct StoreStats {
     /// The resolved access modes.
     pub modes: ResolvedModes,

@@ -130,8 +130,9 @@ pub use scan::{Cells, Scan};
 pub(crate) use snap::{may_expire, TableSnap};
 pub(crate) use write::{write_nothing, write_tables, write_tables_checked};
 
-/// Counters of one table.
+/// Counters of one table. Fields may be added: read them by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct TableStats {
     /// Keys in the active memtable.
     pub memtable_keys: usize,
