@@ -17,7 +17,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::lsm::{may_expire, Cells, Scan, Table, TableSnap};
+use super::lsm::{may_expire, Cells, Scan, ScanPin, Table, TableSnap};
 use crate::lifecycle::View;
 use super::merge::TombstonePolicy;
 use super::tables::Context;
@@ -263,7 +263,9 @@ impl TableView<'_> {
     pub fn scan(&self, range: impl KeyRange) -> Result<Scan> {
         Ok(Scan::new(
             self.snap.scan(self.seq, range.into_key_bounds()),
-            Some(Arc::clone(self.pin)),
+            ScanPin::Shared {
+                _pin: Arc::clone(self.pin),
+            },
         ))
     }
 
@@ -277,6 +279,8 @@ impl TableView<'_> {
         let inner = self
             .snap
             .merged(self.seq, range.into_key_bounds(), TombstonePolicy::Keep);
-        Ok(Cells::new(inner, Arc::clone(self.pin)))
+        Ok(Cells::new(inner, ScanPin::Shared {
+                _pin: Arc::clone(self.pin),
+            }))
     }
 }

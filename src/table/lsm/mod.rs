@@ -125,7 +125,7 @@ pub use config::TableConfig;
 pub(crate) use config::DEFAULT_SIDE_RUN_BYTES;
 #[cfg(feature = "testing")]
 pub use read::set_key_range_skip;
-pub(crate) use scan::ScanSource;
+pub(crate) use scan::{ScanPin, ScanSource};
 pub use scan::{Cells, Scan};
 pub(crate) use snap::{may_expire, TableSnap};
 pub(crate) use write::{write_nothing, write_tables, write_tables_checked};

@@ -44,15 +44,17 @@ impl Table {
                     0 => 0,
                     _ => self.ctx.clock.expiry_now(),
                 };
-                return Ok(Scan::new(sole_segment(h, bounds, now), None));
+                return Ok(Scan::new(sole_segment(h, bounds, now), ScanPin::None));
             }
             let mut snap = TableSnap::of_view(&self.set, 0);
             snap.now = self.expiry_now_for(&[], &snap.view);
             snap.run = self.side_run_for(&snap.view);
-            return Ok(Scan::new(self.counted(snap.into_scan(u64::MAX, bounds)), None));
+            let src = self.counted(snap.into_scan(u64::MAX, bounds));
+            return Ok(Scan::new(src, ScanPin::None));
         }
         let (pin, snap) = self.capture();
-        Ok(Scan::new(self.counted(snap.into_scan(pin.seq(), bounds)), Some(pin)))
+        let src = self.counted(snap.into_scan(pin.seq(), bounds));
+        Ok(Scan::new(src, ScanPin::Own { _pin: pin }))
     }
 
     /// `src`, its seeks beside its base chain counted toward leveled compaction's rule
@@ -91,12 +93,15 @@ impl Table {
     /// reverses and seeks.
     pub fn scan_cells(&self, range: impl KeyRange) -> Result<Cells> {
         let (inner, pin) = self.merged(range.into_key_bounds(), TombstonePolicy::Keep)?;
-        Ok(Cells { inner, _pin: pin })
+        Ok(Cells {
+            inner,
+            _pin: ScanPin::Own { _pin: pin },
+        })
     }
 
     /// The merge of the memtables and the view over `bounds`, as one picture of the
     /// table ([`Table::capture`]): never half of a batch.
-    fn merged(&self, bounds: KeyBounds, policy: TombstonePolicy) -> Result<(Merged, Arc<Pin>)> {
+    fn merged(&self, bounds: KeyBounds, policy: TombstonePolicy) -> Result<(Merged, Pin)> {
         self.ctx.check_open()?;
         let (pin, snap) = self.capture();
         Ok((snap.merged(pin.seq(), bounds, policy), pin))
@@ -120,8 +125,19 @@ const SEEKS_PER_LOOK: u64 = 4096;
 /// behind it. After an error the scan is done.
 pub struct Scan {
     inner: ScanSource,
-    /// Keeps the memtable versions the scan reads (`None`: it reads no memtable).
-    _pin: Option<Arc<Pin>>,
+    /// Keeps the memtable versions the scan reads.
+    _pin: ScanPin,
+}
+
+/// The registered read that keeps a scan's memtable versions, held for its drop (which
+/// lets them go).
+pub(crate) enum ScanPin {
+    /// It reads no memtable.
+    None,
+    /// Its own (a table's scan: no allocation for it).
+    Own { _pin: Pin },
+    /// A read view's, shared by its reads.
+    Shared { _pin: Arc<Pin> },
 }
 
 /// Where a scan's rows come from.
@@ -150,7 +166,7 @@ pub(super) fn sole_segment(h: SegmentHandle, bounds: KeyBounds, now: u64) -> Sca
 }
 
 impl Scan {
-    pub(crate) fn new(inner: ScanSource, pin: Option<Arc<Pin>>) -> Scan {
+    pub(crate) fn new(inner: ScanSource, pin: ScanPin) -> Scan {
         Scan { inner, _pin: pin }
     }
 
@@ -295,11 +311,11 @@ impl DoubleEndedIterator for Scan {
 pub struct Cells {
     inner: Merged,
     /// Keeps the memtable versions the scan reads.
-    _pin: Arc<Pin>,
+    _pin: ScanPin,
 }
 
 impl Cells {
-    pub(crate) fn new(inner: Merged, pin: Arc<Pin>) -> Cells {
+    pub(crate) fn new(inner: Merged, pin: ScanPin) -> Cells {
         Cells { inner, _pin: pin }
     }
 

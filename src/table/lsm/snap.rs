@@ -42,9 +42,9 @@ impl Table {
     /// This table as a read at the visible sequence number sees it: registered (so the
     /// memtables keep the versions it reads), then the memtables (invariant 2), then the
     /// view, under the store's install lock (visibility invariant 3).
-    pub(crate) fn capture(&self) -> (Arc<Pin>, TableSnap) {
+    pub(crate) fn capture(&self) -> (Pin, TableSnap) {
         let _install = self.ctx.install.read();
-        let pin = Arc::new(Pin::new(&self.ctx));
+        let pin = Pin::new(&self.ctx);
         let mut snap = self.snap(0);
         snap.now = self.expiry_now_for(&snap.mems, &snap.view);
         (pin, snap)
