@@ -2,7 +2,8 @@
 //! table whatever happens afterwards; segments compacted away under a view are deleted
 //! when it drops; a batch across tables is all or nothing to readers (checked by
 //! concurrent readers while writers, flushes and compactions run), at replay (a torn
-//! record applies nothing) and when one of its tables is gone.
+//! record applies nothing) and when one of its tables is gone. A table's own scan reads
+//! one moment too, whatever is written while it runs.
 
 #![allow(clippy::disallowed_methods)] // tears the commit log's tail on purpose
 
