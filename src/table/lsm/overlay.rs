@@ -73,9 +73,10 @@ thread_local! {
 /// The rooms the thread's last overlays held their side's sources in, empty.
 static PLACES: Shelf<Places<SideCursor>> = Shelf::new(&PLACES_LOCAL, PLACES_KEPT);
 
-/// Room for a side's sources: one the thread's last scans used, or a new one.
-pub(crate) fn side_places() -> Places<SideCursor> {
-    PLACES.take().unwrap_or_default()
+/// The side merge of `sources`, held in room the thread's last scans used (given back
+/// when the overlay is dropped), or in new room.
+pub(crate) fn side_of(sources: impl IntoIterator<Item = SideCursor>) -> Side {
+    CopyMerge::new_in(PLACES.take().unwrap_or_default(), sources)
 }
 
 /// A source of the side: a memtable's cells or a segment's, held inline. (As a

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use smallvec::{smallvec, SmallVec};
 
-use super::overlay::{side_places, Overlay, SideCursor, CHAIN};
+use super::overlay::{side_of, Overlay, SideCursor, CHAIN};
 use super::ranges::range_filter;
 use super::scan::{sole_segment, Merged};
 use super::side_run::{RunCursor, SideRun};
@@ -19,7 +19,7 @@ use std::ops::Bound;
 use crate::range::{self, KeyBounds};
 use crate::segment::SegmentIter;
 use crate::table::memtable::{Memtable, OwnedMemtableIter, ReadAt, SharedCell};
-use crate::table::merge::{BoxedCursor, CopyMerge, MemtableCursor, MergeIter, TombstonePolicy};
+use crate::table::merge::{BoxedCursor, MemtableCursor, MergeIter, TombstonePolicy};
 use crate::table::value::Value;
 use crate::table::view::Pin;
 
@@ -256,11 +256,8 @@ impl TableSnap {
         let run = run.filter(|r| r.serves(chain_bits, meeting.bits));
         let on_run = run.is_some();
         let side = match run {
-            Some(r) => CopyMerge::new_in(side_places(), run_side(mems, r, &bounds)),
-            None => CopyMerge::new_in(
-                side_places(),
-                self.side_cursors(mems, &bounds, meeting, &chain),
-            ),
+            Some(r) => side_of(run_side(mems, r, &bounds)),
+            None => side_of(self.side_cursors(mems, &bounds, meeting, &chain)),
         };
         let rest = chain[1..].iter().map(|&i| segs[i].clone()).collect();
         let picture = self.without_run();
