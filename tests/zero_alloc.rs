@@ -1,7 +1,8 @@
 //! Issue 7: a warm `SegmentReader::get_with` allocates nothing, in every access mode, for
 //! hits and misses. Issue 12: so does a warm `Table::get_with`, from a fully compacted
 //! table's segment or from the memtable, and `Table::get` (a `Value` that borrows the
-//! map or shares the memtable's bytes; with positional reads it copies the value once).
+//! map or holds the memtable's value, a short one copied inline and a long one shared;
+//! with positional reads it copies the value once).
 //! Issue 19: a warm `get_with` on a table taking writes (several segments, frozen and
 //! active memtables) allocates nothing either, and a scan of a range the memtables hold
 //! no key of lends its rows from the map.
@@ -185,7 +186,7 @@ fn warm_get_with_allocates_nothing_in_any_mode() {
 
 /// Warm `Table` point reads: from a fully compacted table's one segment, and from the
 /// memtable. `get_with` allocates nothing in any mode; `get` (a `Value` borrowing the
-/// map or sharing the memtable's bytes) allocates nothing either, except from a segment
+/// map or holding the memtable's value) allocates nothing either, except from a segment
 /// read with positional reads, which copies the value once.
 fn table_reads(probes: &[u32]) {
     for mode in [

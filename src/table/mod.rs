@@ -65,7 +65,7 @@ pub use cell::{newer_wins, validate_cell};
 pub use commitlog::{CommitLog, CommitLogConfig, CommitLogSync, LogRecord};
 pub use compaction::{Choice, CompactionConfig, CompactionStrategy, SegmentSummary};
 pub use lsm::{Cells, Scan, Table, TableConfig, TableStats};
-pub use memtable::{Memtable, SharedCell};
+pub use memtable::{CellValue, Memtable, SharedCell};
 pub use merge::{Cursor, MergeIter, TombstonePolicy};
 pub use tables::Tables;
 pub use txn::{Transaction, TransactionScan};

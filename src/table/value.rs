@@ -1,7 +1,8 @@
 //! [`Value`]: what [`crate::table::Table::get`] returns, a value that is not copied.
 //!
-//! A value found in a memtable shares the memtable's bytes (`Arc<[u8]>`: the cell can
-//! be overwritten meanwhile, the value keeps the bytes it got). A value found in a
+//! A value found in a memtable is a copy of a short value, or shares a long one's bytes
+//! with the memtable ([`CellValue`]: the cell can be overwritten meanwhile, the value
+//! keeps the bytes it got); neither allocates. A value found in a
 //! segment whose data is mapped borrows the mapped bytes and holds the view it was read
 //! through, so the segment stays mapped (and, if a compaction made it obsolete meanwhile,
 //! undeleted: deletion waits for the last handle, as for scans) until the value drops.
@@ -18,17 +19,21 @@ use std::ops::{Deref, Range};
 use std::sync::Arc;
 
 use crate::lifecycle::View;
+use crate::table::memtable::{CellValue, SharedCell};
 
-/// A value read from a table, without copying it. Dereferences to `[u8]`; compares
-/// equal to byte slices, arrays and vectors holding the same bytes. Cloning it is cheap
-/// (a reference count).
+/// A value read from a table, without copying it (but a short one from a memtable).
+/// Dereferences to `[u8]`; compares equal to byte slices, arrays and vectors holding
+/// the same bytes. Cloning it is cheap (a reference count, or a copy of a short
+/// memtable value).
 #[derive(Clone)]
 pub struct Value(Repr);
 
 #[derive(Clone)]
 enum Repr {
-    /// Memtable bytes, or a copy made by a positional read.
+    /// A copy made by a positional read.
     Shared(Arc<[u8]>),
+    /// A memtable's value.
+    Cell(CellValue),
     /// `bytes` of the mapped data of segment `segment` of `view`.
     Mapped {
         view: Arc<View>,
@@ -67,17 +72,24 @@ impl Value {
         }
     }
 
-    /// The value at `place` of `view`, holding a clone of `view` if the place is mapped.
+    /// The value at `place` of `view`, holding a clone of `view` if the place is mapped;
+    /// a memtable's is the value of `memtable`, the cell the read found there, taken
+    /// (`None` if it holds none, which a memtable place rules out).
     #[inline]
-    pub(crate) fn at(view: &Arc<View>, place: Place) -> Value {
-        match place {
+    pub(crate) fn at(
+        view: &Arc<View>,
+        place: Place,
+        memtable: &mut Option<SharedCell>,
+    ) -> Option<Value> {
+        Some(match place {
             Place::Shared(b) => Value::shared(b),
+            Place::Memtable => Value(Repr::Cell(memtable.take()?.value)),
             Place::Mapped { segment, bytes } => Value(Repr::Mapped {
                 view: Arc::clone(view),
                 segment,
                 bytes,
             }),
-        }
+        })
     }
 
     /// The bytes.
@@ -85,6 +97,7 @@ impl Value {
     pub fn as_slice(&self) -> &[u8] {
         match &self.0 {
             Repr::Shared(b) => b,
+            Repr::Cell(c) => c,
             Repr::Mapped {
                 view,
                 segment,
@@ -109,8 +122,11 @@ impl Value {
 
 /// Where a value found by a point read can be held (see [`Value::place`]).
 pub(crate) enum Place {
-    /// Shared bytes: a memtable's, or a copy.
+    /// A copy.
     Shared(Arc<[u8]>),
+    /// The memtable cell the read found (moved into the value only at the end: a place
+    /// is returned through the segment reads, and a short value would make it large).
+    Memtable,
     /// In place in the mapped data of a segment of the view read.
     Mapped { segment: usize, bytes: Range<usize> },
 }
@@ -242,7 +258,7 @@ mod tests {
     #[test]
     fn bytes_outside_any_map_are_copied() {
         let view = Arc::new(View::default());
-        let v = Value::at(&view, Value::place(&view, 0, b"xyz"));
+        let v = Value::at(&view, Value::place(&view, 0, b"xyz"), &mut None).expect("a copy");
         assert!(!v.is_mapped());
         assert_eq!(v, b"xyz");
     }

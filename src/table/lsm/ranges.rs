@@ -19,7 +19,7 @@
 //!   range tombstones, purging one under the cutoff rule of point tombstones
 //!   (`maintenance.rs`).
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use super::Table;
 use crate::error::Result;
@@ -27,7 +27,7 @@ use crate::format::ranges::RangeTombstones;
 use crate::lifecycle::View;
 use crate::range::{KeyBounds, KeyRange};
 use crate::table::batch::WriteBatch;
-use crate::table::memtable::{Memtable, SharedCell};
+use crate::table::memtable::{CellValue, Memtable, SharedCell};
 use crate::table::merge::RangeFilter;
 
 impl Table {
@@ -70,25 +70,23 @@ impl Table {
     }
 }
 
-/// An empty value, shared by the point tombstones [`shadow`] makes.
-static EMPTY: LazyLock<Arc<[u8]>> = LazyLock::new(|| Arc::from(&[][..]));
-
-/// The winner of `best` and a range tombstone at `cover` covering the key: the range
-/// tombstone as a point tombstone if it is at least as new (a tie goes to the deletion).
+/// Make `best` the winner of itself and a range tombstone at `cover` covering the key:
+/// the range tombstone as a point tombstone if it is at least as new (a tie goes to the
+/// deletion). In place: a cell is not moved for nothing (it holds a short value).
 #[inline]
-pub(super) fn shadow(best: Option<SharedCell>, cover: Option<u64>) -> Option<SharedCell> {
+pub(super) fn shadow(best: &mut Option<SharedCell>, cover: Option<u64>) {
     let Some(ts) = cover else {
-        return best;
+        return;
     };
     if best.as_ref().is_some_and(|b| b.ts > ts) {
-        return best;
+        return;
     }
-    Some(SharedCell {
-        value: Arc::clone(&EMPTY),
+    *best = Some(SharedCell {
+        value: CellValue::EMPTY,
         ts,
         tombstone: true,
         expires: 0,
-    })
+    });
 }
 
 /// The newest range tombstone covering `key` among `view`'s segments.

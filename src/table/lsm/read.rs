@@ -25,7 +25,7 @@ impl Table {
         let key = key.as_ref();
         self.ctx.check_open()?;
         let h = key_hash(key);
-        let best = self.memtable_best(key, h);
+        let mut best = self.memtable_best(key, h);
         let now = || self.ctx.clock.expiry_now();
         // With the view borrowed (no lock, no count): a miss costs no reference count, a
         // mapped hit clones the view for the value to hold.
@@ -35,8 +35,9 @@ impl Table {
                     return Self::sole_value(view, s, key, h, now);
                 }
             }
-            let place = Self::resolve(view, key, h, best, |w| w.and_then(|w| w.place(view, now)))?;
-            Ok(place.map(|p| Value::at(view, p)))
+            let place =
+                Self::resolve(view, key, h, &mut best, |w| w.and_then(|w| w.place(view, now)))?;
+            Ok(place.and_then(|p| Value::at(view, p, &mut best)))
         })
     }
 
@@ -55,7 +56,7 @@ impl Table {
         let place = s.get_hashed(key, h, |r| {
             (!is_dead(r.tombstone, r.expires, now)).then(|| Value::place(view, 0, r.value))
         })?;
-        Ok(place.flatten().map(|p| Value::at(view, p)))
+        Ok(place.flatten().and_then(|p| Value::at(view, p, &mut None)))
     }
 
     /// Run `f` on the value of `key` (`None` if it is absent or deleted) without
@@ -72,7 +73,7 @@ impl Table {
         let key = key.as_ref();
         self.ctx.check_open()?;
         let h = key_hash(key);
-        let best = self.memtable_best(key, h);
+        let mut best = self.memtable_best(key, h);
         let now = || self.ctx.clock.expiry_now();
         // `f` runs while the view is borrowed through an `arc_swap` guard
         // (`lifecycle::view`): no lock and no shared reference count (a count every
@@ -81,7 +82,7 @@ impl Table {
         // included; a segment compacted away meanwhile stays mapped, and on disk, until
         // `f` returns.
         self.set.with_view_arc(move |view| {
-            Self::resolve(view, key, h, best, |w| {
+            Self::resolve(view, key, h, &mut best, |w| {
                 f(w.and_then(|w| (!w.is_dead(now)).then_some(w.value)))
             })
         })
@@ -93,10 +94,10 @@ impl Table {
         let key = key.as_ref();
         self.ctx.check_open()?;
         let h = key_hash(key);
-        let best = self.memtable_best(key, h);
+        let mut best = self.memtable_best(key, h);
         let now = || self.ctx.clock.expiry_now();
         self.set.with_view(|view| {
-            Self::resolve(view, key, h, best, |w| w.is_some_and(|w| !w.is_dead(now)))
+            Self::resolve(view, key, h, &mut best, |w| w.is_some_and(|w| !w.is_dead(now)))
         })
     }
 
@@ -128,9 +129,9 @@ impl Table {
         let key = key.as_ref();
         self.ctx.check_open()?;
         let h = key_hash(key);
-        let best = self.memtable_best(key, h);
+        let mut best = self.memtable_best(key, h);
         self.set.with_view(|view| {
-            Self::resolve(view, key, h, best, |w| {
+            Self::resolve(view, key, h, &mut best, |w| {
                 w.map(|w| Entry {
                     key: key.to_vec(),
                     value: w.value.to_vec(),
@@ -226,7 +227,8 @@ impl Table {
                 }
             }
         }
-        shadow(best, cover)
+        shadow(&mut best, cover);
+        best
     }
 
     /// The point read (invariant 4): the winner of `best` (from the memtables, read
@@ -249,12 +251,13 @@ impl Table {
         view: &View,
         key: &[u8],
         h: u64,
-        best: Option<SharedCell>,
+        best: &mut Option<SharedCell>,
         f: impl FnOnce(Option<Winner<'_>>) -> R,
     ) -> Result<R> {
         let mut f = Some(f);
         // Range tombstones of the segments, as a point tombstone (`ranges.rs`).
-        let best = shadow(best, view_cover(view, key));
+        shadow(best, view_cover(view, key));
+        let best = &*best;
         if let ([s], None) = (&view.segments[..], &best) {
             // The common case, a fully compacted table whose memtables hold nothing of
             // the key: the one segment's cell, if any, wins. (A path of its own: through
@@ -274,7 +277,7 @@ impl Table {
             if let Some(Some(r)) = found {
                 return Ok(r);
             }
-        } else if let Some(r) = Self::resolve_segments(view, key, h, &best, &mut f)? {
+        } else if let Some(r) = Self::resolve_segments(view, key, h, best, &mut f)? {
             return Ok(r);
         }
         let Some(f) = f else {
@@ -285,7 +288,7 @@ impl Table {
             ts: b.ts,
             tombstone: b.tombstone,
             expires: b.expires,
-            origin: Origin::Shared(&b.value),
+            origin: Origin::Memtable,
         })))
     }
 
@@ -461,7 +464,7 @@ pub(super) struct Winner<'a> {
     pub(super) ts: u64,
     pub(super) tombstone: bool,
     pub(super) expires: u64,
-    origin: Origin<'a>,
+    origin: Origin,
 }
 
 impl Winner<'_> {
@@ -477,7 +480,7 @@ impl Winner<'_> {
     /// in place, copied only from a scratch buffer.
     pub(super) fn place(&self, view: &View, now: impl FnOnce() -> u64) -> Option<Place> {
         (!self.is_dead(now)).then(|| match self.origin {
-            Origin::Shared(b) => Place::Shared(Arc::clone(b)),
+            Origin::Memtable => Place::Memtable,
             Origin::Segment(i) => Value::place(view, i, self.value),
             Origin::Copied => Place::Shared(Arc::from(self.value)),
         })
@@ -485,9 +488,9 @@ impl Winner<'_> {
 }
 
 /// Where a point read's winning value lives.
-enum Origin<'a> {
-    /// Memtable bytes.
-    Shared(&'a Arc<[u8]>),
+enum Origin {
+    /// The memtables' cell the read was given (`best`).
+    Memtable,
     /// Segment `i` of the view read, in place (mapped, or the reader's scratch buffer).
     Segment(usize),
     /// A segment's cell copied into the thread's lead buffer ([`Lead`]).

@@ -129,10 +129,11 @@ impl TableSnap {
         let view = &self.view;
         let h = key_hash(key);
         let now = self.now;
-        let place = Table::resolve(view, key, h, self.best(key, h, at), |w| {
+        let mut best = self.best(key, h, at);
+        let place = Table::resolve(view, key, h, &mut best, |w| {
             w.and_then(|w| w.place(view, || now))
         })?;
-        Ok(place.map(|p| Value::at(view, p)))
+        Ok(place.and_then(|p| Value::at(view, p, &mut best)))
     }
 
     pub(crate) fn get_with<R>(
@@ -142,14 +143,14 @@ impl TableSnap {
         f: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<R> {
         let h = key_hash(key);
-        Table::resolve(&self.view, key, h, self.best(key, h, at), |w| {
+        Table::resolve(&self.view, key, h, &mut self.best(key, h, at), |w| {
             f(w.and_then(|w| (!w.is_dead(|| self.now)).then_some(w.value)))
         })
     }
 
     pub(crate) fn contains_key(&self, at: u64, key: &[u8]) -> Result<bool> {
         let h = key_hash(key);
-        Table::resolve(&self.view, key, h, self.best(key, h, at), |w| {
+        Table::resolve(&self.view, key, h, &mut self.best(key, h, at), |w| {
             w.is_some_and(|w| !w.is_dead(|| self.now))
         })
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::{key, Key, Memtable, Node};
-use crate::io::prefetch::prefetch_read;
+use crate::io::prefetch::prefetch_lines;
 use crate::range::{self, KeyRange};
 use crate::segment::{Entry, RecordRef};
 use crate::shelf::Shelf;
@@ -188,16 +188,17 @@ impl Ahead {
     /// end of `bytes` if short (see [`COPY_MAX`]).
     fn read(key: &Key, cell: &super::Cell, bytes: &mut Vec<u8>) -> Ahead {
         let (value, ts, tombstone, expires) = cell.parts();
-        let value = if value.len() <= COPY_MAX {
-            // Both fit in u32: `bytes` holds at most a batch of short values.
-            let at = bytes.len() as u32;
-            bytes.extend_from_slice(value);
-            Held::Copied {
-                at,
-                len: value.len() as u32,
+        let value = match value.shared() {
+            Some(v) if v.len() > COPY_MAX => Held::Shared(Arc::clone(v)),
+            _ => {
+                // Both fit in u32: `bytes` holds at most a batch of short values.
+                let at = bytes.len() as u32;
+                bytes.extend_from_slice(value);
+                Held::Copied {
+                    at,
+                    len: value.len() as u32,
+                }
             }
-        } else {
-            Held::Shared(Arc::clone(value))
         };
         Ahead {
             key: key.clone(),
@@ -284,15 +285,16 @@ impl Front {
             Some(p) => &mut map.range::<Key, _>((p.as_ref(), Bound::Unbounded)),
             None => &mut map.range::<[u8], _>((from, Bound::Unbounded)),
         };
-        // The batch's nodes first, a load of each one's versions started (they sit
-        // behind the node's `Arc`, shared with the point index): the misses then
-        // overlap instead of following one another.
+        // The batch's nodes first, a load of each one's lines started (its versions and
+        // a short value sit behind the node's `Arc`, shared with the point index): the
+        // misses then overlap instead of following one another, as the node locks taken
+        // below would keep them (a locked instruction waits for the loads before it).
         let mut walked: SmallVec<[(&Key, &Node); AHEAD_MAX]> = SmallVec::new();
         for (k, n) in nodes.take(self.batch) {
             if !range::below(k, back) {
                 break;
             }
-            prefetch_read(std::slice::from_ref(&**n), 0);
+            prefetch_lines(&**n);
             walked.push((k, n));
         }
         let Some(&(last, _)) = walked.last() else {

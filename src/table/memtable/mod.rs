@@ -71,6 +71,8 @@
 //! - `mod.rs`: [`Memtable`] (inserts, applying commit log records, point reads through
 //!   the point index, sizes), [`SharedCell`], `ReadAt`.
 //! - `versions.rs`: a key's versions and the insert that keeps invariant 1.
+//! - `value.rs`: [`CellValue`], a cell's value: inline in the node up to
+//!   [`INLINE_VALUE`] bytes (read with the node, no allocation), longer ones shared.
 //! - `filter.rs`: the key filter point reads test before searching the ordered map (a
 //!   key's bits are set before its node is created: no false negative).
 //! - `index.rs`: the point index, a table of nodes by key hash that inserts enter.
@@ -101,6 +103,7 @@ mod ranges;
 // Not in the `loom` build, whose index hands out clones (`index.rs`).
 #[cfg(all(test, not(segstore_loom)))]
 mod tests;
+mod value;
 mod versions;
 
 use filter::KeyFilter;
@@ -108,6 +111,7 @@ use index::PointIndex;
 pub(crate) use key::Key;
 pub use filter::BITS_PER_KEY as FILTER_BITS_PER_KEY;
 pub use iter::{MemtableIter, OwnedMemtableIter};
+pub use value::{CellValue, INLINE_VALUE};
 use versions::{Cell, Versions};
 
 /// A key keeping more older versions than this has them thinned to those the
@@ -115,18 +119,21 @@ use versions::{Cell, Versions};
 const THIN_AT: usize = 8;
 
 /// Bytes charged per stored cell on top of key and value (the map's entry, the node,
-/// vectors).
+/// vectors). It is below what a small key really takes: a key of up to 24 bytes is a
+/// 224-byte node (its value inline if at most [`INLINE_VALUE`] bytes, else in an
+/// allocation of its own beside it) and some 60 bytes of the ordered map's leaves.
 pub const CELL_OVERHEAD: usize = 64;
 
 /// The flush threshold [`Memtable::new`] sizes its key filter for (4 MiB: a filter of
 /// 80 KiB); a table's memtables are sized from its `memtable_flush_bytes`.
 pub const DEFAULT_FILTER_FLUSH_BYTES: usize = 4 << 20;
 
-/// A memtable cell handed out without copying its value ([`Memtable::get_shared`]).
+/// A memtable cell as a point read finds it ([`Memtable::get_shared`]): its value
+/// copied if short, shared with the memtable if long ([`CellValue`]).
 #[derive(Debug, Clone)]
 pub struct SharedCell {
-    /// The value (empty for a tombstone), shared with the memtable.
-    pub value: Arc<[u8]>,
+    /// The value (empty for a tombstone).
+    pub value: CellValue,
     /// Write timestamp.
     pub ts: u64,
     /// True for a deletion.

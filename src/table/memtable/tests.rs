@@ -587,8 +587,9 @@ proptest! {
     /// any mix of steps and seeks from both ends yields what a model yields: each step
     /// the nearest visible cell between the two bounds, each seek moving one bound.
     /// Enough keys for several batches, up to the largest; some numbered past the read.
-    /// Values from empty to past `COPY_MAX` (`iter.rs`): read ahead, short ones are
-    /// copied into the front's buffer and long ones shared.
+    /// Values from empty to past `COPY_MAX` (`iter.rs`): held inline in the node up to
+    /// `INLINE_VALUE` (`value.rs`), shared past it; read ahead, short ones are copied
+    /// into the front's buffer and long ones shared.
     #[test]
     fn an_owned_iterator_steps_and_seeks_as_the_model(
         keys in proptest::collection::btree_map(0u16..400, 1u64..4, 0..300),

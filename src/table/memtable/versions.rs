@@ -2,20 +2,18 @@
 //! "Versions" and invariant 1), with the insert that keeps each version the winner of
 //! the cells numbered at or below it and forgets the versions no reader needs.
 
-use std::sync::{Arc, OnceLock};
-
-use super::{SharedCell, THIN_AT};
+use super::{CellValue, SharedCell, THIN_AT};
 use crate::format::record::RecordRef;
 use crate::segment::Entry;
 use crate::table::cell::{cmp_versions, version};
 use crate::table::visibility::Visibility;
 
-/// A stored cell. The value is an `Arc<[u8]>` so a point read can hand it out without
-/// copying ([`Memtable::get_shared`]): a reader keeps the bytes it got even if the cell
-/// is overwritten in place meanwhile.
+/// A stored cell. Its value is inline when short (`value.rs`), so a scan reads it with
+/// the node; a point read copies it, or shares a long one, so a reader keeps the bytes
+/// it got even if the cell is overwritten in place meanwhile.
 #[derive(Debug, Clone)]
 pub(super) struct Cell {
-    value: Arc<[u8]>,
+    value: CellValue,
     ts: u64,
     tombstone: bool,
     expires: u64,
@@ -38,27 +36,17 @@ impl Cell {
     }
 
     /// The value, timestamp, tombstone flag and expiry.
-    pub(super) fn parts(&self) -> (&Arc<[u8]>, u64, bool, u64) {
+    pub(super) fn parts(&self) -> (&CellValue, u64, bool, u64) {
         (&self.value, self.ts, self.tombstone, self.expires)
     }
 
     pub(super) fn shared(&self) -> SharedCell {
         SharedCell {
-            value: Arc::clone(&self.value),
+            value: self.value.clone(),
             ts: self.ts,
             tombstone: self.tombstone,
             expires: self.expires,
         }
-    }
-}
-
-/// The bytes of `value`, shared; empty values (every tombstone) share one allocation.
-fn share(value: &[u8]) -> Arc<[u8]> {
-    static EMPTY: OnceLock<Arc<[u8]>> = OnceLock::new();
-    if value.is_empty() {
-        Arc::clone(EMPTY.get_or_init(|| Arc::from(&[][..])))
-    } else {
-        Arc::from(value)
     }
 }
 
@@ -201,7 +189,7 @@ impl Versions {
 impl From<RecordRef<'_>> for Cell {
     fn from(c: RecordRef<'_>) -> Cell {
         Cell {
-            value: share(c.value),
+            value: CellValue::new(c.value),
             ts: c.ts,
             tombstone: c.tombstone,
             expires: c.expires,
