@@ -234,7 +234,10 @@ impl Table {
     /// The point read (invariant 4): the winner of `best` (from the memtables, read
     /// before `view`, invariant 2) and the cells of `key` (whose [`key_hash`] is `h`) in
     /// `view`'s segments, handed to `f` (`None` if no source holds the key). `f` runs
-    /// exactly once.
+    /// exactly once. `best` is shadowed in place by the segments' range tombstones and
+    /// left there, so a caller whose `f` chose the memtables' cell ([`Place::Memtable`])
+    /// takes its value from it afterwards: the cell is not moved through the reads (a
+    /// short value is held in it).
     ///
     /// Segments whose key range (`min_key`..=`max_key`) leaves the key out are skipped
     /// first; every other segment's filter is tested before any index work (issue 19):
