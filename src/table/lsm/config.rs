@@ -17,7 +17,10 @@ pub struct TableConfig {
     /// which the commit log holds all the same). Its point
     /// index, a table of 24-byte slots made with the memtable for the keys the one
     /// before it held (at most one slot per 128 bytes of this), is outside this count
-    /// (`TableStats::memtable_index_bytes`).
+    /// (`TableStats::memtable_index_bytes`). The count is below the memory the cells
+    /// take: a cell is charged its key, its value and 64 bytes, and a 16-byte key with a
+    /// 100-byte value takes 287 bytes (charged 180), with an 8-byte value 287 too
+    /// (charged 88; README "Measured", "Short memtable values inline").
     ///
     /// Default 16 MiB (fjall's; RocksDB's write buffer is 64 MiB, this default until
     /// issue 19): a memtable's ordered map that stays within the last-level cache costs a
