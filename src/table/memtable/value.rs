@@ -104,9 +104,8 @@ impl fmt::Debug for CellValue {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Memtable, NodeData};
+    use super::super::NodeData;
     use super::*;
-    use crate::segment::RecordRef;
 
     #[test]
     fn short_values_are_inline_and_long_ones_shared() {
@@ -136,6 +135,8 @@ mod tests {
     #[cfg(not(segstore_loom))]
     #[test]
     fn a_point_read_keeps_its_value_across_an_overwrite() {
+        use super::super::Memtable;
+        use crate::segment::RecordRef;
         for len in [0, INLINE_VALUE, INLINE_VALUE + 1] {
             let m = Memtable::new();
             let put = |b: u8, ts| {
