@@ -4,7 +4,8 @@
 //! bench's YCSB keys, 100-byte random values):
 //!
 //! - `rest`: nothing else;
-//! - `memtable`: then 82,000 updates of random loaded keys in the active memtable;
+//! - `memtable`: then 82,000 updates of random loaded keys in the active memtable, put
+//!   one at a time among other allocations, as a running process leaves them;
 //! - `level 0 + memtable`: three flushes of 89,000 updates each (three level 0
 //!   segments), then 82,000 in the memtable: the state the peers bench's YCSB sequence
 //!   left at one close ("segments L0 89K, L0 89K, L1 508K, L0 89K, L1 540K", and
