@@ -334,13 +334,20 @@ pub struct MemoryOptions {
     /// under `lock_memory: all` (it would lock every mapped data page). The other modes
     /// ignore it.
     pub auto_data_map_percent: u8,
+    /// MiB that every table's side runs may hold together (level 0 merged in memory for
+    /// forward scans: `TableConfig::side_run_bytes` bounds each table's own), runs
+    /// being built included. A run that does not fit in what is left is not built: its
+    /// table's scans read the segments it would hold, as without a run, until the
+    /// table's next flush or compaction tries again. 0 keeps none.
+    pub side_run_mb: u64,
 }
 
 /// Default share of `vm.max_map_count` for segment maps (the rest is left to the
 /// allocator, thread stacks, libraries and whatever else shares the process).
 pub const DEFAULT_MAP_BUDGET_PERCENT: u8 = 50;
 
-/// Largest accepted `index_cache_mb`, `block_cache_mb` and `unpacked_cache_mb` (1 PiB),
+/// Largest accepted `index_cache_mb`, `block_cache_mb`, `unpacked_cache_mb` and
+/// `side_run_mb` (1 PiB),
 /// so the byte count cannot overflow.
 pub const MAX_INDEX_CACHE_MB: u64 = 1 << 30;
 
@@ -353,6 +360,10 @@ pub const DEFAULT_BLOCK_CACHE_MB: u64 = 128;
 /// Default budget in MiB for decompressed blocks of compressed segments (the block
 /// cache's): some 32,000 blocks of 4 KiB. Only compressed segments fill it.
 pub const DEFAULT_UNPACKED_CACHE_MB: u64 = 128;
+
+/// Default budget in MiB for every table's side runs together: four tables' runs at
+/// their default bound (`TableConfig::side_run_bytes`, 64 MiB).
+pub const DEFAULT_SIDE_RUN_MB: u64 = 256;
 
 /// Default share of the process's memory that `auto` may fill with mapped data files:
 /// half, leaving the rest to the index maps, the memtables, the caches and the
@@ -369,6 +380,7 @@ impl Default for MemoryOptions {
             block_cache_mb: DEFAULT_BLOCK_CACHE_MB,
             unpacked_cache_mb: DEFAULT_UNPACKED_CACHE_MB,
             auto_data_map_percent: DEFAULT_AUTO_DATA_MAP_PERCENT,
+            side_run_mb: DEFAULT_SIDE_RUN_MB,
         }
     }
 }
@@ -394,6 +406,7 @@ impl MemoryOptions {
             ("index_cache_mb", self.index_cache_mb),
             ("block_cache_mb", self.block_cache_mb),
             ("unpacked_cache_mb", self.unpacked_cache_mb),
+            ("side_run_mb", self.side_run_mb),
         ] {
             if mb > MAX_INDEX_CACHE_MB {
                 return Err(Error::InvalidConfig {

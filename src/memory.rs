@@ -1,5 +1,5 @@
 //! Mappings and memory residency, as reported: the types of [`crate::StoreStats`]
-//! (`mappings`, `memory`, `budget`), [`crate::SegmentStatsView`], the leaked mappings of
+//! (`mappings`, `memory`, `budget`, `side_runs`), [`crate::SegmentStatsView`], the leaked mappings of
 //! [`crate::CloseReport`] and [`crate::segment::SegmentReader::memory_report`]; the
 //! mapping budget and the data map budget of [`crate::segment::ReaderOptions`]; and the kernel's own figures
 //! (`/proc/self/smaps`, `/proc/self/status`, transparent huge page settings) that those
@@ -19,3 +19,4 @@ pub use crate::io::residency::{
     drop_page_cache, memlock_limit, AdviceReport, LockReport, LockScope, MappingKind,
     MappingResidency, MemlockLimit, ResidencyTotals,
 };
+pub use crate::table::lsm::SideRunBudgetStats;

@@ -44,6 +44,7 @@ use crate::lifecycle::{
     SegmentHandle, SetOptions,
 };
 use crate::segment::{BlockCacheStats, IndexCacheStats, ReaderOptions, UnpackedCacheStats};
+use crate::table::lsm::SideRunBudgetStats;
 use crate::table::commitlog::CommitLogConfig;
 use crate::table::registry::Registry;
 use crate::table::{TableConfig, Tables};
@@ -83,7 +84,8 @@ pub struct Config {
     /// long merge does not hold up another's.
     pub compaction_threads: usize,
     /// Memory residency: `lock_memory`, `huge_pages`, `map_budget_percent`,
-    /// `index_cache_mb`, `block_cache_mb`, `unpacked_cache_mb`.
+    /// `index_cache_mb`, `block_cache_mb`, `unpacked_cache_mb`, `auto_data_map_percent`,
+    /// `side_run_mb`.
     pub memory: MemoryOptions,
     /// Probability (0.0 to 1.0, default 1.0) that a point read checks the checksum of the
     /// record it returns, as Cassandra's `crc_check_chance`. Below 1.0 a damaged value
@@ -175,6 +177,10 @@ pub struct StoreStats {
     /// (`memory.unpacked_cache_mb`): budget, bytes and blocks held, hits, misses. `None`
     /// when disabled (0).
     pub unpacked_cache: Option<UnpackedCacheStats>,
+    /// Every table's side runs (level 0 merged in memory for scans) against the store's
+    /// budget for them (`memory.side_run_mb`): limit, bytes held, runs not built for
+    /// want of room.
+    pub side_runs: SideRunBudgetStats,
     /// Reads registered at a sequence number: read views, and scans and `multi_get`s in
     /// progress on tables whose memtables hold cells (a read of segments alone keeps no
     /// memtable version and is not registered). While one is open, memtables keep older

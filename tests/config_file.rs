@@ -49,11 +49,13 @@ fn the_readme_config_parses() {
     assert_eq!(cfg.memory.index_cache_mb, 128);
     assert_eq!(cfg.memory.block_cache_mb, 128);
     assert_eq!(cfg.memory.unpacked_cache_mb, 128);
+    assert_eq!(cfg.memory.side_run_mb, 256);
     assert_eq!(cfg.crc_check_chance, 1.0);
 }
 
 /// `crc_check_chance` outside 0.0..=1.0 (or NaN) is refused by name before the store
-/// touches the directory; `index_cache_mb` past its ceiling likewise.
+/// touches the directory; `index_cache_mb` past its ceiling likewise, and the other
+/// memory budgets in MiB.
 #[test]
 fn bad_crc_check_chance_or_index_cache_is_refused_before_anything_changes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -76,11 +78,12 @@ fn bad_crc_check_chance_or_index_cache_is_refused_before_anything_changes() {
         }
         other => panic!("expected InvalidConfig, got {other:?}"),
     }
-    for setting in ["block_cache_mb", "unpacked_cache_mb"] {
+    for setting in ["block_cache_mb", "unpacked_cache_mb", "side_run_mb"] {
         let mut cfg = Config::default();
         match setting {
             "block_cache_mb" => cfg.memory.block_cache_mb = u64::MAX,
-            _ => cfg.memory.unpacked_cache_mb = u64::MAX,
+            "unpacked_cache_mb" => cfg.memory.unpacked_cache_mb = u64::MAX,
+            _ => cfg.memory.side_run_mb = u64::MAX,
         }
         match segstore::Store::open(&dir, cfg) {
             Err(segstore::Error::InvalidConfig { setting: s, .. }) => assert_eq!(s, setting),

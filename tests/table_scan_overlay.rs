@@ -536,6 +536,78 @@ fn a_scanned_table_gets_its_side_run_ahead_of_its_scans() {
     assert_eq!(t.stats().side_run_scans, 2);
 }
 
+/// Every table's side runs share the store's budget (`memory.side_run_mb`): a second
+/// table's run that does not fit in what the first's left is not built (its scans read
+/// the segments, with the same rows), and is built at its next view once the first's
+/// is gone; the store's stats show the bytes the runs hold and the run refused.
+#[test]
+fn side_runs_share_the_stores_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.table.background_compaction = false;
+    config.memory.side_run_mb = 1;
+    let store = Store::open(dir.path(), config).unwrap();
+    let name = |k: u32| format!("k{k:05}").into_bytes();
+    // 8,000 keys in one segment, then 5,000 of them again beside it: a run of some
+    // 550 KB (5,000 cells of 70 bytes and 40 of bookkeeping), less than half the budget.
+    let fill = |table: &str| {
+        let t = store.table(table).unwrap();
+        for (round, keys) in [(0u8, 8_000), (1, 5_000)] {
+            let mut b = WriteBatch::new();
+            for k in 0..keys {
+                b.put(name(k), [round; 64]);
+            }
+            t.write(&b).unwrap();
+            t.flush().unwrap();
+        }
+        t
+    };
+    let (a, b) = (fill("a"), fill("b"));
+    assert!(a.build_side_run());
+    let held = a.stats().side_run_bytes;
+    assert!(
+        (512 << 10..1 << 20).contains(&held),
+        "a run of {held} bytes"
+    );
+    assert_eq!(store.stats().side_runs.held_bytes, held);
+    assert!(!b.build_side_run(), "b's run was built beside a's");
+    let s = store.stats().side_runs;
+    assert_eq!((s.limit_bytes, s.held_bytes, s.refused), (1 << 20, held, 1));
+    // b's scans read its segments: each key's newer cell, across the two segments' end.
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = b
+        .scan(name(4_998)..)
+        .unwrap()
+        .take(4)
+        .map(|r| r.unwrap())
+        .collect();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = (4_998..5_002)
+        .map(|k| (name(k), vec![u8::from(k < 5_000); 64]))
+        .collect();
+    assert_eq!(rows, want);
+    assert_eq!(b.stats().side_run_scans, 0);
+    // a's run goes with its setting at 0; b's next view gets one.
+    let mut c = (*a.config()).clone();
+    c.side_run_bytes = 0;
+    store.set_table_config("a", c).unwrap();
+    assert!(!a.build_side_run());
+    assert_eq!(store.stats().side_runs.held_bytes, 0);
+    b.put(name(9_000), [2]).unwrap();
+    b.flush().unwrap();
+    assert!(b.build_side_run());
+    // The new key lies past the first segment's: its segment follows that one in its
+    // chain, and the run holds the second segment's cells alone.
+    assert_eq!(b.stats().side_run_cells, 5_000);
+    assert_eq!(store.stats().side_runs.held_bytes, b.stats().side_run_bytes);
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = b
+        .scan(name(4_998)..)
+        .unwrap()
+        .take(4)
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(rows, want);
+    assert_eq!(b.stats().side_run_scans, 1);
+}
+
 /// "After an error the scan is done": a forward scan that meets a damaged block returns
 /// the error, and a step back or a seek afterwards yields nothing, whichever source the
 /// scan had: the sole segment (nothing else in the table), the overlay (a memtable key

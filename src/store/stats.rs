@@ -26,6 +26,7 @@ impl Store {
             index_cache: self.reader.index_cache.as_ref().map(|c| c.stats()),
             block_cache: self.reader.block_cache.as_ref().map(|c| c.stats()),
             unpacked_cache: self.reader.unpacked_cache.as_ref().map(|c| c.stats()),
+            side_runs: self.lsm.ctx().side_run_budget.stats(),
             read_views: self.lsm.ctx().visibility.views(),
             visible_seq: self.lsm.ctx().visibility.visible(),
         }

@@ -51,7 +51,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::{Mutex, RwLock};
 
 use super::commitlog::CommitLog;
-use super::lsm::{Table, TableConfig};
+use super::lsm::{RunBudget, Table, TableConfig};
 use super::memtable::Memtable;
 use super::positions::{DroppedTable, Positions};
 use super::registry::Registry;
@@ -178,6 +178,8 @@ pub(crate) struct Context {
     /// exclusively by a transaction's commit across its conflict check and its write
     /// (`lsm::write_tables_checked`, [`crate::table::txn`]).
     pub(crate) commit: RwLock<()>,
+    /// The bytes every table's side runs may hold together (`memory.side_run_mb`).
+    pub(crate) side_run_budget: Arc<RunBudget>,
 }
 
 impl Context {
@@ -427,6 +429,9 @@ impl Tables {
             install: RwLock::new(()),
             opening: RwLock::new(()),
             commit: RwLock::new(()),
+            side_run_budget: Arc::new(RunBudget::new(
+                store_config.memory.side_run_mb.saturating_mul(1 << 20),
+            )),
         });
         // From here on an error drops `out`, whose drop clears the tables (each holds
         // the context: a cycle that would otherwise keep their segments mapped).

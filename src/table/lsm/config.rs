@@ -64,7 +64,9 @@ pub struct TableConfig {
     /// meets such segments, for the table's current segments; dropped when they change
     /// (a flush, a compaction) and built again when a scan asks, or at once while the
     /// table's scans read or asked for one within its last eight changes. A table whose
-    /// side segments hold more gets none. 0 keeps none.
+    /// side segments hold more gets none, and so does one whose run does not fit in
+    /// what is left of the store's budget for every table's runs
+    /// ([`crate::MemoryOptions::side_run_mb`]). 0 keeps none.
     ///
     /// Default 64 MiB: level 0 of the default leveled settings (up to three 16 MiB
     /// flushes before it merges into level 1). README "Compaction", "Level 0 in memory for

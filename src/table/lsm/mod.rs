@@ -127,6 +127,8 @@ pub(crate) use config::DEFAULT_SIDE_RUN_BYTES;
 pub use read::set_key_range_skip;
 pub(crate) use scan::{ScanPin, ScanSource};
 pub use scan::{Cells, Scan};
+pub(crate) use side_run::RunBudget;
+pub use side_run::SideRunBudgetStats;
 pub(crate) use snap::{may_expire, TableSnap};
 pub(crate) use write::{write_nothing, write_tables, write_tables_checked};
 

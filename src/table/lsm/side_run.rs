@@ -25,7 +25,10 @@
 //!    segment the run covers, and every other segment it meets is covered
 //!    ([`SideRun::serves`]); otherwise it reads the segments, as without a run.
 //! 4. A run is never larger than the table's `side_run_bytes` (cells and bytes
-//!    counted); a view whose side segments do not fit gets none.
+//!    counted); a view whose side segments do not fit gets none. Every table's runs,
+//!    held and being built, charge the store's side run budget (`memory.side_run_mb`,
+//!    `budget.rs`) no more than it holds: a run that does not fit in what is left is
+//!    not built.
 //!
 //! When a run is built is decided by hints, not locks: a scan without a run of its
 //! view asks (`SideRuns::wanted`, one compaction round scheduled), scans that read or
@@ -53,8 +56,12 @@ use super::overlay::SideCursor;
 use super::snap::{first_segments, segment_bit};
 use super::Table;
 
+mod budget;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use budget::{RunBudget, RunCharge};
+pub use budget::SideRunBudgetStats;
 
 /// One cell of a run: its key and value at `at` in the run's bytes.
 #[derive(Debug, Clone, Copy)]
@@ -93,13 +100,16 @@ pub(crate) struct SideRun {
     /// Every [`FENCE`]th prefix.
     fences: Vec<u64>,
     bytes: Vec<u8>,
+    /// What it holds of the store's side run budget: what it charges (invariant 4).
+    charge: RunCharge,
 }
 
 impl SideRun {
     /// The run of `view`'s segments beside its main chain ([`side_segments`]), if
-    /// there are any, none holds range tombstones, and their merged cells fit in
-    /// `budget` bytes (invariant 4).
-    pub(crate) fn build(view: &View, budget: u64) -> Result<Option<SideRun>> {
+    /// there are any, none holds range tombstones, and their merged cells fit in the
+    /// bytes `charge` holds (invariant 4); the run keeps of them what it charges.
+    pub(crate) fn build(view: &View, charge: RunCharge) -> Result<Option<SideRun>> {
+        let budget = charge.bytes();
         let Some(covers) = side_segments(view) else {
             return Ok(None);
         };
@@ -127,11 +137,14 @@ impl SideRun {
             prefixes: Vec::with_capacity(most),
             fences: Vec::with_capacity(most.div_ceil(FENCE)),
             bytes: Vec::new(),
+            charge,
         };
         loop {
             merge.settle()?;
             let Some(c) = merge.current() else {
                 run.shrink();
+                let charged = run.charged();
+                run.charge.keep(charged);
                 return Ok(Some(run));
             };
             if !run.push(c.as_ref(), budget) {
@@ -495,7 +508,8 @@ impl Table {
     /// a scan asked for it, or scans read or asked for one within the last
     /// [`INTEREST`] views (each view built ahead spends one). A run that cannot be
     /// built (a segment fails to read) is left out: scans read the segments and report
-    /// the error themselves.
+    /// the error themselves. So is one that does not fit in its table's bound or in
+    /// what the store's budget has left, until the next view (a flush or compaction).
     pub(crate) fn refresh_side_run(&self) {
         let budget = self.config().side_run_bytes;
         let view = self.set.view();
@@ -516,10 +530,19 @@ impl Table {
         if !asked && !ahead() {
             return;
         }
-        match SideRun::build(&view, budget) {
+        // What the store's budget has left, if less than the table's own bound.
+        let store = &self.ctx.side_run_budget;
+        let charge = store.reserve_up_to(budget);
+        let cut = charge.bytes() < budget;
+        match SideRun::build(&view, charge) {
             Ok(Some(run)) => self.side_runs.run.store(Some(Arc::new(run))),
             // Not for this view again: its scans would ask after every round.
-            Ok(None) => self.side_runs.skip.store(view.generation, Ordering::Relaxed),
+            Ok(None) => {
+                self.side_runs.skip.store(view.generation, Ordering::Relaxed);
+                if cut {
+                    store.refuse(budget);
+                }
+            }
             Err(e) => {
                 self.side_runs.skip.store(view.generation, Ordering::Relaxed);
                 tracing::warn!(table = %self.name, error = %e, "side run not built");

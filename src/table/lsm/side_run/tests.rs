@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use super::{RunCursor, SideRun, CELL_BYTES};
+use super::{RunBudget, RunCursor, SideRun, CELL_BYTES};
 use crate::segment::Entry;
 use crate::table::merge::Cursor;
 use crate::test_support::proptest_cases;
@@ -20,6 +20,7 @@ fn run_of(covers: u64, cells: &[Entry]) -> SideRun {
         prefixes: Vec::new(),
         fences: Vec::new(),
         bytes: Vec::new(),
+        charge: Arc::new(RunBudget::new(0)).reserve_up_to(0),
     };
     for c in cells {
         assert!(run.push(c.as_ref(), u64::MAX));
