@@ -539,7 +539,8 @@ fn a_scanned_table_gets_its_side_run_ahead_of_its_scans() {
 /// Every table's side runs share the store's budget (`memory.side_run_mb`): a second
 /// table's run that does not fit in what the first's left is not built (its scans read
 /// the segments, with the same rows), and is built at its next view once the first's
-/// is gone; the store's stats show the bytes the runs hold and the run refused.
+/// is gone; the store's stats show the bytes the runs hold and the run refused (not a
+/// table with no segment beside its chain).
 #[test]
 fn side_runs_share_the_stores_budget() {
     let dir = tempfile::tempdir().unwrap();
@@ -585,6 +586,12 @@ fn side_runs_share_the_stores_budget() {
         .collect();
     assert_eq!(rows, want);
     assert_eq!(b.stats().side_run_scans, 0);
+    // A table with nothing beside its chain builds nothing, and is not a refusal.
+    let c = store.table("c").unwrap();
+    c.put(name(1), [1]).unwrap();
+    c.flush().unwrap();
+    assert!(!c.build_side_run());
+    assert_eq!(store.stats().side_runs.refused, 1);
     // a's run goes with its setting at 0; b's next view gets one.
     let mut c = (*a.config()).clone();
     c.side_run_bytes = 0;

@@ -105,14 +105,11 @@ pub(crate) struct SideRun {
 }
 
 impl SideRun {
-    /// The run of `view`'s segments beside its main chain ([`side_segments`]), if
-    /// there are any, none holds range tombstones, and their merged cells fit in the
-    /// bytes `charge` holds (invariant 4); the run keeps of them what it charges.
-    pub(crate) fn build(view: &View, charge: RunCharge) -> Result<Option<SideRun>> {
+    /// The run of `view`'s segments `covers` (its [`side_segments`]), if their merged
+    /// cells fit in the bytes `charge` holds (invariant 4); the run keeps of them what
+    /// it charges.
+    fn build(view: &View, covers: u64, charge: RunCharge) -> Result<Option<SideRun>> {
         let budget = charge.bytes();
-        let Some(covers) = side_segments(view) else {
-            return Ok(None);
-        };
         let side = || {
             let segs = view.segments.iter().enumerate();
             segs.filter(move |&(i, _)| covers & segment_bit(i) != 0)
@@ -530,13 +527,20 @@ impl Table {
         if !asked && !ahead() {
             return;
         }
+        // Not for this view again (its scans would ask after every round): no segment
+        // beside its chain, or a view a run cannot serve (range tombstones, too many
+        // segments).
+        let Some(covers) = side_segments(&view) else {
+            self.side_runs.skip.store(view.generation, Ordering::Relaxed);
+            return;
+        };
         // What the store's budget has left, if less than the table's own bound.
         let store = &self.ctx.side_run_budget;
         let charge = store.reserve_up_to(budget);
         let cut = charge.bytes() < budget;
-        match SideRun::build(&view, charge) {
+        match SideRun::build(&view, covers, charge) {
             Ok(Some(run)) => self.side_runs.run.store(Some(Arc::new(run))),
-            // Not for this view again: its scans would ask after every round.
+            // Too large: not for this view again either.
             Ok(None) => {
                 self.side_runs.skip.store(view.generation, Ordering::Relaxed);
                 if cut {
