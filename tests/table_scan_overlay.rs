@@ -575,16 +575,14 @@ fn side_runs_share_the_stores_budget() {
     let s = store.stats().side_runs;
     assert_eq!((s.limit_bytes, s.held_bytes, s.refused), (1 << 20, held, 1));
     // b's scans read its segments: each key's newer cell, across the two segments' end.
-    let rows: Vec<(Vec<u8>, Vec<u8>)> = b
-        .scan(name(4_998)..)
-        .unwrap()
-        .take(4)
-        .map(|r| r.unwrap())
-        .collect();
+    let rows_of_b = || -> Vec<(Vec<u8>, Vec<u8>)> {
+        let scan = b.scan(name(4_998)..).unwrap();
+        scan.take(4).map(|r| r.unwrap()).collect()
+    };
     let want: Vec<(Vec<u8>, Vec<u8>)> = (4_998..5_002)
         .map(|k| (name(k), vec![u8::from(k < 5_000); 64]))
         .collect();
-    assert_eq!(rows, want);
+    assert_eq!(rows_of_b(), want);
     assert_eq!(b.stats().side_run_scans, 0);
     // A table with nothing beside its chain builds nothing, and is not a refusal.
     let c = store.table("c").unwrap();
@@ -593,9 +591,9 @@ fn side_runs_share_the_stores_budget() {
     assert!(!c.build_side_run());
     assert_eq!(store.stats().side_runs.refused, 1);
     // a's run goes with its setting at 0; b's next view gets one.
-    let mut c = (*a.config()).clone();
-    c.side_run_bytes = 0;
-    store.set_table_config("a", c).unwrap();
+    let mut none = (*a.config()).clone();
+    none.side_run_bytes = 0;
+    store.set_table_config("a", none).unwrap();
     assert!(!a.build_side_run());
     assert_eq!(store.stats().side_runs.held_bytes, 0);
     b.put(name(9_000), [2]).unwrap();
@@ -605,13 +603,7 @@ fn side_runs_share_the_stores_budget() {
     // chain, and the run holds the second segment's cells alone.
     assert_eq!(b.stats().side_run_cells, 5_000);
     assert_eq!(store.stats().side_runs.held_bytes, b.stats().side_run_bytes);
-    let rows: Vec<(Vec<u8>, Vec<u8>)> = b
-        .scan(name(4_998)..)
-        .unwrap()
-        .take(4)
-        .map(|r| r.unwrap())
-        .collect();
-    assert_eq!(rows, want);
+    assert_eq!(rows_of_b(), want);
     assert_eq!(b.stats().side_run_scans, 1);
 }
 
