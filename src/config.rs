@@ -347,8 +347,7 @@ pub struct MemoryOptions {
 pub const DEFAULT_MAP_BUDGET_PERCENT: u8 = 50;
 
 /// Largest accepted `index_cache_mb`, `block_cache_mb`, `unpacked_cache_mb` and
-/// `side_run_mb` (1 PiB),
-/// so the byte count cannot overflow.
+/// `side_run_mb` (1 PiB), so the byte count cannot overflow.
 pub const MAX_INDEX_CACHE_MB: u64 = 1 << 30;
 
 /// Default index cache budget in MiB: the index of about 4 million 16-byte keys.

@@ -266,12 +266,7 @@ fn a_forward_scan_meets_memtable_keys_between_segment_rows() {
         .chain([Step::Back, Step::Back, Step::Next])
         .collect::<Vec<_>>();
     check(&t, &model, (Bound::Unbounded, Bound::Unbounded), &steps).unwrap();
-    let got: Vec<_> = t
-        .scan(key(9)..)
-        .unwrap()
-        .take(4)
-        .map(|r| r.unwrap())
-        .collect();
+    let got = first_rows(&t, key(9), 4);
     let want = vec![
         (key(9), vec![9]),
         (key(10), vec![1, 1]),
@@ -536,6 +531,41 @@ fn a_scanned_table_gets_its_side_run_ahead_of_its_scans() {
     assert_eq!(t.stats().side_run_scans, 2);
 }
 
+/// A store (no background compaction) whose side runs may hold `mb` MiB together.
+fn budget_store(mb: u64) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.table.background_compaction = false;
+    config.memory.side_run_mb = mb;
+    let store = Store::open(dir.path(), config).unwrap();
+    (dir, store)
+}
+
+/// The first `n` rows of a scan of `t` from `from`.
+fn first_rows(t: &Table, from: Vec<u8>, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let scan = t.scan(from..).unwrap();
+    scan.take(n).map(|r| r.unwrap()).collect()
+}
+
+fn name(k: u32) -> Vec<u8> {
+    format!("k{k:05}").into_bytes()
+}
+
+/// Table `table` of `store`: 8,000 keys in one segment, then 5,000 of them again
+/// beside it (a run of some 550 KB: 5,000 cells of 70 bytes and 40 of bookkeeping).
+fn two_segments(store: &Store, table: &str) -> Arc<Table> {
+    let t = store.table(table).unwrap();
+    for (round, keys) in [(0u8, 8_000), (1, 5_000)] {
+        let mut b = WriteBatch::new();
+        for k in 0..keys {
+            b.put(name(k), [round; 64]);
+        }
+        t.write(&b).unwrap();
+        t.flush().unwrap();
+    }
+    t
+}
+
 /// Every table's side runs share the store's budget (`memory.side_run_mb`): a second
 /// table's run that does not fit in what the first's left is not built (its scans read
 /// the segments, with the same rows), and is built at its next view once the first's
@@ -543,27 +573,9 @@ fn a_scanned_table_gets_its_side_run_ahead_of_its_scans() {
 /// table with no segment beside its chain).
 #[test]
 fn side_runs_share_the_stores_budget() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.table.background_compaction = false;
-    config.memory.side_run_mb = 1;
-    let store = Store::open(dir.path(), config).unwrap();
-    let name = |k: u32| format!("k{k:05}").into_bytes();
-    // 8,000 keys in one segment, then 5,000 of them again beside it: a run of some
-    // 550 KB (5,000 cells of 70 bytes and 40 of bookkeeping), less than half the budget.
-    let fill = |table: &str| {
-        let t = store.table(table).unwrap();
-        for (round, keys) in [(0u8, 8_000), (1, 5_000)] {
-            let mut b = WriteBatch::new();
-            for k in 0..keys {
-                b.put(name(k), [round; 64]);
-            }
-            t.write(&b).unwrap();
-            t.flush().unwrap();
-        }
-        t
-    };
-    let (a, b) = (fill("a"), fill("b"));
+    // Two runs of some 550 KB each: one fits in 1 MiB, not both.
+    let (_dir, store) = budget_store(1);
+    let (a, b) = (two_segments(&store, "a"), two_segments(&store, "b"));
     assert!(a.build_side_run());
     let held = a.stats().side_run_bytes;
     assert!(
@@ -575,10 +587,7 @@ fn side_runs_share_the_stores_budget() {
     let s = store.stats().side_runs;
     assert_eq!((s.limit_bytes, s.held_bytes, s.refused), (1 << 20, held, 1));
     // b's scans read its segments: each key's newer cell, across the two segments' end.
-    let rows_of_b = || -> Vec<(Vec<u8>, Vec<u8>)> {
-        let scan = b.scan(name(4_998)..).unwrap();
-        scan.take(4).map(|r| r.unwrap()).collect()
-    };
+    let rows_of_b = || first_rows(&b, name(4_998), 4);
     let want: Vec<(Vec<u8>, Vec<u8>)> = (4_998..5_002)
         .map(|k| (name(k), vec![u8::from(k < 5_000); 64]))
         .collect();
@@ -605,6 +614,24 @@ fn side_runs_share_the_stores_budget() {
     assert_eq!(store.stats().side_runs.held_bytes, b.stats().side_run_bytes);
     assert_eq!(rows_of_b(), want);
     assert_eq!(b.stats().side_run_scans, 1);
+}
+
+/// A store budget of 0 keeps no side run, and its tables' scans ask for none: nothing
+/// is built or refused, and scans read the segments.
+#[test]
+fn a_store_budget_of_zero_keeps_no_side_run() {
+    let (_dir, store) = budget_store(0);
+    let t = two_segments(&store, "t");
+    assert!(!t.build_side_run());
+    let rows = first_rows(&t, name(4_999), 2);
+    assert_eq!(
+        rows,
+        [(name(4_999), vec![1; 64]), (name(5_000), vec![0; 64])]
+    );
+    t.compact_pending().unwrap();
+    let (s, ts) = (store.stats().side_runs, t.stats());
+    assert_eq!((s.limit_bytes, s.held_bytes, s.refused), (0, 0, 0));
+    assert_eq!((ts.side_run_bytes, ts.side_run_scans), (0, 0));
 }
 
 /// "After an error the scan is done": a forward scan that meets a damaged block returns

@@ -469,12 +469,12 @@ impl Table {
     /// A scan of the view of `generation` met segments beside its chain and read them
     /// (no run of its view): the table is scanned ([`INTEREST`]), and the next
     /// compaction round is asked to build a run, if the table keeps one
-    /// (`side_run_bytes` above 0) and a round has not found that view's side segments
+    /// ([`Table::side_run_bound`] above 0) and a round has not found that view's side segments
     /// too large (or unreadable). Asks once until a round looks.
     pub(crate) fn want_side_run(&self, generation: u64) {
         if self.side_runs.wanted.load(Ordering::Relaxed)
             || self.side_runs.skip.load(Ordering::Relaxed) == generation
-            || self.config().side_run_bytes == 0
+            || self.side_run_bound() == 0
         {
             return;
         }
@@ -482,6 +482,13 @@ impl Table {
         if !self.side_runs.wanted.swap(true, Ordering::AcqRel) {
             self.ctx.schedule_compaction(self);
         }
+    }
+
+    /// The most bytes the table's run may hold: its `side_run_bytes`, or the store's
+    /// whole budget if less (0: the table keeps none, and its scans ask for none).
+    fn side_run_bound(&self) -> u64 {
+        let store = self.ctx.side_run_budget.limit();
+        self.config().side_run_bytes.min(store)
     }
 
     /// A scan read the side run.
@@ -508,7 +515,7 @@ impl Table {
     /// the error themselves. So is one that does not fit in its table's bound or in
     /// what the store's budget has left, until the next view (a flush or compaction).
     pub(crate) fn refresh_side_run(&self) {
-        let budget = self.config().side_run_bytes;
+        let budget = self.side_run_bound();
         let view = self.set.view();
         // A run of this view within the budget (which a new setting may have cut) stays.
         if budget > 0 && self.side_run_for(&view).is_some_and(|r| r.charged() <= budget) {

@@ -56,6 +56,11 @@ impl RunBudget {
         }
     }
 
+    /// Bytes all runs may hold together.
+    pub(crate) fn limit(&self) -> u64 {
+        self.limit
+    }
+
     /// Take `want` bytes, or what is left if less (possibly none).
     pub(crate) fn reserve_up_to(self: &Arc<Self>, want: u64) -> RunCharge {
         let mut bytes = 0;
