@@ -469,8 +469,8 @@ impl Table {
     /// A scan of the view of `generation` met segments beside its chain and read them
     /// (no run of its view): the table is scanned ([`INTEREST`]), and the next
     /// compaction round is asked to build a run, if the table keeps one
-    /// ([`Table::side_run_bound`] above 0) and a round has not found that view's side segments
-    /// too large (or unreadable). Asks once until a round looks.
+    /// ([`Table::side_run_bound`] above 0) and a round has not found that view's side
+    /// segments too large (or unreadable). Asks once until a round looks.
     pub(crate) fn want_side_run(&self, generation: u64) {
         if self.side_runs.wanted.load(Ordering::Relaxed)
             || self.side_runs.skip.load(Ordering::Relaxed) == generation
