@@ -345,12 +345,15 @@ impl Kv for Seg {
     fn state(&self) -> Option<String> {
         let ts = self.t.stats();
         Some(format!(
-            "{}; memtable {}K keys, {} frozen; {} compactions, {} scan seeks",
+            "{}; memtable {}K keys, {} frozen; {} compactions, {} scan seeks; side run {}K \
+             cells, {} scans read one",
             segment_shape(&self.store, &self.t).join(", "),
             ts.memtable_keys / 1000,
             ts.frozen_memtables,
             ts.compactions,
-            ts.scan_seeks
+            ts.scan_seeks,
+            ts.side_run_cells / 1000,
+            ts.side_run_scans
         ))
     }
     fn read(&self, key: &[u8]) -> usize {

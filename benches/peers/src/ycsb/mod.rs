@@ -292,16 +292,7 @@ fn rounds(root: &Path, ids: &[&'static str], a: &Args) {
             let seed = (round * 64 + pi) as u64 + 1000;
             // A fresh seeded order of the systems per phase: none always runs first.
             for si in crate::shuffled(systems.len(), seed) {
-                if wl == Workload::E {
-                    if let Some(state) = systems[si].state() {
-                        e_states.push(report::EState {
-                            system: si,
-                            phase: pi,
-                            round,
-                            state,
-                        });
-                    }
-                }
+                let began = (wl == Workload::E).then(|| systems[si].state()).flatten();
                 let sample = perf_of(a, wl, threads);
                 sample(b"enable\n");
                 let p = run::phase(
@@ -314,6 +305,15 @@ fn rounds(root: &Path, ids: &[&'static str], a: &Args) {
                 );
                 sample(b"disable\n");
                 results[si][pi].push(p);
+                if let Some(state) = began {
+                    e_states.push(report::EState {
+                        system: si,
+                        phase: pi,
+                        round,
+                        state,
+                        end: systems[si].state(),
+                    });
+                }
             }
         }
         eprintln!(

@@ -53,11 +53,16 @@ pub struct EState {
     pub phase: usize,
     pub round: usize,
     pub state: String,
+    /// What the phase left: its scans' side run reads show whether level 0 was read
+    /// through a run for the whole phase.
+    pub end: Option<String>,
 }
 
 /// E's throughput in every round, not only the median, and the tables each segstore
-/// round began with: level 0 segments and memtable keys left by the phases before
-/// decide E's rate, and the rounds need not meet the same ones.
+/// round began and ended with: level 0 segments and memtable keys left by the phases
+/// before decide E's rate, and the rounds need not meet the same ones; the scans that
+/// read a side run (at the end, against the start) show whether level 0 was read
+/// through one for the whole phase.
 pub fn e_rounds(
     ids: &[&str],
     phases: &[(Workload, usize)],
@@ -79,6 +84,9 @@ pub fn e_rounds(
             println!("- {}: {}", kv::label(id), rounds.join(", "));
             for s in states.iter().filter(|s| s.system == si && s.phase == pi) {
                 println!("  - round {} began with {}", s.round + 1, s.state);
+                if let Some(end) = &s.end {
+                    println!("    and ended with {end}");
+                }
             }
         }
     }
