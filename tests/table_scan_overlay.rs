@@ -566,6 +566,61 @@ fn two_segments(store: &Store, table: &str) -> Arc<Table> {
     t
 }
 
+/// A run whose side segments fail to read is not built, through either path (one side
+/// segment, pushed as its walk lends it; two, through a merge): the scans read the
+/// segments instead and report the corruption, not rows of a partial run.
+#[test]
+fn a_side_segment_that_fails_to_read_gets_no_run() {
+    for sides in [1u32, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = common::test_config(
+            segstore::DiskAccessMode::Standard,
+            segstore::FileRules::posix(),
+        );
+        config.table.background_compaction = false;
+        chain_and_sides(dir.path(), &config, sides);
+        // The smallest data file damaged: a side segment's.
+        let files = data_files(dir.path());
+        damage(
+            files
+                .iter()
+                .min_by_key(|p| std::fs::metadata(p).unwrap().len())
+                .unwrap(),
+        );
+        let store = Store::open(dir.path(), config).unwrap();
+        let t = store.table("t").unwrap();
+        assert_eq!(t.stats().segments, 1 + sides as usize);
+        assert!(
+            !t.build_side_run(),
+            "{sides} side segment(s): a run was built"
+        );
+        assert_eq!(t.stats().side_run_bytes, 0);
+        let error = t.scan(..).unwrap().find_map(|r| r.err());
+        assert!(
+            error.as_ref().is_some_and(|e| e.is_corrupt()),
+            "{sides} side segment(s): {error:?}"
+        );
+    }
+}
+
+/// Table `t` in a store at `dir`, closed: a segment of 8,000 keys (the chain), then
+/// `sides` segments of 2,000 of them each beside it.
+fn chain_and_sides(dir: &std::path::Path, config: &Config, sides: u32) {
+    let store = Store::open(dir, config.clone()).unwrap();
+    let t = store.table("t").unwrap();
+    let rounds = std::iter::once(8_000).chain((0..sides).map(|_| 2_000));
+    for (round, keys) in (0u32..).zip(rounds) {
+        let mut b = WriteBatch::new();
+        for k in 0..keys {
+            b.put(name(k * (round + 1)), [round as u8; 64]);
+        }
+        t.write(&b).unwrap();
+        t.flush().unwrap();
+    }
+    drop(t);
+    assert!(store.close().unwrap().is_clean());
+}
+
 /// Every table's side runs share the store's budget (`memory.side_run_mb`): a second
 /// table's run that does not fit in what the first's left is not built (its scans read
 /// the segments, with the same rows), and is built at its next view once the first's
@@ -641,7 +696,6 @@ fn a_store_budget_of_zero_keeps_no_side_run() {
 /// merge (a range delete in the memtable). The overlay's turned into a new merge over
 /// the same picture, which yielded rows again.
 #[test]
-#[allow(clippy::disallowed_methods)] // damages a segment file on purpose
 fn a_scan_stays_done_after_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::test_config(
@@ -662,16 +716,8 @@ fn a_scan_stays_done_after_an_error() {
         drop(t);
         assert!(store.close().unwrap().is_clean());
     }
-    // One byte flipped three quarters into the data file: a block's checksum fails.
-    let data = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with("-Data.db"))
-        .unwrap();
-    let mut bytes = std::fs::read(&data).unwrap();
-    let at = bytes.len() * 3 / 4;
-    bytes[at] ^= 0x55;
-    std::fs::write(&data, &bytes).unwrap();
+    // The one data file damaged: a block's checksum fails.
+    damage(&data_files(dir.path())[0]);
     let store = Store::open(dir.path(), config).unwrap();
     let t = store.table("t").unwrap();
     for source in ["sole segment", "overlay", "merge"] {
@@ -707,4 +753,21 @@ fn a_scan_stays_done_after_an_error() {
             );
         }
     }
+}
+
+/// The segment data files in `dir`.
+fn data_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let files = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path());
+    files
+        .filter(|p| p.to_string_lossy().ends_with("-Data.db"))
+        .collect()
+}
+
+/// One byte of `data` flipped three quarters in: the checksum of the block there fails.
+#[allow(clippy::disallowed_methods)] // damages a segment file on purpose
+fn damage(data: &std::path::Path) {
+    let mut bytes = std::fs::read(data).unwrap();
+    let at = bytes.len() * 3 / 4;
+    bytes[at] ^= 0x55;
+    std::fs::write(data, &bytes).unwrap();
 }
