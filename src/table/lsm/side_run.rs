@@ -120,21 +120,23 @@ impl SideRun {
         if cells.saturating_mul(CELL_BYTES as u64) > budget {
             return Ok(None);
         }
-        // At most one cell per cell of the segments (fewer where they share keys), and
-        // about as many bytes as their data files (less their records' framing, more
-        // where blocks are compressed): grown a doubling at a time, the bytes of a run
-        // of 85,000 cells were reallocated some twenty times.
+        // At most one cell per cell of the segments (fewer where they share keys).
         let most = usize::try_from(cells).unwrap_or(usize::MAX);
-        let data: u64 = side().map(|h| h.stats().data_len).sum();
         let mut run = SideRun {
             generation: view.generation,
             covers,
             cells: Vec::with_capacity(most),
             prefixes: Vec::with_capacity(most),
             fences: Vec::with_capacity(most.div_ceil(FENCE)),
-            bytes: Vec::with_capacity(usize::try_from(data.min(budget)).unwrap_or(0)),
+            bytes: Vec::new(),
             charge,
         };
+        // About as many bytes as their data files (less their records' framing, more
+        // where blocks are compressed), within the budget: grown a doubling at a time,
+        // the bytes of a run of 85,000 cells were reallocated some twenty times. Room
+        // the allocator refuses is left to that growth.
+        let data: u64 = side().map(|h| h.stats().data_len).sum();
+        let _ = run.bytes.try_reserve_exact(usize::try_from(data.min(budget)).unwrap_or(0));
         let mut segs = side();
         let filled = match (segs.next(), segs.next()) {
             (Some(only), None) => run.fill_from(only, budget)?,
