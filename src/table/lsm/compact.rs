@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::output::Outputs;
-use super::Table;
+use super::{Table, TableConfig};
 use crate::error::{Error, Result};
 use crate::format::ranges::RangeTombstones;
 use crate::lifecycle::SegmentHandle;
@@ -29,6 +29,32 @@ pub(super) struct Placement {
     level: u32,
     /// Cut the output into segments of about this many bytes (`None`: one segment).
     target: Option<u64>,
+}
+
+/// What a compaction round's policy chose ([`Table::plan_round`]).
+enum Plan {
+    /// Nothing to do.
+    Nothing,
+    /// Segments moved to another level by the manifest alone (done).
+    Moved,
+    /// Merge `ids` into `placement`, each output holding `held` flushes (the
+    /// `leveled::choose` rule 1's count); `for_reads`: that many level 0 segments merged
+    /// into one for reads.
+    Merge {
+        ids: Vec<u64>,
+        placement: Placement,
+        held: u32,
+        for_reads: Option<u64>,
+    },
+}
+
+/// The flushes the segments `ids` of `summaries` hold together.
+fn flushes_held(summaries: &[LevelSummary], ids: &[u64]) -> u32 {
+    summaries
+        .iter()
+        .filter(|s| ids.contains(&s.id))
+        .map(|s| s.runs.max(1))
+        .fold(0u32, u32::saturating_add)
 }
 
 /// What a round of background compaction did.
@@ -163,69 +189,19 @@ impl Table {
     /// [`Table::compact_once`] with the compaction lock held.
     fn compact_round(&self) -> Result<bool> {
         self.ctx.check_unsealed()?;
-        let config = self.config();
-        let view = self.set.view();
-        // Level 0's segments merged into one for reads: their count, which divides the
-        // scans' seeks once the merge is done.
-        let mut merged_for_reads = None;
-        // `held`: the flushes each level 0 output holds (`leveled::choose`'s rule 1).
-        let (ids, placement, held) = match config.compaction.strategy {
-            CompactionStrategy::SizeTiered => {
-                match choose(&Self::summaries(&view.segments), &config.compaction) {
-                    Choice::DoNothing => return Ok(false),
-                    Choice::Merge(ids) => (ids, Placement::ONE_SEGMENT, 1),
-                }
-            }
-            CompactionStrategy::Leveled => {
-                let summaries = self.level_summaries(&view.segments);
-                let seeks = self.scan_seeks.load(Ordering::Relaxed);
-                let (choice, for_reads) =
-                    match leveled::choose(&summaries, &config.compaction.leveled()) {
-                        Some(c) => (Some(c), false),
-                        None => (leveled::choose_for_reads(&summaries, seeks), true),
-                    };
-                let Some(c) = choice else {
-                    return Ok(false);
-                };
-                if c.to_level == 1 {
-                    // Level 0 merges away: the seeks into it are paid for.
-                    self.scan_seeks.store(0, Ordering::Relaxed);
-                } else if for_reads {
-                    merged_for_reads = Some(c.ids.len() as u64);
-                }
-                // A compaction filter sees every cell its compactions write: a table
-                // with one rewrites what it could have moved.
-                if leveled::moves_alone(&summaries, &c) && self.compaction_filter.read().is_none()
-                {
-                    drop(view);
-                    self.set.move_to_level(&c.ids, c.to_level)?;
-                    self.note_runs(&c.ids, &[], 1);
-                    self.moves.fetch_add(c.ids.len() as u64, Ordering::Relaxed);
-                    tracing::debug!(table = %self.name, moved = ?c.ids, level = c.to_level, "segments moved");
-                    return Ok(true);
-                }
-                if c.to_level == 0 {
-                    // Level 0 merged into one segment (one: pieces would be merged
-                    // again), holding its inputs' flushes.
-                    let held = summaries
-                        .iter()
-                        .filter(|s| c.ids.contains(&s.id))
-                        .map(|s| s.runs.max(1))
-                        .fold(0u32, u32::saturating_add);
-                    (c.ids, Placement::ONE_SEGMENT, held)
-                } else {
-                    let placement = Placement {
-                        level: c.to_level,
-                        target: Some(config.compaction.target_segment_size),
-                    };
-                    (c.ids, placement, 1)
-                }
-            }
+        let (ids, placement, held, for_reads) = match self.plan_round()? {
+            Plan::Nothing => return Ok(false),
+            Plan::Moved => return Ok(true),
+            Plan::Merge {
+                ids,
+                placement,
+                held,
+                for_reads,
+            } => (ids, placement, held, for_reads),
         };
-        drop(view);
         let new = self.merge_segments(&ids, placement)?;
         self.note_runs(&ids, &new, held);
-        if let Some(n) = merged_for_reads {
+        if let Some(n) = for_reads {
             // Level 0's `n` segments are one now, for the seeks scans made into them
             // (each into every one, a flush each, until now). A seek into the one
             // counts once per flush it holds toward the merge into level 1
@@ -236,6 +212,74 @@ impl Table {
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(v / n));
         }
         Ok(true)
+    }
+
+    /// What the table's compaction strategy chooses now (a leveled move that needs no
+    /// merge is carried out here).
+    fn plan_round(&self) -> Result<Plan> {
+        let config = self.config();
+        let view = self.set.view();
+        match config.compaction.strategy {
+            CompactionStrategy::SizeTiered => {
+                Ok(match choose(&Self::summaries(&view.segments), &config.compaction) {
+                    Choice::DoNothing => Plan::Nothing,
+                    Choice::Merge(ids) => Plan::Merge {
+                        ids,
+                        placement: Placement::ONE_SEGMENT,
+                        held: 1,
+                        for_reads: None,
+                    },
+                })
+            }
+            CompactionStrategy::Leveled => {
+                let summaries = self.level_summaries(&view.segments);
+                drop(view);
+                self.plan_leveled(&summaries, &config)
+            }
+        }
+    }
+
+    /// The leveled policy's choice over `summaries`: its rules for writes, else its
+    /// rule for reads, which the scans' seeks since level 0's last merge into level 1
+    /// decide (a merge into level 1 starts that count over).
+    fn plan_leveled(&self, summaries: &[LevelSummary], config: &TableConfig) -> Result<Plan> {
+        let seeks = self.scan_seeks.load(Ordering::Relaxed);
+        let (choice, for_reads) = match leveled::choose(summaries, &config.compaction.leveled()) {
+            Some(c) => (Some(c), false),
+            None => (leveled::choose_for_reads(summaries, seeks), true),
+        };
+        let Some(c) = choice else {
+            return Ok(Plan::Nothing);
+        };
+        if c.to_level == 1 {
+            // Level 0 merges away: the seeks into it are paid for.
+            self.scan_seeks.store(0, Ordering::Relaxed);
+        }
+        // A compaction filter sees every cell its compactions write: a table with one
+        // rewrites what it could have moved.
+        if leveled::moves_alone(summaries, &c) && self.compaction_filter.read().is_none() {
+            self.set.move_to_level(&c.ids, c.to_level)?;
+            self.note_runs(&c.ids, &[], 1);
+            self.moves.fetch_add(c.ids.len() as u64, Ordering::Relaxed);
+            tracing::debug!(table = %self.name, moved = ?c.ids, level = c.to_level, "segments moved");
+            return Ok(Plan::Moved);
+        }
+        let (placement, held) = match c.to_level {
+            // Level 0 merged into one segment (one: pieces would be merged again),
+            // holding its inputs' flushes.
+            0 => (Placement::ONE_SEGMENT, flushes_held(summaries, &c.ids)),
+            level => {
+                let target = Some(config.compaction.target_segment_size);
+                (Placement { level, target }, 1)
+            }
+        };
+        let for_reads = (for_reads && c.to_level != 1).then_some(c.ids.len() as u64);
+        Ok(Plan::Merge {
+            ids: c.ids,
+            placement,
+            held,
+            for_reads,
+        })
     }
 
     /// The flushes level 0 segments hold (`leveled::choose`'s rule 1): `merged`'s are
