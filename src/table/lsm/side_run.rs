@@ -206,9 +206,7 @@ impl SideRun {
         let (Some(c), Some(&p)) = (self.cells.last(), self.prefixes.last()) else {
             return true;
         };
-        let at = c.at as usize;
-        let last = &self.bytes[at..at + c.key_len as usize];
-        cmp_keys(last, p, key).is_lt()
+        cmp_keys(self.key_of(c), p, key).is_lt()
     }
 
     /// Append cell `r` (keys ascending), unless the run would pass `budget` bytes.
