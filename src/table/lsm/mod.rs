@@ -113,6 +113,7 @@ mod overlay;
 mod ranges;
 mod read;
 mod scan;
+mod side;
 mod side_run;
 mod snap;
 #[cfg(test)]

@@ -19,8 +19,8 @@
 //!
 //! - the memtables' and the other segments' cells in the range are merged among
 //!   themselves (tombstones kept: they shadow the large segment's cells), one cell
-//!   ahead (`side`: a [`CopyMerge`], which refills one buffer per source instead of
-//!   allocating a cell per row);
+//!   ahead (`side`: a [`Side`], whose copy merge refills one buffer per source instead
+//!   of allocating a cell per row, and which lends a side run's cells from the run);
 //! - a row of the large segment whose key is below that cell's is lent straight from
 //!   the segment (skipped if it is a tombstone or expired); the segment's walk checks
 //!   that key as it checks its own upper bound (`cap`, borrowed from the side's
@@ -44,6 +44,7 @@ use std::ops::Bound;
 use smallvec::SmallVec;
 
 use super::scan::Merged;
+use super::side::Side;
 use super::side_run::RunCursor;
 use super::snap::TableSnap;
 use crate::error::Result;
@@ -51,13 +52,9 @@ use crate::format::{key_order, replace_tail};
 use crate::lifecycle::SegmentHandle;
 use crate::range::KeyBounds;
 use crate::segment::{Entry, SegmentIter};
-use crate::table::cell::{cmp_versions, entry_version, is_dead, version};
 use crate::shelf::Shelf;
-use crate::table::merge::{stock, CopyMerge, Cursor, MemtableCursor, Places, TombstonePolicy};
-
-/// The memtables' and the other segments' cells, merged among themselves into buffers
-/// they reuse.
-pub(crate) type Side = CopyMerge<SideCursor>;
+use crate::table::cell::{cmp_versions, entry_version, is_dead, version};
+use crate::table::merge::{stock, Cursor, MemtableCursor, Places, TombstonePolicy};
 
 /// The most sides' rooms ([`Places`]) a thread keeps: those of a few scans.
 const PLACES_KEPT: usize = 4;
@@ -73,20 +70,22 @@ thread_local! {
 /// The rooms the thread's last overlays held their side's sources in, empty.
 static PLACES: Shelf<Places<SideCursor>> = Shelf::new(&PLACES_LOCAL, PLACES_KEPT);
 
-/// The side merge of `sources`, held in room the thread's last scans used (given back
-/// when the overlay is dropped), or in new room.
-pub(crate) fn side_of(sources: impl IntoIterator<Item = SideCursor>) -> Side {
-    CopyMerge::new_in(PLACES.take().unwrap_or_default(), sources)
+/// The side of `sources` merged (held in room the thread's last scans used, given back
+/// when the overlay is dropped, or in new room) and the side run's cells `run`, lent.
+pub(crate) fn side_of(
+    sources: impl IntoIterator<Item = SideCursor>,
+    run: Option<RunCursor>,
+) -> Side {
+    Side::new(PLACES.take().unwrap_or_default(), sources, run)
 }
 
-/// A source of the side: a memtable's cells or a segment's, held inline. (As a
-/// [`BoxedCursor`](crate::table::merge::BoxedCursor), each source cost a scan an
-/// allocation, and each of its steps a call through a pointer.)
+/// A source of the side's copy merge: a memtable's cells or a segment's, held inline.
+/// (As a [`BoxedCursor`](crate::table::merge::BoxedCursor), each source cost a scan an
+/// allocation, and each of its steps a call through a pointer.) A side run's cells are
+/// lent, not merged through it (`side.rs`).
 pub(crate) enum SideCursor {
     Mem(MemtableCursor),
     Seg(SegmentIter<SegmentHandle>),
-    /// The segments a side run covers, merged in memory (`side_run.rs`).
-    Run(RunCursor),
 }
 
 impl Iterator for SideCursor {
@@ -95,7 +94,6 @@ impl Iterator for SideCursor {
         match self {
             SideCursor::Mem(m) => m.next(),
             SideCursor::Seg(s) => s.next(),
-            SideCursor::Run(r) => r.next(),
         }
     }
 }
@@ -105,7 +103,6 @@ impl DoubleEndedIterator for SideCursor {
         match self {
             SideCursor::Mem(m) => m.next_back(),
             SideCursor::Seg(s) => s.next_back(),
-            SideCursor::Run(r) => r.next_back(),
         }
     }
 }
@@ -115,14 +112,12 @@ impl Cursor for SideCursor {
         match self {
             SideCursor::Mem(m) => Cursor::seek(m, lo),
             SideCursor::Seg(s) => Cursor::seek(s, lo),
-            SideCursor::Run(r) => Cursor::seek(r, lo),
         }
     }
     fn seek_back(&mut self, hi: Bound<&[u8]>) {
         match self {
             SideCursor::Mem(m) => Cursor::seek_back(m, hi),
             SideCursor::Seg(s) => Cursor::seek_back(s, hi),
-            SideCursor::Run(r) => Cursor::seek_back(r, hi),
         }
     }
     #[inline]
@@ -130,7 +125,6 @@ impl Cursor for SideCursor {
         match self {
             SideCursor::Mem(m) => Cursor::next_into(m, into),
             SideCursor::Seg(s) => Cursor::next_into(s, into),
-            SideCursor::Run(r) => Cursor::next_into(r, into),
         }
     }
 }
@@ -173,7 +167,7 @@ fn yield_row<T>(
 /// Which cell [`Overlay::resolve`] chose.
 enum Pick {
     Held,
-    /// The side's, taken ([`CopyMerge::taken`]).
+    /// The side's, taken ([`Side::taken`]).
     Side,
 }
 
@@ -288,16 +282,17 @@ impl Overlay {
                 }
             }
             let cell = match self.resolve()? {
-                Pick::Held => &self.held,
+                Pick::Held => self.held.as_ref(),
                 Pick::Side => self.side.taken(),
             };
-            if cell.is_dead_at(self.snap.now) {
+            let now = self.snap.now;
+            if is_dead(cell.tombstone, cell.expires, || now) {
                 continue;
             }
             let (last, yielded) = (&mut self.last.key, &mut self.yielded);
             return f
                 .take()
-                .map(|f| Ok(yield_row(last, yielded, &cell.key, &cell.value, f)));
+                .map(|f| Ok(yield_row(last, yielded, cell.key, cell.value, f)));
         }
     }
 
@@ -347,7 +342,7 @@ impl Overlay {
         f: &mut Option<impl FnOnce(&[u8], &[u8]) -> T>,
     ) -> Option<Result<T>> {
         // The cap borrows the side's key: no copy of it per side cell.
-        let cap = Bound::Excluded(&self.side.current()?.key[..]);
+        let cap = Bound::Excluded(self.side.current_key()?);
         let (now, last, yielded) = (self.snap.now, &mut self.last.key, &mut self.yielded);
         loop {
             let lent = self.seg.next_below_with(cap, |r| {
@@ -377,10 +372,9 @@ impl Overlay {
         let (held, holding) = (&mut self.held, &mut self.holding);
         self.seg.next_with(|r| {
             if let Some(m) = side {
-                match key_order(r.key, &m.key) {
+                match key_order(r.key, m.key) {
                     std::cmp::Ordering::Less => {}
-                    std::cmp::Ordering::Equal
-                        if cmp_versions(entry_version(m), version(&r)).is_gt() =>
+                    std::cmp::Ordering::Equal if cmp_versions(version(&m), version(&r)).is_gt() =>
                     {
                         return Seg::Shadowed;
                     }
@@ -412,13 +406,13 @@ impl Overlay {
             return Some(Pick::Side);
         }
         let s = &self.held;
-        match key_order(&s.key, &m.key) {
+        match key_order(&s.key, m.key) {
             std::cmp::Ordering::Less => {
                 self.holding = false;
                 Some(Pick::Held)
             }
             std::cmp::Ordering::Equal => {
-                let newer = cmp_versions(entry_version(m), entry_version(s));
+                let newer = cmp_versions(version(&m), entry_version(s));
                 self.holding = false;
                 self.take_side();
                 Some(if newer.is_gt() { Pick::Side } else { Pick::Held })
@@ -430,7 +424,7 @@ impl Overlay {
         }
     }
 
-    /// Take the side's cell ([`CopyMerge::take`]).
+    /// Take the side's cell ([`Side::take`]).
     fn take_side(&mut self) {
         self.side.take();
     }

@@ -49,8 +49,8 @@ use crate::error::{Error, Result};
 use crate::format::{cmp_keys, key_prefix};
 use crate::io::prefetch::prefetch_read;
 use crate::lifecycle::{SegmentHandle, View};
-use crate::segment::{Entry, RecordRef, SegmentIter};
-use crate::table::merge::{CopyMerge, Cursor};
+use crate::segment::{RecordRef, SegmentIter};
+use crate::table::merge::CopyMerge;
 
 use super::overlay::SideCursor;
 use super::snap::{first_segments, segment_bit};
@@ -286,6 +286,7 @@ impl SideRun {
         }
     }
 
+    #[inline(always)]
     fn record(&self, i: usize) -> RecordRef<'_> {
         let c = &self.cells[i];
         let key_end = (c.at + c.key_len) as usize;
@@ -394,8 +395,8 @@ pub(crate) fn side_segments(view: &View) -> Option<u64> {
     (side != 0).then_some(side)
 }
 
-/// A cursor over a run's cells within bounds: a side source of the overlay in place of
-/// the segments the run covers.
+/// A cursor over a run's cells within bounds: what the overlay's side reads in place of
+/// the segments the run covers, its cells lent from the run (`side.rs`).
 pub(crate) struct RunCursor {
     run: Arc<SideRun>,
     /// The bounds' cells are `lo_at..hi_at`; the front is at `front`, the back
@@ -428,48 +429,29 @@ impl RunCursor {
     pub(crate) fn is_empty(&self) -> bool {
         self.lo_at == self.hi_at
     }
-}
 
-impl Iterator for RunCursor {
-    type Item = Result<Entry>;
-    fn next(&mut self) -> Option<Result<Entry>> {
-        let mut e = Entry::default();
-        self.next_into(&mut e).map(|r| r.map(|()| e))
+    /// The front's cell, lent from the run (`None` once the ends meet).
+    #[inline(always)]
+    pub(crate) fn head(&self) -> Option<RecordRef<'_>> {
+        (self.front < self.back).then(|| self.run.record(self.front))
     }
-}
 
-impl DoubleEndedIterator for RunCursor {
-    fn next_back(&mut self) -> Option<Result<Entry>> {
-        if self.back <= self.front {
-            return None;
-        }
-        self.back -= 1;
-        let mut e = Entry::default();
-        e.set_from(self.run.record(self.back));
-        Some(Ok(e))
-    }
-}
-
-impl Cursor for RunCursor {
-    fn seek(&mut self, lo: Bound<&[u8]>) {
-        let at = self.run.first_above(lo).max(self.lo_at);
-        self.front = at.min(self.back);
-    }
-    fn seek_back(&mut self, hi: Bound<&[u8]>) {
-        let at = self.run.past_below(hi).min(self.hi_at);
-        self.back = at.max(self.front);
-    }
+    /// Step the front past its cell, which stays readable as [`RunCursor::cell`] of the
+    /// index returned (the run never changes); the next cell's bytes start loading.
     #[inline]
-    fn next_into(&mut self, into: &mut Entry) -> Option<Result<()>> {
-        if self.front >= self.back {
-            return None;
-        }
-        into.set_from(self.run.record(self.front));
+    pub(crate) fn advance(&mut self) -> usize {
+        let at = self.front;
         self.front += 1;
         // The next cell is read when the scan's walk of its chain reaches its key, a
         // few rows on: its loads overlap that walk.
         self.run.prefetch(self.front);
-        Some(Ok(()))
+        at
+    }
+
+    /// Cell `at` of the run, one [`RunCursor::advance`] returned.
+    #[inline]
+    pub(crate) fn cell(&self, at: usize) -> RecordRef<'_> {
+        self.run.record(at)
     }
 }
 

@@ -257,8 +257,11 @@ impl TableSnap {
         let run = run.filter(|r| r.serves(chain_bits, meeting.bits));
         let on_run = run.is_some();
         let side = match run {
-            Some(r) => side_of(run_side(mems, r, &bounds)),
-            None => side_of(self.side_cursors(mems, &bounds, meeting, &chain)),
+            Some(r) => {
+                let cells = RunCursor::new(r, range::as_ref(&bounds.0), range::as_ref(&bounds.1));
+                side_of(mem_cursors(mems), Some(cells))
+            }
+            None => side_of(self.side_cursors(mems, &bounds, meeting, &chain), None),
         };
         let rest = chain[1..].iter().map(|&i| segs[i].clone()).collect();
         let picture = self.without_run();
@@ -511,12 +514,9 @@ fn meets(h: &SegmentHandle, bounds: &KeyBounds) -> bool {
     st.entry_count > 0 && range::above(&st.max_key, &bounds.0) && range::below(&st.min_key, &bounds.1)
 }
 
-/// The overlay's side sources with side run `run` in place of the segments beside its
-/// chain: a cursor per memtable iterator of `mems`, and the run's cells in `bounds`
-/// (none if it holds none there).
-fn run_side(mems: Mems, run: Arc<SideRun>, bounds: &KeyBounds) -> impl Iterator<Item = SideCursor> {
-    let mems = mems.into_iter().map(|m| SideCursor::Mem(MemtableCursor(m)));
-    let (lo, hi) = (range::as_ref(&bounds.0), range::as_ref(&bounds.1));
-    let cells = RunCursor::new(run, lo, hi);
-    mems.chain((!cells.is_empty()).then_some(SideCursor::Run(cells)))
+/// The overlay's side sources with a side run in place of the segments beside its
+/// chain: a cursor per memtable iterator of `mems` (the run's cells are lent beside
+/// them, `side.rs`).
+fn mem_cursors(mems: Mems) -> impl Iterator<Item = SideCursor> {
+    mems.into_iter().map(|m| SideCursor::Mem(MemtableCursor(m)))
 }

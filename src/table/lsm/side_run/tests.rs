@@ -10,6 +10,47 @@ use super::{RunBudget, RunCursor, SideRun, CELL_BYTES};
 use crate::segment::Entry;
 use crate::table::merge::Cursor;
 use crate::test_support::proptest_cases;
+use crate::error::Result;
+
+// A scan lends a run cursor's front cells (`head`, `advance`: `side.rs`); its
+// double-ended and seeking form, as a merge's other sources have, is what the model
+// below checks the cursor's bounds and ends with.
+impl Iterator for RunCursor {
+    type Item = Result<Entry>;
+    fn next(&mut self) -> Option<Result<Entry>> {
+        let mut e = Entry::default();
+        self.next_into(&mut e).map(|r| r.map(|()| e))
+    }
+}
+
+impl DoubleEndedIterator for RunCursor {
+    fn next_back(&mut self) -> Option<Result<Entry>> {
+        if self.back <= self.front {
+            return None;
+        }
+        self.back -= 1;
+        let mut e = Entry::default();
+        e.set_from(self.run.record(self.back));
+        Some(Ok(e))
+    }
+}
+
+impl Cursor for RunCursor {
+    fn seek(&mut self, lo: Bound<&[u8]>) {
+        let at = self.run.first_above(lo).max(self.lo_at);
+        self.front = at.min(self.back);
+    }
+    fn seek_back(&mut self, hi: Bound<&[u8]>) {
+        let at = self.run.past_below(hi).min(self.hi_at);
+        self.back = at.max(self.front);
+    }
+    #[inline]
+    fn next_into(&mut self, into: &mut Entry) -> Option<Result<()>> {
+        into.set_from(self.head()?);
+        self.advance();
+        Some(Ok(()))
+    }
+}
 
 /// A run of `cells` (keys strictly ascending), covering the segments `covers`.
 fn run_of(covers: u64, cells: &[Entry]) -> SideRun {
